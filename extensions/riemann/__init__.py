@@ -1,0 +1,1 @@
+"""Pointwise Riemann solvers, registered by name (see forestpy.vtable)."""
