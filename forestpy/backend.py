@@ -57,13 +57,14 @@ class CPUBackend(Backend):
 
 
 def get_backend(name: str | Backend = "cpu") -> Backend:
-    """Return a new backend object for ``name`` (``"cpu"``; ``"gpu"`` arrives with the GPU issue)."""
+    """Return a new backend object for ``name`` (``"cpu"``; ``"gpu"`` comes with the GPU issue)."""
     if isinstance(name, Backend):
         return name
     if name == "cpu":
         return CPUBackend()
     if name == "gpu":
         raise NotImplementedError(
-            "the GPU backend is not available yet (tracked in the GPU-backend issue); use --backend cpu"
+            "the GPU backend is not available yet (see the GPU-backend issue); "
+            "use --backend cpu"
         )
     raise ValueError(f"unknown backend {name!r}; valid: 'cpu', 'gpu'")

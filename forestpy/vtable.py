@@ -66,6 +66,12 @@ class RiemannSolver:
         True when ``wave`` holds f-waves (flux-difference splitting).
     conserved : tuple of bool
         Which components are conserved quantities (totals reported and kept).
+    wall_reflect : tuple of two tuples of int
+        Components negated in the mirror ghost cells of a reflecting wall normal to x
+        and normal to y (e.g. ``((1,), (2,))`` for the momenta of shallow water).
+    positive : tuple of int
+        Components that must stay non-negative (a depth, a density); a state that
+        violates this is reported as an error.
     description : str
         One line for listings.
     """
@@ -81,6 +87,8 @@ class RiemannSolver:
     default_params: Mapping[str, float] = field(default_factory=dict)
     fwave: bool = False
     conserved: tuple[bool, ...] = ()
+    wall_reflect: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())
+    positive: tuple[int, ...] = ()
     description: str = ""
 
     def __post_init__(self):
@@ -174,6 +182,64 @@ def available_riemann() -> list[str]:
     return sorted(_REGISTRY)
 
 
+_REQUIRED_SLOTS = ("qinit", "step", "tag4refinement")
+
+
 @dataclass
-class SolverVtable:  # filled in with the Simulation (placeholder for the helpers' imports)
-    name: str = ""
+class SolverVtable:
+    """The functions one solver provides to a :class:`~forestpy.simulation.Simulation`.
+
+    Slots, grouped as in ForestClaw's patch vtable.  Required slots raise at setup when
+    missing; optional slots (``None``) are skipped.  A table is initialised once by the
+    simulation that owns it and is frozen from then on, so two simulations never share
+    one.
+
+    Creating
+        ``qinit(x, y) -> q`` (required): initial state at cell centres, shape
+        ``(num_eqn,) + x.shape``.  ``setaux(x, y, dx, dy) -> aux`` (optional), shape
+        ``(num_aux,) + x.shape``, ghost cells included.
+    Single-step update
+        ``step(q, aux, geom, dt) -> (q_new, cfl, edge_fluxes)`` (required);
+        ``b4step(sim, dt)`` (optional, before each step);
+        ``src2(q, aux, x, y, t, dt)`` (optional split source, updates ``q`` in place).
+    Time sync
+        ``fluctuations(ixy, ql, qr, auxl, auxr, params, out)`` (optional; without it the
+        coarse-fine conservation fix is skipped).
+    Regrid
+        ``tag4refinement(q, aux, geom, t) -> bool[npatch]`` (required);
+        ``tag4coarsening(q, aux, geom, t) -> bool[npatch]`` (optional: never coarsen).
+    Output
+        ``derived_fields(q, aux) -> dict[name, array]`` (optional).
+    """
+
+    qinit: Callable | None = None
+    setaux: Callable | None = None
+    step: Callable | None = None
+    b4step: Callable | None = None
+    src2: Callable | None = None
+    fluctuations: Callable | None = None
+    tag4refinement: Callable | None = None
+    tag4coarsening: Callable | None = None
+    derived_fields: Callable | None = None
+    _initialized: bool = field(default=False, repr=False)
+
+    def __setattr__(self, name, value):
+        if getattr(self, "_initialized", False):
+            raise AttributeError(
+                f"solver vtable is initialised and frozen; cannot set slot {name!r}"
+            )
+        object.__setattr__(self, name, value)
+
+    def initialize(self) -> SolverVtable:
+        """Check the required slots and freeze the table (only once)."""
+        if self._initialized:
+            raise RuntimeError("this solver vtable is already initialised (one per simulation)")
+        missing = [s for s in _REQUIRED_SLOTS if getattr(self, s) is None]
+        if missing:
+            raise ValueError(f"solver vtable is missing required slot(s): {missing}")
+        for name in self.__dataclass_fields__:
+            value = getattr(self, name)
+            if name != "_initialized" and value is not None and not callable(value):
+                raise TypeError(f"solver vtable slot {name!r} must be callable")
+        object.__setattr__(self, "_initialized", True)
+        return self

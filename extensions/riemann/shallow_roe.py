@@ -1,0 +1,211 @@
+r"""Shallow water equations: Roe solver with the Harten-Hyman entropy fix.
+
+.. math::
+
+    h_t + (hu)_x + (hv)_y = 0,
+
+    (hu)_t + \left(hu^2 + \tfrac12 g h^2\right)_x + (huv)_y = 0,
+
+    (hv)_t + (huv)_x + \left(hv^2 + \tfrac12 g h^2\right)_y = 0.
+
+At an x-interface the Roe averages
+
+.. math::
+
+    \hat u = \frac{\sqrt{h_l}\,u_l + \sqrt{h_r}\,u_r}{\sqrt{h_l} + \sqrt{h_r}}, \qquad
+    \hat v = \frac{\sqrt{h_l}\,v_l + \sqrt{h_r}\,v_r}{\sqrt{h_l} + \sqrt{h_r}}, \qquad
+    \hat c = \sqrt{g\,\frac{h_l + h_r}{2}}
+
+give the speeds :math:`\hat u - \hat c, \hat u, \hat u + \hat c`, the eigenvectors
+:math:`r^1 = (1, \hat u - \hat c, \hat v)`, :math:`r^2 = (0, 0, 1)`,
+:math:`r^3 = (1, \hat u + \hat c, \hat v)` and the wave strengths
+
+.. math::
+
+    \alpha^1 = \frac{(\hat u + \hat c)\Delta h - \Delta(hu)}{2\hat c}, \qquad
+    \alpha^2 = \Delta(hv) - \hat v \Delta h, \qquad
+    \alpha^3 = \frac{\Delta(hu) - (\hat u - \hat c)\Delta h}{2\hat c}.
+
+The Roe property makes :math:`\sum_p s^p \mathcal{W}^p = f(q_r) - f(q_l)`.  In a
+transonic rarefaction of the 1- or 3-family (the characteristic speed
+:math:`\lambda` changes sign from negative to positive across the wave) the
+Harten-Hyman fix splits that wave's fluctuation at the sonic point:
+:math:`\mathcal{A}^-` gets :math:`\lambda_l (\lambda_r - s)/(\lambda_r - \lambda_l)\,
+\mathcal{W}` and :math:`\mathcal{A}^+` the rest of :math:`s\,\mathcal{W}`.
+
+The transverse solver decomposes :math:`\mathcal{A}^*\Delta q` in the eigenvectors of
+the Roe matrix in the transverse direction, with the Roe averages of the two states
+of the interface.
+
+Negative depths are not an error inside the solver: every output is set to NaN
+and the time stepper's NaN check reports it.  A dry state (``h == 0``) has zero
+velocity.
+
+References
+----------
+R. J. LeVeque, *Finite Volume Methods for Hyperbolic Problems*, Cambridge University
+Press, 2002, Sections 13.1, 15.3 (Roe solver for shallow water), 15.3.5 (Harten-Hyman
+entropy fix) and 21.
+A. Harten and J. M. Hyman, Self adjusting grid methods for one-dimensional hyperbolic
+conservation laws, *J. Comput. Phys.* 50 (1983) 235-269.
+"""
+
+from __future__ import annotations
+
+import numba
+
+from forestpy.vtable import RiemannSolver
+
+from ._common import (
+    fill_nan_normal,
+    fill_nan_transverse,
+    fill_zero_normal,
+    harten_hyman_left,
+    sqrt_or_nan,
+    velocity,
+)
+
+__all__ = [
+    "roe_averages",
+    "roe_transverse_split",
+    "rpn2_shallow_roe",
+    "rpt2_shallow_roe",
+    "shallow_roe",
+]
+
+
+@numba.njit
+def roe_averages(ql, qr, grav, mn, mt):
+    """Roe averages ``(un, ut, c)`` of two shallow-water states.
+
+    ``mn`` is the index of the momentum normal to the splitting direction and ``mt``
+    the other one.  Both depths must be ``>= 0``; two dry states give zeros.
+    """
+    hl = ql[0]
+    hr = qr[0]
+    sl = sqrt_or_nan(hl)
+    sr = sqrt_or_nan(hr)
+    den = sl + sr
+    if den > 0.0:
+        un = (sl * velocity(hl, ql[mn]) + sr * velocity(hr, qr[mn])) / den
+        ut = (sl * velocity(hl, ql[mt]) + sr * velocity(hr, qr[mt])) / den
+    else:
+        un = 0.0
+        ut = 0.0
+    c = sqrt_or_nan(0.5 * grav * (hl + hr))
+    return un, ut, c
+
+
+@numba.njit
+def roe_transverse_split(ixy, ql, qr, grav, asdq, bmasdq, bpasdq):
+    """Split ``asdq`` into the transverse Roe eigenvectors (shared by Roe and HLLE).
+
+    For ``ixy == 1`` the transverse direction is y: the speeds are ``v - c, u, v + c``
+    with the Roe averages ``u, v, c`` of ``ql`` and ``qr``.
+    """
+    if not (ql[0] >= 0.0 and qr[0] >= 0.0):
+        fill_nan_transverse(bmasdq, bpasdq)
+        return
+    mt = ixy  # momentum along the interface normal: tangential to the transverse dir.
+    mn = 3 - ixy  # momentum in the transverse direction
+    un, ut, c = roe_averages(ql, qr, grav, mn, mt)
+    if c == 0.0:
+        for m in range(3):
+            bmasdq[m] = 0.0
+            bpasdq[m] = 0.0
+        return
+    b1 = ((un + c) * asdq[0] - asdq[mn]) / (2.0 * c)
+    b2 = asdq[mt] - ut * asdq[0]
+    b3 = (asdq[mn] - (un - c) * asdq[0]) / (2.0 * c)
+    s1 = un - c
+    s2 = un
+    s3 = un + c
+    c1m = min(s1, 0.0) * b1
+    c2m = min(s2, 0.0) * b2
+    c3m = min(s3, 0.0) * b3
+    c1p = max(s1, 0.0) * b1
+    c2p = max(s2, 0.0) * b2
+    c3p = max(s3, 0.0) * b3
+    bmasdq[0] = c1m + c3m
+    bmasdq[mn] = c1m * s1 + c3m * s3
+    bmasdq[mt] = (c1m + c3m) * ut + c2m
+    bpasdq[0] = c1p + c3p
+    bpasdq[mn] = c1p * s1 + c3p * s3
+    bpasdq[mt] = (c1p + c3p) * ut + c2p
+
+
+def rpn2_shallow_roe(ixy, ql, qr, auxl, auxr, params, wave, s, amdq, apdq):
+    """Normal solve: Roe linearisation, 3 waves, Harten-Hyman entropy fix."""
+    grav = params[0]
+    hl = ql[0]
+    hr = qr[0]
+    if not (hl >= 0.0 and hr >= 0.0):
+        fill_nan_normal(wave, s, amdq, apdq)
+        return
+    if hl == 0.0 and hr == 0.0:
+        fill_zero_normal(wave, s, amdq, apdq)
+        return
+    mu = ixy
+    mv = 3 - ixy
+    u, v, c = roe_averages(ql, qr, grav, mu, mv)
+
+    dh = hr - hl
+    dhu = qr[mu] - ql[mu]
+    dhv = qr[mv] - ql[mv]
+    a1 = ((u + c) * dh - dhu) / (2.0 * c)
+    a2 = dhv - v * dh
+    a3 = (dhu - (u - c) * dh) / (2.0 * c)
+
+    wave[0, 0] = a1
+    wave[mu, 0] = a1 * (u - c)
+    wave[mv, 0] = a1 * v
+    s[0] = u - c
+
+    wave[0, 1] = 0.0
+    wave[mu, 1] = 0.0
+    wave[mv, 1] = a2
+    s[1] = u
+
+    wave[0, 2] = a3
+    wave[mu, 2] = a3 * (u + c)
+    wave[mv, 2] = a3 * v
+    s[2] = u + c
+
+    # 1-family: characteristic speed u - sqrt(g h) left of and right of the wave
+    lam_l = velocity(hl, ql[mu]) - sqrt_or_nan(grav * hl)
+    h1 = hl + wave[0, 0]
+    lam_r = velocity(h1, ql[mu] + wave[mu, 0]) - sqrt_or_nan(grav * h1)
+    k1 = harten_hyman_left(s[0], lam_l, lam_r)
+    # 2-family: linearly degenerate
+    k2 = min(s[1], 0.0)
+    # 3-family: u + sqrt(g h) left of the wave (qr - W3) and right of it (qr)
+    h2 = hr - wave[0, 2]
+    lam_l = velocity(h2, qr[mu] - wave[mu, 2]) + sqrt_or_nan(grav * h2)
+    lam_r = velocity(hr, qr[mu]) + sqrt_or_nan(grav * hr)
+    k3 = harten_hyman_left(s[2], lam_l, lam_r)
+
+    for m in range(3):
+        amdq[m] = k1 * wave[m, 0] + k2 * wave[m, 1] + k3 * wave[m, 2]
+        apdq[m] = (s[0] - k1) * wave[m, 0] + (s[1] - k2) * wave[m, 1] + (s[2] - k3) * wave[m, 2]
+
+
+def rpt2_shallow_roe(ixy, imp, ql, qr, aux1, aux2, aux3, params, asdq, bmasdq, bpasdq):
+    """Transverse solve: Roe eigen-decomposition in the transverse direction."""
+    roe_transverse_split(ixy, ql, qr, params[0], asdq, bmasdq, bpasdq)
+
+
+shallow_roe = RiemannSolver(
+    name="shallow_roe",
+    num_eqn=3,
+    num_waves=3,
+    rpn2=rpn2_shallow_roe,
+    rpt2=rpt2_shallow_roe,
+    num_aux=0,
+    field_names=("h", "hu", "hv"),
+    param_names=("grav",),
+    default_params={"grav": 1.0},
+    fwave=False,
+    wall_reflect=((1,), (2,)),
+    positive=(0,),
+    description="shallow water (h, hu, hv), Roe solver with Harten-Hyman entropy fix",
+)

@@ -1,0 +1,547 @@
+"""Simulation: forest + patches + solver + options + clock.
+
+One global time step (DESIGN.md section 6):
+
+1. fill ghosts (execute the plan, then physical boundaries)
+2. ``b4step`` hook
+3. batched patch kernel -> new q, Courant number per patch, edge fluxes
+4. CFL check: above ``cfl_max`` the step is discarded and retaken with a smaller dt
+5. time sync (coarse-fine conservation fix)
+6. split source terms
+7. advance t; callbacks
+8. every ``regrid_interval`` steps: tag -> refine/coarsen/balance -> transfer -> new plan
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from forestpy.backend import get_backend
+from forestpy.forest import MAX_LEVEL, Brick, Forest
+from forestpy.patches import (
+    PatchGeometry,
+    apply_physical_bc,
+    apply_time_sync,
+    build_ghost_plan,
+    build_time_sync_plan,
+    fill_ghosts,
+    normalize_bc,
+    transfer,
+)
+from forestpy.timers import Timers
+from forestpy.vtable import SolverVtable, get_riemann
+
+__all__ = ["Simulation", "tag_undivided_difference"]
+
+
+class StateError(RuntimeError):
+    """The solution became invalid (NaN/Inf or a negative depth/density)."""
+
+
+def tag_undivided_difference(field: int, threshold: float):
+    """Tagging function: refine a patch where ``|q[field]|`` jumps by more than
+    ``threshold`` between neighbouring cells (interior and first ghost layer)."""
+
+    def tag(q, aux, geom, t):
+        return undivided_difference(q, field, geom.mbc) > threshold
+
+    return tag
+
+
+def undivided_difference(q, field: int, mbc: int) -> np.ndarray:
+    """Per patch, the largest jump of ``q[:, field]`` across any interior cell face."""
+    f = q[:, field]
+    core = f[:, mbc - 1 : f.shape[1] - mbc + 1, mbc - 1 : f.shape[2] - mbc + 1]
+    dx = np.abs(np.diff(core[:, 1:-1, :], axis=2)).max(axis=(1, 2))
+    dy = np.abs(np.diff(core[:, :, 1:-1], axis=1)).max(axis=(1, 2))
+    return np.maximum(dx, dy)
+
+
+@dataclass(frozen=True)
+class Domain:
+    """A rectangle covered by a brick of ``ntrees`` unit trees, optionally periodic."""
+
+    lower: tuple[float, float] = (0.0, 0.0)
+    upper: tuple[float, float] = (1.0, 1.0)
+    ntrees: tuple[int, int] = (1, 1)
+    periodic: tuple[bool, bool] = (False, False)
+
+    def brick(self) -> Brick:
+        return Brick(
+            nx=self.ntrees[0],
+            ny=self.ntrees[1],
+            periodic_x=self.periodic[0],
+            periodic_y=self.periodic[1],
+            lower=tuple(self.lower),
+            upper=tuple(self.upper),
+        )
+
+
+class Simulation:
+    """An adaptive simulation of one hyperbolic system on a quadtree forest of patches.
+
+    Parameters
+    ----------
+    riemann : str or RiemannSolver
+        Registered name or record of the pointwise Riemann solver.
+    qinit : callable
+        ``qinit(x, y) -> q`` of shape ``(num_eqn,) + x.shape`` at cell centres.
+    domain : Domain
+        Rectangle, number of trees and periodicity.
+    mx, my, mbc : int
+        Cells per patch and ghost layers (``mbc >= 2``).
+    min_level, max_level : int
+        Coarsest and finest refinement level (uniform grid when equal).
+    bc : str, sequence or dict
+        Physical boundary conditions, see :mod:`forestpy.patches.boundary`.
+    params : dict
+        Riemann-solver parameters (e.g. ``{"grav": 1.0}``).
+    order, transverse_waves, limiter, capacity_index :
+        Clawpack solver options.
+    cfl_desired, cfl_max : float
+        Target and largest accepted Courant number.
+    dt_initial : float or None
+        First trial time step; by default estimated from the initial wave speeds.
+    refine_threshold, coarsen_threshold, tag_field : float, float, int
+        Default tagging: undivided difference of ``q[tag_field]``.
+    tag : callable, optional
+        ``tag(q, aux, geom, t) -> bool[npatch]`` replacing the default refinement flags.
+    regrid_interval : int
+        Steps between regrids (0: never).
+    setaux, src2, b4step : callable, optional
+        Vtable hooks (see :class:`~forestpy.vtable.SolverVtable`).
+    callbacks : sequence
+        Objects with optional ``on_start(sim)``, ``on_step(sim)``, ``on_end(sim)``.
+    backend : str
+        ``"cpu"`` (``"gpu"`` with the GPU backend).
+    t_final : float
+        Default end time for :meth:`run`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from forestpy import Simulation, Domain
+    >>> sim = Simulation("advection", qinit=lambda x, y: np.exp(-50 * x**2)[None] + 0 * y,
+    ...                  domain=Domain((-1, -1), (1, 1), periodic=(True, True)),
+    ...                  bc="periodic", mx=8, min_level=2, max_level=2, t_final=0.1)
+    >>> sim.run().steps > 0
+    True
+    """
+
+    OPTION_DEFAULTS = dict(
+        mx=16,
+        my=None,
+        mbc=2,
+        min_level=2,
+        max_level=None,
+        bc="extrap",
+        params=None,
+        order=2,
+        transverse_waves=2,
+        limiter="mc",
+        capacity_index=-1,
+        cfl_desired=0.9,
+        cfl_max=1.0,
+        dt_initial=None,
+        dt_max=math.inf,
+        refine_threshold=0.1,
+        coarsen_threshold=None,
+        tag_field=0,
+        tag=None,
+        regrid_interval=2,
+        setaux=None,
+        src2=None,
+        b4step=None,
+        callbacks=(),
+        backend="cpu",
+        t_final=1.0,
+        name="simulation",
+        check_state=True,
+    )
+
+    def __init__(self, riemann, *, qinit: Callable, domain: Domain | None = None, **options):
+        unknown = set(options) - set(self.OPTION_DEFAULTS)
+        if unknown:
+            raise TypeError(
+                f"unknown Simulation option(s) {sorted(unknown)}; valid: "
+                f"{sorted(self.OPTION_DEFAULTS)}"
+            )
+        opts = {**self.OPTION_DEFAULTS, **options}
+        self.riemann = get_riemann(riemann)
+        self.domain = domain or Domain()
+        self.backend = get_backend(opts["backend"])
+        self.name = opts["name"]
+        self.mx = int(opts["mx"])
+        self.my = int(opts["my"] or opts["mx"])
+        self.mbc = int(opts["mbc"])
+        if self.mbc < 2:
+            raise ValueError(
+                f"mbc={self.mbc}: the second-order wave-propagation kernel needs mbc >= 2"
+            )
+        self.min_level = int(opts["min_level"])
+        self.max_level = int(opts["max_level"] if opts["max_level"] is not None else self.min_level)
+        if not 0 <= self.min_level <= self.max_level < MAX_LEVEL - 1:
+            raise ValueError(
+                f"need 0 <= min_level ({self.min_level}) <= max_level ({self.max_level}) "
+                f"< {MAX_LEVEL - 1}"
+            )
+        self.cfl_desired = float(opts["cfl_desired"])
+        self.cfl_max = float(opts["cfl_max"])
+        if not 0 < self.cfl_desired <= self.cfl_max:
+            raise ValueError(
+                f"need 0 < cfl_desired ({self.cfl_desired}) <= cfl_max ({self.cfl_max})"
+            )
+        self.dt_max = float(opts["dt_max"])
+        self.regrid_interval = int(opts["regrid_interval"])
+        self.t_final = float(opts["t_final"])
+        self.check_state = bool(opts["check_state"])
+        self.params = self.riemann.params_array(opts["params"])
+        self.bc = normalize_bc(opts["bc"], *self.domain.periodic)
+
+        from forestpy.solvers.clawpack.solver import ClawpackSolver
+
+        self.solver = ClawpackSolver(
+            self.riemann,
+            order=opts["order"],
+            transverse_waves=opts["transverse_waves"],
+            limiter=opts["limiter"],
+            capacity_index=opts["capacity_index"],
+        )
+        self.solver.set_params(self.params)
+        self.capacity_index = self.solver.capacity_index
+        coarsen = opts["coarsen_threshold"]
+        if coarsen is None:
+            coarsen = 0.5 * float(opts["refine_threshold"])
+        field = int(opts["tag_field"])
+        if not 0 <= field < self.riemann.num_eqn:
+            raise ValueError(f"tag_field={field} out of range for {self.riemann.num_eqn} fields")
+        self.vtable = SolverVtable(
+            qinit=qinit,
+            setaux=opts["setaux"],
+            step=self.solver.step,
+            b4step=opts["b4step"],
+            src2=opts["src2"],
+            fluctuations=self.solver.fluctuations,
+            tag4refinement=opts["tag"]
+            or tag_undivided_difference(field, float(opts["refine_threshold"])),
+            tag4coarsening=(
+                None
+                if opts["tag"] is not None and options.get("coarsen_threshold") is None
+                else _tag_coarsen(field, float(coarsen))
+            ),
+        ).initialize()
+        self.options = {k: v for k, v in opts.items()}
+        self.options.update(
+            mx=self.mx,
+            my=self.my,
+            max_level=self.max_level,
+            coarsen_threshold=coarsen,
+            riemann=self.riemann.name,
+            params=dict(zip(self.riemann.param_names, self.params.tolist())),
+            domain=dict(
+                lower=list(self.domain.lower),
+                upper=list(self.domain.upper),
+                ntrees=list(self.domain.ntrees),
+                periodic=list(self.domain.periodic),
+            ),
+        )
+        self.callbacks = list(opts["callbacks"])
+        self.timers = Timers()
+        self.t = 0.0
+        self.steps = 0
+        self.rejected_steps = 0
+        self.regrids = 0
+        self.cell_updates = 0
+        self.wall_s = 0.0
+        self.dt = opts["dt_initial"]
+        self._dt_explicit = opts["dt_initial"] is not None
+        self._initial_refinement()
+        self.totals_initial = self.totals()
+
+    # ------------------------------------------------------------------ setup
+    def _set_forest(self, forest: Forest) -> None:
+        self.forest = forest
+        self.geom = PatchGeometry.from_forest(forest, self.mx, self.my, self.mbc)
+        self.ghost_plan = build_ghost_plan(forest, self.geom)
+        self.sync_plan = build_time_sync_plan(forest, self.geom)
+        self.aux_setaux = self._make_aux(self.geom)
+        self.aux = self.aux_setaux.copy()
+
+    def _make_aux(self, geom):
+        naux = self.riemann.num_aux
+        shape = (geom.npatch, naux) + geom.shape
+        if self.vtable.setaux is None:
+            if naux:
+                raise ValueError(f"Riemann solver {self.riemann.name!r} needs aux: give setaux")
+            return np.zeros(shape)
+        x, y = geom.cell_centers(ghosts=True)
+        aux = np.asarray(
+            self.vtable.setaux(x, y, geom.dx[:, None, None], geom.dy[:, None, None]),
+            dtype=np.float64,
+        )
+        aux = np.moveaxis(aux, 0, 1) if aux.shape[0] == naux else aux
+        if aux.shape != shape:
+            raise ValueError(f"setaux returned shape {aux.shape}, expected {(naux,) + x.shape}")
+        return np.ascontiguousarray(aux)
+
+    def _qinit(self, geom):
+        x, y = geom.cell_centers(ghosts=True)
+        q = np.asarray(self.vtable.qinit(x, y), dtype=np.float64)
+        meqn = self.riemann.num_eqn
+        if q.shape != (meqn,) + x.shape:
+            raise ValueError(f"qinit returned shape {q.shape}, expected {(meqn,) + x.shape}")
+        return np.ascontiguousarray(np.moveaxis(q, 0, 1))
+
+    def _initial_refinement(self) -> None:
+        forest = Forest.new(self.domain.brick(), self.min_level)
+        while True:
+            self._set_forest(forest)
+            self.q = self._qinit(self.geom)
+            self._validate(self.q, "the initial condition")
+            if self.max_level == self.min_level:
+                break
+            self.fill_ghosts()
+            flags = self._refine_flags()
+            if not flags.any():
+                break
+            forest = forest.refine(flags).balance()
+        self.regrids = 0
+
+    # ------------------------------------------------------------------ pieces
+    def fill_ghosts(self, q=None) -> None:
+        """Fill every ghost cell of ``q`` (default the current state) in place."""
+        q = self.q if q is None else q
+        with self.timers("ghost_fill"):
+            fill_ghosts(self.ghost_plan, q)
+            apply_physical_bc(
+                q,
+                self.geom,
+                self.bc,
+                self.riemann.wall_reflect,
+                self.t,
+                self.aux,
+                centers=self._centers_of,
+            )
+
+    def _centers_of(self, idx):
+        x, y = self.geom.cell_centers(ghosts=True)
+        return x[idx], y[idx]
+
+    def _refine_flags(self) -> np.ndarray:
+        flags = np.asarray(self.vtable.tag4refinement(self.q, self.aux, self.geom, self.t), bool)
+        return flags & (self.geom.level < self.max_level)
+
+    def totals(self) -> dict:
+        """Integral of every conserved field over the domain (capacity-weighted)."""
+        b = self.mbc
+        w = self.geom.dx * self.geom.dy
+        interior = self.q[:, :, b:-b, b:-b]
+        if self.capacity_index >= 0:
+            interior = (
+                interior * self.aux[:, self.capacity_index : self.capacity_index + 1, b:-b, b:-b]
+            )
+        sums = np.einsum("pmji,p->m", interior, w)
+        return {
+            name: float(sums[m])
+            for m, name in enumerate(self.riemann.field_names)
+            if self.riemann.conserved[m]
+        }
+
+    def patches_per_level(self) -> dict:
+        lv, counts = np.unique(self.geom.level, return_counts=True)
+        return {int(a): int(b) for a, b in zip(lv, counts)}
+
+    def _validate(self, q, where: str) -> None:
+        if not self.check_state:
+            return
+        b = self.mbc
+        interior = q[:, :, b:-b, b:-b]
+        if not np.isfinite(interior.sum()):
+            bad = np.argwhere(~np.isfinite(interior))[0]
+            raise StateError(
+                f"NaN or Inf in {where} (field {self.riemann.field_names[bad[1]]!r}, patch "
+                f"{bad[0]}, t={self.t:.6g}); the last valid state is kept"
+            )
+        for m in self.riemann.positive:
+            low = interior[:, m].min()
+            if low < 0.0:
+                raise StateError(
+                    f"negative {self.riemann.field_names[m]!r} ({low:.3g}) in {where} at "
+                    f"t={self.t:.6g}; the last valid state is kept"
+                )
+
+    # ------------------------------------------------------------------ stepping
+    def _estimate_dt(self) -> float:
+        probe = min(self.geom.dx.min(), self.geom.dy.min()) * 1e-3
+        self.fill_ghosts()
+        _, cfl, _ = self.vtable.step(self.q, self.aux, self.geom, probe)
+        c = float(cfl.max())
+        if c <= 0.0:
+            return min(self.dt_max, self.t_final - self.t) or probe
+        return probe * self.cfl_desired / c
+
+    def step(self, dt: float) -> tuple[bool, float]:
+        """Try one step of size ``dt``; return (accepted, Courant number)."""
+        self.fill_ghosts()
+        if self.vtable.b4step is not None:
+            self.vtable.b4step(self, dt)
+        with self.timers("step"):
+            q_new, cfl, edge = self.vtable.step(self.q, self.aux, self.geom, dt)
+            courant = float(cfl.max())
+        if courant > self.cfl_max or not math.isfinite(courant):
+            self.rejected_steps += 1
+            if not math.isfinite(courant):
+                self._validate(q_new, f"step {self.steps + 1}")
+            return False, courant
+        with self.timers("time_sync"):
+            apply_time_sync(
+                self.sync_plan,
+                self.q,
+                q_new,
+                self.aux,
+                edge,
+                self.geom,
+                dt,
+                self.vtable.fluctuations,
+                self.params,
+                self.capacity_index,
+            )
+        if self.vtable.src2 is not None:
+            x, y = self.geom.cell_centers(ghosts=True)
+            self.vtable.src2(q_new, self.aux, x, y, self.t, dt)
+        self._validate(q_new, f"step {self.steps + 1}")
+        self.q = q_new
+        self.t += dt
+        self.steps += 1
+        self.cell_updates += self.geom.npatch * self.mx * self.my
+        return True, courant
+
+    def regrid(self) -> None:
+        """Tag, refine/coarsen/balance, transfer data conservatively, rebuild plans."""
+        with self.timers("regrid"):
+            self.fill_ghosts()
+            refine = self._refine_flags()
+            coarsen = np.zeros_like(refine)
+            if self.vtable.tag4coarsening is not None:
+                coarsen = np.asarray(
+                    self.vtable.tag4coarsening(self.q, self.aux, self.geom, self.t), bool
+                )
+                coarsen &= (self.geom.level > self.min_level) & ~refine
+            if not refine.any() and not coarsen.any():
+                return
+            old_forest, old_geom = self.forest, self.geom
+            forest = old_forest.refine(refine)
+            if coarsen.any():
+                gx, gy = forest.global_xy()
+                src = old_forest.locate_global(gx, gy)
+                kept = coarsen[src] & (old_forest.level[src] == forest.level)
+                forest = forest.coarsen(kept)
+            forest = forest.balance()
+            if forest.checksum() == old_forest.checksum() and len(forest) == len(old_forest):
+                return
+            q_new = transfer(
+                old_forest,
+                old_geom,
+                self.q,
+                forest,
+                PatchGeometry.from_forest(forest, self.mx, self.my, self.mbc),
+            )
+            self._set_forest(forest)
+            self.q = q_new
+            self.regrids += 1
+
+    def run(self, t_final: float | None = None, max_steps: int | None = None) -> Simulation:
+        """Advance to ``t_final`` (default the option); returns ``self``."""
+        t_final = self.t_final if t_final is None else float(t_final)
+        self.t_final = t_final
+        start = time.perf_counter()
+        for cb in self.callbacks:
+            if hasattr(cb, "on_start"):
+                cb.on_start(self)
+        if self.dt is None:
+            self.dt = self._estimate_dt()
+        eps = 1e-12 * max(1.0, abs(t_final))
+        taken = 0
+        while self.t < t_final - eps and (max_steps is None or taken < max_steps):
+            dt = min(self.dt, self.dt_max, t_final - self.t)
+            accepted, courant = self.step(dt)
+            if courant > 0:
+                self.dt = min(self.dt_max, dt * self.cfl_desired / courant)
+            if not accepted:
+                if self.rejected_steps > 10 * (self.steps + 10):
+                    raise StateError("too many rejected steps: the CFL condition cannot be met")
+                continue
+            taken += 1
+            if (
+                self.regrid_interval
+                and self.steps % self.regrid_interval == 0
+                and self.max_level > self.min_level
+            ):
+                self.regrid()
+            with self.timers("callbacks"):
+                for cb in self.callbacks:
+                    if hasattr(cb, "on_step"):
+                        cb.on_step(self)
+        for cb in self.callbacks:
+            if hasattr(cb, "on_end"):
+                cb.on_end(self)
+        self.wall_s += time.perf_counter() - start
+        return self
+
+    # ------------------------------------------------------------------ queries
+    def sample(self, x, y) -> np.ndarray:
+        """State at points ``(x, y)`` from the finest leaf containing each point.
+
+        Returns an array ``(npoints, num_eqn)``; points outside the domain raise.
+        """
+        x = np.atleast_1d(np.asarray(x, dtype=np.float64))
+        y = np.atleast_1d(np.asarray(y, dtype=np.float64))
+        (x0, y0), (x1, y1) = self.domain.lower, self.domain.upper
+        if np.any((x < x0) | (x > x1) | (y < y0) | (y > y1)):
+            raise ValueError("sample point(s) outside the domain")
+        nx, ny = self.domain.ntrees
+        span = 2**MAX_LEVEL
+        gX = np.minimum(((x - x0) / (x1 - x0) * nx * span).astype(np.int64), nx * span - 1)
+        gY = np.minimum(((y - y0) / (y1 - y0) * ny * span).astype(np.int64), ny * span - 1)
+        leaf = self.forest.locate_global(gX, gY)
+        g = self.geom
+        i = np.clip(((x - g.xlower[leaf]) / g.dx[leaf]).astype(np.int64), 0, g.mx - 1) + g.mbc
+        j = np.clip(((y - g.ylower[leaf]) / g.dy[leaf]).astype(np.int64), 0, g.my - 1) + g.mbc
+        return self.q[leaf, :, j, i]
+
+    def summary(self) -> dict:
+        """The run summary written to ``summary.json``."""
+        wall = self.wall_s
+        return {
+            "demo": self.name,
+            **self.backend.describe(),
+            "riemann": self.riemann.name,
+            "steps": self.steps,
+            "rejected_steps": self.rejected_steps,
+            "regrids": self.regrids,
+            "t_final": self.t,
+            "cell_updates": int(self.cell_updates),
+            "wall_s": wall,
+            "cell_updates_per_s": self.cell_updates / wall if wall > 0 else None,
+            "patches_per_level": {str(k): v for k, v in self.patches_per_level().items()},
+            "patches": int(self.geom.npatch),
+            "totals_initial": self.totals_initial,
+            "totals_final": self.totals(),
+            "timers": self.timers.as_dict(),
+        }
+
+
+def _tag_coarsen(field: int, threshold: float):
+    def tag(q, aux, geom, t):
+        return undivided_difference(q, field, geom.mbc) < threshold
+
+    return tag
+
+
+def run_options_doc(keys: Sequence[str]) -> str:  # pragma: no cover - helper for CLI text
+    return ", ".join(sorted(keys))

@@ -1,0 +1,34 @@
+"""Wall-clock timers for the phases of a run (ghost fill, step, regrid, ...)."""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+
+PHASES = ("ghost_fill", "step", "time_sync", "regrid", "output", "callbacks")
+
+
+class Timers:
+    """Accumulated seconds per phase; ``with timers("step"): ...``."""
+
+    def __init__(self):
+        self.seconds = dict.fromkeys(PHASES, 0.0)
+
+    @contextmanager
+    def __call__(self, phase: str):
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[phase] = self.seconds.get(phase, 0.0) + time.perf_counter() - t0
+
+    def as_dict(self) -> dict:
+        return {k: round(v, 6) for k, v in self.seconds.items()}
+
+    def report(self, wall: float) -> str:
+        lines = [f"{'phase':<12}{'seconds':>10}{'share':>8}"]
+        for k, v in self.seconds.items():
+            share = 100.0 * v / wall if wall > 0 else 0.0
+            lines.append(f"{k:<12}{v:10.3f}{share:7.1f}%")
+        lines.append(f"{'total wall':<12}{wall:10.3f}")
+        return "\n".join(lines)

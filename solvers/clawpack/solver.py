@@ -1,0 +1,97 @@
+"""The Clawpack wave-propagation solver as a forestpy solver: options -> vtable slots."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from forestpy.vtable import RiemannSolver
+
+from .fluctuations import make_fluctuation_kernel
+from .limiters import LIMITERS
+from .step_kernel import make_step_kernel
+
+__all__ = ["ClawpackSolver"]
+
+
+class ClawpackSolver:
+    """Dimensionally unsplit wave propagation (LeVeque 1997) over a batch of patches.
+
+    Parameters
+    ----------
+    riemann : RiemannSolver
+    order : {1, 2}
+    transverse_waves : {0, 1, 2}
+        0: none; 1: transverse propagation of the fluctuations; 2: also of the
+        second-order corrections.
+    limiter : str or sequence of str
+        One name for all waves or one per wave: none, minmod, superbee, vanleer, mc.
+    capacity_index : int
+        Index of the capacity function in ``aux`` (``-1``: none).
+    """
+
+    def __init__(
+        self,
+        riemann: RiemannSolver,
+        *,
+        order: int = 2,
+        transverse_waves: int = 2,
+        limiter="mc",
+        capacity_index: int = -1,
+    ):
+        if order not in (1, 2):
+            raise ValueError(f"order must be 1 or 2, got {order!r}")
+        if transverse_waves not in (0, 1, 2):
+            raise ValueError(f"transverse_waves must be 0, 1 or 2, got {transverse_waves!r}")
+        if transverse_waves and riemann.rpt2 is None:
+            raise ValueError(f"Riemann solver {riemann.name!r} has no rpt2: use transverse_waves=0")
+        if not -1 <= capacity_index < max(riemann.num_aux, 0) and capacity_index != -1:
+            raise ValueError(
+                f"capacity_index={capacity_index} but the solver has {riemann.num_aux} aux fields"
+            )
+        names = [limiter] * riemann.num_waves if isinstance(limiter, str) else list(limiter)
+        if len(names) != riemann.num_waves:
+            raise ValueError(
+                f"{len(names)} limiters given for {riemann.num_waves} waves of {riemann.name!r}"
+            )
+        for n in names:
+            if n not in LIMITERS:
+                raise ValueError(f"unknown limiter {n!r}; valid: {sorted(LIMITERS)}")
+        self.riemann = riemann
+        self.order = order
+        self.transverse_waves = transverse_waves
+        self.limiters = tuple(names)
+        self.limiter_codes = np.array([LIMITERS[n] for n in names], dtype=np.int64)
+        self.capacity_index = capacity_index
+        self.params = riemann.params_array()
+        self._kernel = make_step_kernel(
+            riemann, order=order, transverse_waves=transverse_waves, capacity_index=capacity_index
+        )
+        self._fluct = make_fluctuation_kernel(riemann)
+
+    def set_params(self, params: np.ndarray) -> None:
+        self.params = np.asarray(params, dtype=np.float64)
+
+    def step(self, q, aux, geom, dt):
+        """One step of every patch: returns ``(q_new, cfl[npatch], edge_fluxes)``."""
+        npatch, meqn = q.shape[:2]
+        q_new = np.empty_like(q)
+        cfl = np.zeros(npatch)
+        edge = np.zeros((npatch, 4, meqn, max(geom.mx, geom.my)))
+        self._kernel(
+            q,
+            geom.mbc,
+            aux,
+            q_new,
+            geom.dx,
+            geom.dy,
+            float(dt),
+            self.params,
+            self.limiter_codes,
+            cfl,
+            edge,
+        )
+        return q_new, cfl, edge
+
+    def fluctuations(self, ixy, ql, qr, auxl, auxr, params, out):
+        """``amdq + apdq`` of the normal Riemann problem at each of ``len(ql)`` interfaces."""
+        self._fluct(ixy, ql, qr, auxl, auxr, params, out)
