@@ -1,0 +1,363 @@
+"""Run callbacks: progress display, gauges, conserved totals, output times.
+
+A callback is any object with some of ``on_start(sim)``, ``on_step(sim)`` and
+``on_end(sim)`` (see :meth:`forestpy.Simulation.run`).  Each class here keeps its own
+state; nothing is global, so two simulations never share a callback's data unless
+they are given the same object.
+
+Example (``setup`` from a demo)::
+
+    from forestpy.callbacks import Gauges, Totals
+    sim = setup(max_level=3)
+    totals = Totals()
+    sim.callbacks += [Gauges([(0.0, 0.0), (1.0, 0.0)], path="out/gauges.csv"), totals]
+    sim.run()
+    print(totals.drift())
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+
+from forestpy.io.summary import write_text_atomic
+
+__all__ = ["Progress", "Gauges", "read_gauges", "Totals", "OutputTimes"]
+
+
+def _time_eps(sim) -> float:
+    """The tolerance :meth:`Simulation.run` uses to decide that ``t_final`` is reached."""
+    return 1e-12 * max(1.0, abs(sim.t_final))
+
+
+class Progress:
+    """Progress on simulated time, written to ``stream`` (default ``sys.stderr``).
+
+    On a terminal (``every=None`` and ``stream.isatty()``) a bar redrawn in place at
+    most ten times a second; otherwise (a file, a pipe, or ``every`` given) one short
+    line each time another ``every`` fraction of the simulated interval has passed
+    (``every=None`` means 0.1).  The fraction is ``(sim.t - t_start) / (t_final -
+    t_start)`` with ``t_start`` the time at ``on_start``.
+    """
+
+    def __init__(self, stream=None, every: float | None = None, width: int = 30):
+        self.stream = sys.stderr if stream is None else stream
+        if every is not None and not 0.0 < every <= 1.0:
+            raise ValueError(f"every={every}: expected a fraction in (0, 1]")
+        isatty = getattr(self.stream, "isatty", None)
+        self.bar = every is None and bool(isatty and isatty())
+        self.every = 0.1 if every is None else float(every)
+        self.width = int(width)
+        self._t0 = 0.0
+        self._t1 = 1.0
+        self._wall0 = 0.0
+        self._next = 0.0
+        self._last_draw = -math.inf
+
+    def fraction(self, sim) -> float:
+        span = self._t1 - self._t0
+        if span <= 0:
+            return 1.0
+        return min(1.0, max(0.0, (sim.t - self._t0) / span))
+
+    def on_start(self, sim) -> None:
+        self._t0, self._t1 = float(sim.t), float(sim.t_final)
+        self._wall0 = time.perf_counter()
+        self._next = self.every
+        self._last_draw = -math.inf
+        if self.bar:
+            self._draw(sim)
+
+    def on_step(self, sim) -> None:
+        if self.bar:
+            now = time.perf_counter()
+            if now - self._last_draw >= 0.1:
+                self._draw(sim)
+            return
+        frac = self.fraction(sim)
+        if frac >= self._next - 1e-12:
+            self._line(sim, frac)
+            while self._next <= frac + 1e-12:
+                self._next += self.every
+
+    def on_end(self, sim) -> None:
+        if self.bar:
+            self._draw(sim)
+            self.stream.write("\n")
+            self.stream.flush()
+        elif self._next <= 1.0 + 1e-12 and self.fraction(sim) >= 1.0 - 1e-12:
+            self._line(sim, 1.0)  # the last interval was shorter than ``every``
+
+    def _draw(self, sim) -> None:
+        frac = self.fraction(sim)
+        n = int(round(frac * self.width))
+        wall = time.perf_counter() - self._wall0
+        self.stream.write(
+            f"\r[{'#' * n}{'.' * (self.width - n)}] {100 * frac:5.1f}%  "
+            f"t={sim.t:.4g}/{self._t1:.4g}  step {sim.steps}  {wall:6.1f} s"
+        )
+        self.stream.flush()
+        self._last_draw = time.perf_counter()
+
+    def _line(self, sim, frac: float) -> None:
+        wall = time.perf_counter() - self._wall0
+        self.stream.write(
+            f"{100 * frac:3.0f}%  t={sim.t:.4g}/{self._t1:.4g}  step {sim.steps}  "
+            f"patches {int(sim.geom.npatch)}  wall {wall:.1f} s\n"
+        )
+        self.stream.flush()
+
+
+class Gauges:
+    """Time series of the state at fixed points, from the finest leaf containing each.
+
+    Parameters
+    ----------
+    points : sequence of (x, y), or mapping ``gauge_id -> (x, y)``
+        Gauge positions; with a sequence the ids are ``0, 1, ...``.
+    fields : sequence of str or int, optional
+        Fields to record (names from ``sim.riemann.field_names`` or indices); all by
+        default.
+    path : str or path, optional
+        CSV file written at ``on_end`` (atomically).  Columns ``t, gauge, x, y`` and
+        one per field, named by the header line; read it back with :func:`read_gauges`.
+
+    The state is sampled with ``sim.sample`` at ``on_start`` and after every accepted
+    step.  :meth:`data` returns the samples in the same form as :func:`read_gauges`.
+    """
+
+    def __init__(self, points, fields: Sequence | None = None, path=None):
+        if isinstance(points, Mapping):
+            ids, xy = list(points.keys()), list(points.values())
+        else:
+            xy = list(points)
+            ids = list(range(len(xy)))
+        for gid in ids:
+            if any(c in str(gid) for c in ',\n\r"'):
+                raise ValueError(f"gauge id {gid!r} may not contain commas, quotes or newlines")
+        if len(set(map(str, ids))) != len(ids):
+            raise ValueError(f"gauge ids must be distinct, got {ids}")
+        xy = np.asarray(xy, dtype=np.float64)
+        if xy.ndim != 2 or xy.shape[1] != 2 or len(xy) == 0:
+            raise ValueError(f"points: expected a non-empty list of (x, y), got shape {xy.shape}")
+        self.ids = ids
+        self.x = xy[:, 0].copy()
+        self.y = xy[:, 1].copy()
+        self.requested_fields = None if fields is None else list(fields)
+        self.path = path
+        self.field_names: list[str] = []
+        self._index: list[int] = []
+        self.times: list[float] = []
+        self._values: list[np.ndarray] = []  # one (ngauges, nfields) array per sample
+
+    def _resolve_fields(self, sim) -> None:
+        names = list(sim.riemann.field_names)
+        if self.requested_fields is None:
+            self._index = list(range(len(names)))
+        else:
+            index = []
+            for f in self.requested_fields:
+                if isinstance(f, str):
+                    if f not in names:
+                        raise ValueError(f"unknown gauge field {f!r}; valid: {names}")
+                    index.append(names.index(f))
+                elif 0 <= int(f) < len(names):
+                    index.append(int(f))
+                else:
+                    raise ValueError(f"gauge field index {f} out of range for {names}")
+            self._index = index
+        self.field_names = [names[i] for i in self._index]
+        bad = {"t", "gauge", "x", "y"} & set(self.field_names)
+        if bad:
+            raise ValueError(f"field name(s) {sorted(bad)} clash with the gauge CSV columns")
+
+    def record(self, sim) -> None:
+        """Sample every gauge now (called by the hooks)."""
+        vals = np.asarray(sim.sample(self.x, self.y))[:, self._index]
+        self.times.append(float(sim.t))
+        self._values.append(np.array(vals, dtype=np.float64))
+
+    def on_start(self, sim) -> None:
+        self._resolve_fields(sim)
+        if not self.times or self.times[-1] != sim.t:
+            self.record(sim)
+
+    def on_step(self, sim) -> None:
+        self.record(sim)
+
+    def on_end(self, sim) -> None:
+        if self.path is not None:
+            self.write(self.path)
+
+    def rows(self):
+        """Yield the rows ``(t, gauge_id, x, y, value, ...)`` in time order."""
+        for t, vals in zip(self.times, self._values):
+            for g, gid in enumerate(self.ids):
+                yield (t, gid, float(self.x[g]), float(self.y[g]), *vals[g].tolist())
+
+    def write(self, path) -> None:
+        """Write the CSV (header line, then one row per sample and gauge)."""
+        header = ",".join(["t", "gauge", "x", "y", *self.field_names])
+        lines = [header]
+        for row in self.rows():
+            t, gid, x, y, *vals = row
+            lines.append(",".join([repr(t), str(gid), repr(x), repr(y), *map(repr, vals)]))
+        write_text_atomic(path, "\n".join(lines) + "\n")
+
+    def data(self) -> dict:
+        """The samples as ``{gauge_id: {"t", "x", "y", field...: array}}``."""
+        out = {}
+        vals = np.array(self._values).reshape(len(self.times), len(self.ids), -1)
+        t = np.array(self.times, dtype=np.float64)
+        for g, gid in enumerate(self.ids):
+            d = {"t": t.copy(), "x": np.full(len(t), self.x[g]), "y": np.full(len(t), self.y[g])}
+            for k, name in enumerate(self.field_names):
+                d[name] = vals[:, g, k].copy()
+            out[gid] = d
+        return out
+
+
+def _parse_id(text: str):
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
+def read_gauges(path) -> dict:
+    """Read a gauge CSV written by :class:`Gauges`.
+
+    Returns ``{gauge_id: {"t": array, "x": array, "y": array, field: array, ...}}``
+    with rows in file (time) order; ids that look like integers become ``int``.
+    Lines starting with ``#`` are skipped.
+    """
+    with open(path, encoding="utf-8") as f:
+        lines = [ln.strip() for ln in f if ln.strip() and not ln.startswith("#")]
+    if not lines:
+        raise ValueError(f"{path}: empty gauge file (no header line)")
+    header = lines[0].split(",")
+    if header[:4] != ["t", "gauge", "x", "y"]:
+        raise ValueError(f"{path}: not a gauge file, header starts {header[:4]}")
+    columns: dict = {}
+    for lineno, ln in enumerate(lines[1:], start=2):
+        parts = ln.split(",")
+        if len(parts) != len(header):
+            raise ValueError(
+                f"{path}: line {lineno} has {len(parts)} columns, header has {len(header)}"
+            )
+        gid = _parse_id(parts[1])
+        cols = columns.setdefault(gid, [])
+        cols.append([float(parts[0]), float(parts[2]), float(parts[3]), *map(float, parts[4:])])
+    names = ["t", "x", "y", *header[4:]]
+    out = {}
+    for gid, rows in columns.items():
+        a = np.array(rows, dtype=np.float64).reshape(len(rows), len(names))
+        out[gid] = {name: a[:, k].copy() for k, name in enumerate(names)}
+    return out
+
+
+class Totals:
+    """History of ``sim.totals()`` (integrals of the conserved fields) for conservation
+    checks: one entry at ``on_start`` and one after every accepted step, so a single
+    run gives ``steps + 1`` entries."""
+
+    def __init__(self):
+        self.times: list[float] = []
+        self.history: list[dict] = []
+
+    def record(self, sim) -> None:
+        self.times.append(float(sim.t))
+        self.history.append(dict(sim.totals()))
+
+    def on_start(self, sim) -> None:
+        if not self.times or self.times[-1] != sim.t:
+            self.record(sim)
+
+    def on_step(self, sim) -> None:
+        self.record(sim)
+
+    def __len__(self) -> int:
+        return len(self.history)
+
+    def arrays(self) -> dict:
+        """``{"t": array, field: array, ...}`` over the history."""
+        out = {"t": np.array(self.times, dtype=np.float64)}
+        for name in self.history[0] if self.history else ():
+            out[name] = np.array([h[name] for h in self.history], dtype=np.float64)
+        return out
+
+    def drift(self) -> dict:
+        """Largest ``|total(t) - total(t0)|`` per field, relative to ``|total(t0)|``
+        (absolute when the initial total is 0)."""
+        out = {}
+        for name, a in self.arrays().items():
+            if name == "t":
+                continue
+            scale = abs(a[0]) if a[0] != 0 else 1.0
+            out[name] = float(np.abs(a - a[0]).max() / scale)
+        return out
+
+
+class OutputTimes:
+    """Call ``fn(sim)`` when the simulation reaches each output time.
+
+    ``times`` is either a sequence of times or a positive number: an interval, giving
+    the times ``t_start, t_start + interval, ...`` up to ``t_final`` (both included).
+
+    The Simulation does not clip its steps to output times, so ``fn`` runs on the
+    first accepted step at or after each time (``sim.t >= time``), and sees the state
+    at ``sim.t``, not at the output time itself; when one step passes several output
+    times, ``fn`` is called once for that step.  Times at or before the start time
+    fire in ``on_start``.  ``fired`` lists ``(output_time, sim.t, sim.steps)`` for
+    every output time reached.
+    """
+
+    def __init__(self, times, fn: Callable):
+        if not callable(fn):
+            raise TypeError(f"fn must be callable, got {fn!r}")
+        self.fn = fn
+        if isinstance(times, (int, float, np.integer, np.floating)):
+            if not times > 0:
+                raise ValueError(f"output interval must be positive, got {times}")
+            self.interval: float | None = float(times)
+            self.times: list[float] = []
+        else:
+            self.interval = None
+            self.times = sorted(float(t) for t in times)
+        self.fired: list[tuple[float, float, int]] = []
+        self.calls = 0
+        self._next = 0
+
+    def on_start(self, sim) -> None:
+        if self.interval is not None:
+            t0, t1 = float(sim.t), float(sim.t_final)
+            n = int(math.floor((t1 - t0) / self.interval + 1e-9))
+            self.times = [t0 + k * self.interval for k in range(n + 1)]
+            if t1 - self.times[-1] > _time_eps(sim):
+                self.times.append(t1)
+            self._next = 0
+            self.fired = []
+        self._check(sim)
+
+    def on_step(self, sim) -> None:
+        self._check(sim)
+
+    def _check(self, sim) -> None:
+        eps = _time_eps(sim)
+        due = []
+        while self._next < len(self.times) and self.times[self._next] <= sim.t + eps:
+            due.append(self.times[self._next])
+            self._next += 1
+        if due:
+            self.fired.extend((t, float(sim.t), int(sim.steps)) for t in due)
+            self.calls += 1
+            self.fn(sim)
+
+    @property
+    def pending(self) -> list[float]:
+        """Output times not reached yet."""
+        return self.times[self._next :]

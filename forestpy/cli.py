@@ -1,0 +1,313 @@
+"""The ``forestpy`` command line.
+
+``forestpy run DEMO.py [--set KEY=VALUE ...] [--backend cpu|gpu] [--out DIR] [--quiet]``
+    Load a demo script (a module-level ``OPTIONS`` dict of defaults and
+    ``setup(**overrides) -> Simulation``), override options, run it with progress on
+    stderr, print the timer breakdown, and write ``options_used.json`` (before the run)
+    and ``summary.json`` (after it, also when it fails) into the output folder.
+
+``forestpy list``
+    List the registered Riemann solvers.
+
+Exit codes: 0 success, 1 the simulation (setup or run) failed, 2 usage errors such as
+an unknown option name, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import re
+import sys
+import time
+import traceback
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+
+__all__ = ["main", "load_demo", "parse_sets"]
+
+PROG = "forestpy"
+
+
+class CLIError(Exception):
+    """A usage error: one message on stderr, exit code ``code``, no traceback."""
+
+    def __init__(self, message: str, code: int = 2):
+        super().__init__(message)
+        self.code = code
+
+
+def _version() -> str:
+    try:
+        from forestpy import __version__
+
+        return __version__
+    except Exception:  # noqa: BLE001 - a version string must never break a run
+        return "unknown"
+
+
+# --------------------------------------------------------------------------- demos
+def load_demo(path) -> object:
+    """Import the demo script at ``path`` under a unique module name and check that it
+    defines ``OPTIONS`` (a mapping) and ``setup`` (a callable)."""
+    path = Path(path)
+    if not path.is_file():
+        raise CLIError(f"demo file not found: {path}")
+    stem = re.sub(r"\W", "_", path.stem)
+    name = f"_forestpy_demo_{stem}_{uuid.uuid4().hex[:12]}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise CLIError(f"cannot load {path} as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    folder = str(path.resolve().parent)
+    sys.path.insert(0, folder)  # let a demo import helpers that sit beside it
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:
+        sys.modules.pop(name, None)
+        raise CLIError(f"importing demo {path} failed: {type(e).__name__}: {e}", code=1) from e
+    finally:
+        try:
+            sys.path.remove(folder)
+        except ValueError:
+            pass
+    missing = [
+        what
+        for what, ok in (
+            ("OPTIONS (a dict of option defaults)", isinstance(getattr(module, "OPTIONS", None),
+                                                              Mapping)),
+            ("setup(**overrides) -> Simulation", callable(getattr(module, "setup", None))),
+        )
+        if not ok
+    ]
+    if missing:
+        raise CLIError(f"{path} is not a forestpy demo: it must define {' and '.join(missing)}")
+    return module
+
+
+def parse_sets(items, defaults: Mapping, where: str = "the demo") -> dict:
+    """Turn ``["key=value", ...]`` into typed overrides (type of each default, see
+    :func:`forestpy.options.parse_value`); unknown keys and malformed items raise
+    :class:`CLIError` (exit code 2)."""
+    from forestpy.options import parse_value
+
+    overrides: dict = {}
+    valid = ", ".join(sorted(map(str, defaults)))
+    for item in items or ():
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise CLIError(
+                f"--set expects KEY=VALUE, got {item!r}; valid keys for {where}: {valid}"
+            )
+        if key not in defaults:
+            raise CLIError(f"unknown option {key!r} for {where}; valid keys: {valid}")
+        try:
+            overrides[key] = parse_value(text, defaults[key])
+        except (ValueError, TypeError) as e:
+            raise CLIError(
+                f"--set {key}={text}: {e} (the default is {defaults[key]!r})"
+            ) from e
+    return overrides
+
+
+# --------------------------------------------------------------------------- run
+def _summary_line(sim) -> str:
+    cups = sim.cell_updates / sim.wall_s if sim.wall_s > 0 else float("nan")
+    levels = "  ".join(f"L{k}:{v}" for k, v in sorted(sim.patches_per_level().items()))
+    return (
+        f"{sim.steps} steps ({sim.rejected_steps} rejected, {sim.regrids} regrids) to "
+        f"t={sim.t:.6g} in {sim.wall_s:.3f} s, {cups:.3g} cell updates/s, "
+        f"patches per level: {levels}"
+    )
+
+
+def _failure_summary(sim, base: dict, error: BaseException, phase: str, wall: float) -> dict:
+    summary: dict = {}
+    if sim is not None:
+        try:
+            summary = sim.summary()
+            # Simulation.run adds to wall_s only when it returns: use the measured time.
+            summary["wall_s"] = wall
+            summary["cell_updates_per_s"] = sim.cell_updates / wall if wall > 0 else None
+        except Exception as e:  # noqa: BLE001 - the summary of a broken run is best effort
+            summary = {"summary_error": f"{type(e).__name__}: {e}"}
+    return {
+        **base,
+        **summary,
+        "status": "interrupted" if isinstance(error, KeyboardInterrupt) else "failed",
+        "failed_in": phase,
+        "error": f"{type(error).__name__}: {error}",
+        "error_type": type(error).__name__,
+    }
+
+
+def cmd_run(args, argv: list[str]) -> int:
+    from forestpy.callbacks import Progress
+    from forestpy.io.summary import write_json_atomic
+
+    demo_path = Path(args.demo)
+    module = load_demo(demo_path)
+    demo_name = demo_path.stem
+    defaults = dict(module.OPTIONS)
+    overrides = parse_sets(args.set, defaults, f"demo {demo_name!r}")
+    if args.backend is not None:
+        if "backend" not in defaults:
+            raise CLIError(
+                f"--backend: demo {demo_name!r} has no 'backend' option; valid keys: "
+                f"{', '.join(sorted(map(str, defaults)))}"
+            )
+        if "backend" in overrides and overrides["backend"] != args.backend:
+            raise CLIError(
+                f"--backend {args.backend} contradicts --set backend={overrides['backend']}"
+            )
+        overrides["backend"] = args.backend
+    in_effect = {**defaults, **overrides}
+
+    out = Path(args.out) if args.out is not None else Path("out") / demo_name
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise CLIError(f"--out {out}: cannot create the output folder ({e})") from e
+    base = {
+        "demo": demo_name,
+        "demo_file": str(demo_path),
+        "command": [PROG, *argv],
+        "forestpy_version": _version(),
+    }
+
+    def fail(sim, error, phase, wall) -> int:
+        write_json_atomic(out / "summary.json", _failure_summary(sim, base, error, phase, wall))
+        if args.traceback:
+            traceback.print_exception(type(error), error, error.__traceback__, file=sys.stderr)
+        what = "interrupted" if isinstance(error, KeyboardInterrupt) else "failed"
+        print(
+            f"{PROG} run: {demo_name} {what} during {phase}: {type(error).__name__}: {error}\n"
+            f"{PROG} run: summary written to {out / 'summary.json'}",
+            file=sys.stderr,
+        )
+        return 130 if isinstance(error, KeyboardInterrupt) else 1
+
+    def options_used(sim) -> dict:
+        return {
+            **base,
+            "overrides": overrides,
+            "demo_options": in_effect,
+            "simulation_options": None if sim is None else sim.options,
+        }
+
+    t0 = time.perf_counter()
+    try:
+        sim = module.setup(**overrides)
+        for attr in ("run", "summary", "timers", "callbacks", "options"):
+            if not hasattr(sim, attr):
+                raise TypeError(
+                    f"setup() returned {type(sim).__name__}, not a Simulation (no {attr!r})"
+                )
+    except (Exception, KeyboardInterrupt) as e:
+        write_json_atomic(out / "options_used.json", options_used(None))
+        return fail(None, e, "setup", time.perf_counter() - t0)
+
+    write_json_atomic(out / "options_used.json", options_used(sim))
+    sim.callbacks.append(Progress(sys.stderr, every=0.1 if args.quiet else None))
+    t0 = time.perf_counter()
+    try:
+        sim.run()
+    except (Exception, KeyboardInterrupt) as e:
+        return fail(sim, e, "run", time.perf_counter() - t0)
+
+    summary = {**base, **sim.summary(), "status": "ok"}
+    write_json_atomic(out / "summary.json", summary)
+    print(sim.timers.report(sim.wall_s))
+    print(_summary_line(sim))
+    print(f"wrote {out / 'options_used.json'} and {out / 'summary.json'}")
+    return 0
+
+
+def cmd_list(args, argv: list[str]) -> int:
+    from forestpy.vtable import available_riemann, get_riemann
+
+    names = available_riemann()
+    print("Riemann solvers:")
+    width = max((len(n) for n in names), default=0)
+    for name in names:
+        try:
+            desc = get_riemann(name).description
+        except Exception as e:  # noqa: BLE001 - one broken plug-in must not hide the others
+            desc = f"(cannot load: {type(e).__name__}: {e})"
+        print(f"  {name:<{width}}  {desc}".rstrip())
+    return 0
+
+
+# --------------------------------------------------------------------------- parser
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="forestpy: adaptive quadtree-forest patches for hyperbolic PDEs.",
+    )
+    parser.add_argument("--version", action="version", version=f"{PROG} {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = sub.add_parser(
+        "run",
+        help="run a demo script",
+        description=(
+            "Run a demo script (module-level OPTIONS dict and setup(**overrides)). "
+            "Writes DIR/options_used.json before the run and DIR/summary.json after it "
+            "(also when it fails). Exit codes: 0 ok, 1 the simulation failed, 2 usage error."
+        ),
+    )
+    run.add_argument("demo", help="path of the demo script, e.g. demos/radial_dam.py")
+    run.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a demo option (repeatable); unknown keys are errors",
+    )
+    run.add_argument(
+        "--backend",
+        choices=("cpu", "gpu"),
+        default=None,
+        help="set the demo's 'backend' option",
+    )
+    run.add_argument(
+        "--out", metavar="DIR", default=None, help="output folder (default: out/<demo name>)"
+    )
+    run.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress bar: a short line every ~10%% of simulated time instead",
+    )
+    run.add_argument(
+        "--traceback", action="store_true", help="print the traceback when the run fails"
+    )
+    run.set_defaults(func=cmd_run)
+
+    lst = sub.add_parser("list", help="list the registered Riemann solvers")
+    lst.set_defaults(func=cmd_list)
+    return parser
+
+
+def main(argv=None) -> int:
+    """Entry point of the ``forestpy`` console script; returns the exit code."""
+    argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # argparse: --help, --version or a usage error
+        return e.code if isinstance(e.code, int) else 2
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return args.func(args, argv)
+    except CLIError as e:
+        print(f"{PROG} {args.command}: error: {e}", file=sys.stderr)
+        return e.code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

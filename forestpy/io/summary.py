@@ -1,0 +1,102 @@
+"""JSON output of runs: conversion to plain JSON types and atomic writes.
+
+``summary.json`` and ``options_used.json`` are written with :func:`write_json_atomic`:
+the text goes to a temporary file in the destination folder which then replaces the
+destination in one ``os.replace``, so a crash never leaves half a file behind.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["to_jsonable", "write_json_atomic", "write_text_atomic", "read_json"]
+
+
+def to_jsonable(obj):
+    """Return ``obj`` as plain JSON types (dict with str keys, list, str, int, float,
+    bool, None).
+
+    NumPy scalars become Python scalars and arrays nested lists; tuples and sets become
+    lists; dict keys become strings; dataclass instances become dicts; paths become
+    strings; non-finite floats become the strings ``"inf"``, ``"-inf"``, ``"nan"`` (so
+    the output is strict JSON); anything else (callables included) becomes its
+    ``repr``.
+    """
+    if obj is None or isinstance(obj, (bool, str)):
+        return obj
+    if isinstance(obj, (int, np.integer)) and not isinstance(obj, np.bool_):
+        return int(obj)
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    if isinstance(obj, (float, np.floating)):
+        v = float(obj)
+        return v if math.isfinite(v) else repr(v)
+    if isinstance(obj, (complex, np.complexfloating)):
+        return repr(complex(obj))
+    if isinstance(obj, Mapping):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, np.ndarray):
+        return to_jsonable(obj.tolist())
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, (set, frozenset)):
+        items = [to_jsonable(v) for v in obj]
+        try:
+            return sorted(items)
+        except TypeError:
+            return items
+    if isinstance(obj, os.PathLike):
+        return os.fspath(obj)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        try:
+            return to_jsonable(dataclasses.asdict(obj))
+        except Exception:  # noqa: BLE001 - fall back to repr for odd dataclasses
+            return repr(obj)
+    return repr(obj)
+
+
+def write_text_atomic(path, text: str) -> Path:
+    """Write ``text`` to ``path`` atomically; return the path.
+
+    The parent folder is created when missing.  The text goes to a temporary file in the
+    same folder, is flushed to disk, and then ``os.replace``s the destination, so
+    readers see either the old file or the complete new one.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; outputs are meant to be shared
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    return path
+
+
+def write_json_atomic(path, obj, indent: int = 2) -> Path:
+    """Write ``to_jsonable(obj)`` as strict JSON to ``path`` atomically (see
+    :func:`write_text_atomic`); return the path."""
+    text = json.dumps(to_jsonable(obj), indent=indent, allow_nan=False) + "\n"
+    return write_text_atomic(path, text)
+
+
+def read_json(path) -> dict:
+    """Read a JSON file written by :func:`write_json_atomic`."""
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
