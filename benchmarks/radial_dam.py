@@ -1,0 +1,111 @@
+"""Radial dam break: speed, AMR overhead and accuracy; one JSON record per run.
+
+Runs, each in a fresh process so NUMBA_NUM_THREADS takes effect:
+
+* ``uniform``  -- 512 x 512 cells: mx = 32, level 4 on one tree;
+* ``adaptive`` -- coarsest 128 x 128 (mx = 32, level 2), three levels (2, 3, 4),
+  finest equivalent 512 x 512;
+
+each with one thread and with all cores.  Reported: cell updates per second (wall time
+of the run after a warm-up that compiles the kernels), the share of wall time spent in
+ghost fill + regrid + time sync, and the L1 error of the depth along y = 0 against a
+1D radially symmetric reference solution (20000 cells).
+
+    python benchmarks/radial_dam.py                # all four runs
+    python benchmarks/radial_dam.py --case uniform --threads 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CASES = {
+    "uniform": dict(mx=32, min_level=4, max_level=4),
+    "adaptive": dict(mx=32, min_level=2, max_level=4),
+}
+
+
+def depth_error_along_axis(sim, reference) -> float:
+    """L1 error of h along the row of cells just above y = 0 (the finest row)."""
+    import numpy as np
+
+    from forestpy.extensions.reference import sample
+
+    n = sim.mx * 2**sim.max_level
+    (x0, y0), (x1, y1) = sim.domain.lower, sim.domain.upper
+    dx = (x1 - x0) / n
+    x = x0 + (np.arange(n) + 0.5) * dx
+    y = np.full(n, 0.5 * (y1 - y0) / n)
+    h = sim.sample(x, y)[:, 0]
+    r_ref, h_ref, _ = reference
+    return float(np.sum(np.abs(h - sample(r_ref, h_ref, np.hypot(x, y)))) * dx)
+
+
+def run_case(case: str) -> dict:
+    import importlib.util
+
+    import numba
+
+    spec = importlib.util.spec_from_file_location("radial_dam", ROOT / "demos" / "radial_dam.py")
+    demo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(demo)
+    from forestpy.extensions.reference import solve_radial_dam
+
+    demo.setup(mx=8, min_level=1, max_level=2, t_final=0.05).run()  # compile the kernels
+    sim = demo.setup(**CASES[case])
+    t0 = time.perf_counter()
+    sim.run()
+    wall = time.perf_counter() - t0
+    ref = solve_radial_dam(ncells=20000, t_final=sim.t)
+    timers = sim.timers.as_dict()
+    overhead = timers["ghost_fill"] + timers["regrid"] + timers["time_sync"]
+    return {
+        "benchmark": "radial_dam",
+        "case": case,
+        **CASES[case],
+        "threads": numba.config.NUMBA_NUM_THREADS,
+        "machine": platform.machine(),
+        "cpu": platform.processor() or "unknown",
+        "steps": sim.steps,
+        "regrids": sim.regrids,
+        "patches_per_level": sim.patches_per_level(),
+        "cell_updates": sim.cell_updates,
+        "wall_s": round(wall, 4),
+        "cell_updates_per_s": round(sim.cell_updates / wall),
+        "amr_overhead_share": round(overhead / wall, 4),
+        "timers": timers,
+        "l1_depth_error_y0": depth_error_along_axis(sim, ref),
+        "date": time.strftime("%Y-%m-%d"),
+    }
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--case", choices=sorted(CASES), action="append")
+    p.add_argument("--threads", type=int, action="append",
+                   help="NUMBA_NUM_THREADS values (default: 1 and all cores)")
+    p.add_argument("--inline", action="store_true", help="run in this process (one case)")
+    args = p.parse_args(argv)
+    cases = args.case or ["uniform", "adaptive"]
+    if args.inline:
+        for case in cases:
+            print(json.dumps(run_case(case)), flush=True)
+        return
+    for threads in args.threads or [1, os.cpu_count()]:
+        for case in cases:
+            env = {**os.environ, "NUMBA_NUM_THREADS": str(threads)}
+            out = subprocess.run([sys.executable, __file__, "--inline", "--case", case],
+                                 env=env, check=True, capture_output=True, text=True)
+            print(out.stdout.strip(), flush=True)
+
+
+if __name__ == "__main__":
+    main()
