@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from contextlib import contextmanager
 
-PHASES = ("ghost_fill", "step", "time_sync", "regrid", "output", "callbacks")
+PHASES = ("startup", "ghost_fill", "step", "time_sync", "regrid", "output", "callbacks")
 
 
 class Timers:

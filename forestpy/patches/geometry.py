@@ -31,8 +31,9 @@ class PatchGeometry:
         Level and global quadrant indices of each patch.
     xlower, ylower, dx, dy : float64 arrays
         Physical lower-left corner of the interior and cell sizes.
-    ncell_x, ncell_y : callable
-        Number of level-``l`` cells across the domain (``ncells_at(level)``).
+    trees_x, trees_y, periodic_x, periodic_y, domain_lower, domain_upper
+        The brick the patches tile; :meth:`ncells_at` gives the number of cells
+        across the domain at a level.
     """
 
     mx: int

@@ -52,7 +52,8 @@ def transfer(old_forest, old_geom, q_old: np.ndarray, new_forest, new_geom) -> n
         raise ValueError("regrid changed a leaf by more than one level; refine level by level")
 
     same = np.flatnonzero(dlev == 0)
-    q_new[same] = q_old[old[same]]
+    # interiors only: the old ghost cells may be stale (their neighbours changed)
+    q_new[same, :, mbc:-mbc, mbc:-mbc] = q_old[old[same], :, mbc:-mbc, mbc:-mbc]
 
     child = np.flatnonzero(dlev == 1)
     if len(child):
