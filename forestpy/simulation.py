@@ -317,7 +317,7 @@ class Simulation:
         """Fill every ghost cell of ``q`` (default the current state) in place."""
         q = self.q if q is None else q
         with self.timers("ghost_fill"):
-            fill_ghosts(self.ghost_plan, q)
+            fill_ghosts(self.ghost_plan, q, self.riemann.positive)
             apply_physical_bc(
                 q,
                 self.geom,

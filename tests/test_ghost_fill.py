@@ -143,6 +143,24 @@ def test_ghost_values_within_interior_range(seed):
     assert lo <= q[g].min() and q[g].max() <= hi
 
 
+@pytest.mark.parametrize("brick", ["1x1", "3x2"])
+def test_positive_components_stay_non_negative_next_to_boundaries(brick):
+    """Next to a physical boundary the interpolation slope is one-sided and unlimited;
+    for components declared positive (a depth) the fill never creates a negative value
+    from non-negative data, while other components are left as computed."""
+    found_negative = False
+    for seed in range(6):
+        f, geom, plan = setup(brick, 8, 8, 2, seed=seed)
+        rng = np.random.default_rng(seed)
+        data = rng.random((geom.npatch, 1) + geom.shape) ** 4
+        q = np.concatenate([data, data], axis=1)
+        fill_ghosts(plan, q, positive=(0,))
+        g = np.broadcast_to(in_domain_mask(geom) & ~interior_mask(geom), q.shape[:1] + geom.shape)
+        assert q[:, 0][g].min() >= 0.0
+        found_negative |= q[:, 1][g].min() < 0.0
+    assert found_negative  # the unclipped copy does overshoot: the clip is what helps
+
+
 @pytest.mark.parametrize("brick", ["per_x", "per_y", "per_xy"])
 def test_periodic_uniform_forest_wraps(brick):
     """Uniform periodic forest: every ghost is a copy of the periodic image."""

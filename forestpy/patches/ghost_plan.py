@@ -230,7 +230,7 @@ def _limited_slope(qc, vm, vp, has_m, has_p):
 
 
 @numba.njit(parallel=True, cache=True)
-def _fill_interpolate(q, dst, center, nbr, valid, offset):
+def _fill_interpolate(q, dst, center, nbr, valid, offset, positive):
     for k in numba.prange(dst.shape[0]):
         c = center[k]
         for m in range(q.shape[1]):
@@ -241,11 +241,26 @@ def _fill_interpolate(q, dst, center, nbr, valid, offset):
             sy = _limited_slope(
                 qc, _mean4(q, m, nbr[k, 2]), _mean4(q, m, nbr[k, 3]), valid[k, 2], valid[k, 3]
             )
-            q[dst[k, 0], m, dst[k, 1], dst[k, 2]] = qc + offset[k, 0] * sx + offset[k, 1] * sy
+            value = qc + offset[k, 0] * sx + offset[k, 1] * sy
+            # a one-sided slope at a physical boundary is unlimited (so linear data stays
+            # exact) and may overshoot: never let it make a depth or density negative
+            if positive[m] and value < 0.0 <= qc:
+                value = 0.0
+            q[dst[k, 0], m, dst[k, 1], dst[k, 2]] = value
 
 
-def fill_ghosts(plan: GhostPlan, q: np.ndarray) -> None:
-    """Fill every in-domain ghost cell of ``q`` (npatch, meqn, NY, NX) in place."""
+def _positive_mask(meqn: int, positive) -> np.ndarray:
+    mask = np.zeros(meqn, dtype=np.bool_)
+    mask[list(positive)] = True
+    return mask
+
+
+def fill_ghosts(plan: GhostPlan, q: np.ndarray, positive=()) -> None:
+    """Fill every in-domain ghost cell of ``q`` (npatch, meqn, NY, NX) in place.
+
+    ``positive`` lists components that must stay non-negative (depth, density): an
+    interpolated ghost value of such a component is clipped at zero.
+    """
     if len(plan.copy_dst):
         _fill_copy(q, plan.copy_dst, plan.copy_src)
     if len(plan.avg_dst):
@@ -258,4 +273,5 @@ def fill_ghosts(plan: GhostPlan, q: np.ndarray) -> None:
             plan.interp_nbr,
             plan.interp_valid,
             plan.interp_offset,
+            _positive_mask(q.shape[1], positive),
         )
