@@ -36,7 +36,6 @@ CASES = {
 def depth_error_along_axis(sim, reference) -> float:
     """L1 error of h along the row of cells just above y = 0 (the finest row)."""
     import numpy as np
-
     from forestpy.extensions.reference import sample
 
     n = sim.mx * 2**sim.max_level

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from forestpy.extensions.reference import sample, solve_radial_dam
 
 HERE = Path(__file__).parent / "regression"

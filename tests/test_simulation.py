@@ -188,3 +188,64 @@ def test_nan_during_a_step_keeps_the_last_valid_state(radial_dam):
     with pytest.raises(StateError, match="NaN"):
         sim.run()
     assert np.array_equal(interior(sim), good) and sim.steps == 2
+
+
+def test_user_tagging_callable_drives_refinement(radial_dam):
+    def tag_right_half(q, aux, geom, t):
+        return geom.xlower + 0.5 * geom.mx * geom.dx > 0.0
+
+    sim = Simulation("shallow_roe", qinit=radial_dam.qinit, tag=tag_right_half,
+                     domain=Domain((-2.5, -2.5), (2.5, 2.5)), bc="wall", mx=8,
+                     min_level=1, max_level=3)
+    fine = sim.geom.level == 3
+    assert fine.any() and np.all(sim.geom.xlower[fine] >= 0.0)
+    assert np.all(sim.geom.xlower[sim.geom.level == 1] < 0.0)
+
+
+def test_a_step_above_cfl_max_is_rejected_and_retaken(radial_dam):
+    sim = radial_dam.setup(mx=8, min_level=2, max_level=2, t_final=0.4)
+    reference = radial_dam.setup(mx=8, min_level=2, max_level=2, t_final=0.4).run()
+    sim.dt = 0.4  # one step to the end: a Courant number of about 3
+    sim.run()
+    assert sim.rejected_steps >= 1
+    assert sim.t == pytest.approx(0.4)
+    np.testing.assert_allclose(interior(sim), interior(reference), atol=5e-3)
+
+
+def test_split_source_term_is_applied_every_step():
+    def decay(q, aux, x, y, t, dt):
+        q *= np.exp(-dt)
+
+    sim = Simulation("advection", qinit=lambda x, y: (1.0 + 0 * x)[None], src2=decay,
+                     domain=Domain(periodic=(True, True)), bc="periodic", mx=8,
+                     min_level=2, t_final=0.5)
+    sim.run()
+    assert sim.totals()["q"] == pytest.approx(np.exp(-0.5), rel=1e-12)
+
+
+def test_entry_point_solvers_are_registered(monkeypatch):
+    from importlib import metadata
+
+    import forestpy.vtable as vt
+
+    solver = RiemannSolver(name="test_entry_point_solver", num_eqn=1, num_waves=1,
+                           rpn2=_rp_reverse_advection, rpt2=_rpt_reverse_advection,
+                           param_names=("u", "v"), default_params={"u": 1.0, "v": 1.0})
+
+    class FakeEntryPoint:
+        name = "test_entry_point_solver"
+
+        def load(self):
+            return solver
+
+    real = metadata.entry_points
+
+    def fake_entry_points(**kw):
+        if kw.get("group") == "forestpy.riemann":
+            return [FakeEntryPoint()]
+        return real(**kw)
+
+    monkeypatch.setattr(vt.metadata, "entry_points", fake_entry_points)
+    monkeypatch.setattr(vt, "_ENTRY_POINTS_LOADED", False)
+    assert "test_entry_point_solver" in vt.available_riemann()
+    assert vt.get_riemann("test_entry_point_solver") is solver

@@ -24,6 +24,7 @@ options.
 from __future__ import annotations
 
 import math
+import types
 
 import numba
 import numpy as np
@@ -38,25 +39,61 @@ _OPTS = {"error_model": "numpy", "boundscheck": False, "fastmath": False, "nogil
 
 _KERNELS: dict = {}
 _ROWS: dict = {}
+_ENGINES: dict = {}
 _JITTED: dict = {}
 
 
-def jit_pointwise(func):
-    """Return ``func`` compiled with ``numba.njit(inline="always")`` (cached per function)."""
-    if func is None:
-        return None
-    try:
-        return _JITTED[func]
-    except KeyError:
-        pass
-    py = func.py_func if isinstance(func, CPUDispatcher) else func
-    # inline at Numba-IR level: no per-call argument reference counting
-    jf = numba.njit(inline="always", **_OPTS)(py)
-    _JITTED[func] = jf
+def _code_names(code):
+    names = set(code.co_names)
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            names |= _code_names(c)
+    return names
+
+
+def _inline_tree(py):
+    """Copy of the Python function ``py`` compiled without the Numba runtime (NRT),
+    with every ``numba.njit`` function it references through its globals treated the
+    same way.
+
+    With the NRT, every array argument of a compiled function is reference counted
+    (atomic operations) on every call, which costs more than the shallow-water Riemann
+    solve itself.  The pointwise solvers must not allocate, so they need no NRT; LLVM
+    still inlines them into the kernel.
+    """
+    done = _JITTED.get(py)
+    if done is not None:
+        return done
+    new_globals = None
+    for name in _code_names(py.__code__):
+        g = py.__globals__.get(name)
+        if isinstance(g, CPUDispatcher) and not g.targetoptions.get("parallel"):
+            if new_globals is None:
+                new_globals = dict(py.__globals__)
+            new_globals[name] = _inline_tree(g.py_func)
+    if new_globals is not None:
+        py2 = types.FunctionType(py.__code__, new_globals, py.__name__, py.__defaults__,
+                                 py.__closure__)
+        py2.__kwdefaults__ = py.__kwdefaults__
+        py2.__qualname__ = py.__qualname__
+        py2.__module__ = py.__module__
+    else:
+        py2 = py
+    jf = numba.njit(forceinline=True, _nrt=False, **_OPTS)(py2)
+    _JITTED[py] = jf
     return jf
 
 
-def _build_flux_row(rpn2, rpt2, meqn, mwaves, order, transverse_waves, fwave):
+def jit_pointwise(func):
+    """Return ``func`` (plain or ``njit``) compiled without NRT, with all the ``njit``
+    helpers it calls likewise (cached per function)."""
+    if func is None:
+        return None
+    py = func.py_func if isinstance(func, CPUDispatcher) else func
+    return _inline_tree(py)
+
+
+def _build_flux_row(rpn2, rpt2, meqn, mwaves, fwave):
     """One sweep along a row (x) or column (y): Clawpack's ``flux2``.
 
     Works on a gathered, contiguous line ``q1d[k, m]`` (``k`` = array index along the
@@ -65,56 +102,36 @@ def _build_flux_row(rpn2, rpt2, meqn, mwaves, order, transverse_waves, fwave):
     (lower edge of cell ``k`` of line ``r``) and ``[k, r + 1, m]`` (its upper edge).
     Returns the largest Courant number over interfaces ``mbc .. mbc + n``.
     """
-    key = (rpn2, rpt2, meqn, mwaves, order, transverse_waves, fwave)
+    key = (rpn2, rpt2, meqn, mwaves, fwave)
     if key in _ROWS:
         return _ROWS[key]
 
-    second = order == 2
-    do_trans = transverse_waves >= 1
-    corr_trans = transverse_waves == 2 and order == 2
     use_fwave = bool(fwave)
     if rpt2 is None:
 
         def rpt2(ixy, imp, ql, qr, aux1, aux2, aux3, params, asdq, bmasdq, bpasdq):  # noqa: ARG001
             pass
 
-        rpt2 = numba.njit(**_OPTS)(rpt2)
+        rpt2 = numba.njit(_nrt=False, **_OPTS)(rpt2)
 
-    @numba.njit(**_OPTS)
-    def flux_row(ixy, n, mbc, r, q1d, auxm, aux0, auxp, dtdx1d, params, lim,
-                 wave, s, amdq, apdq, cq, Fm, Fp, Gm, Gp, buf, wbuf):
-        # The pointwise solvers only ever see the small contiguous buffers of ``buf``
-        # (no array views are created per interface: views cost reference counting).
-        ql = buf[0]
-        qr = buf[1]
-        sv = buf[2]
-        am = buf[3]
-        ap = buf[4]
-        asdq = buf[5]
-        bm = buf[6]
-        bp = buf[7]
-        al = buf[8]
-        ar = buf[9]
-        a1 = buf[10]
-        a2 = buf[11]
-        a3 = buf[12]
-        maux = aux0.shape[1]
+    @numba.njit(_nrt=False, **_OPTS)
+    def flux_row(ixy, order, transverse_waves, n, mbc, r, q1d, auxm, aux0, auxp, dtdx1d,
+                 params, lim, wave, s, amdq, apdq, cq, bm, bp, tlo, thi, Fm, Fp, Gm, Gp):
+        # Compiled without the NRT: the per-interface array views handed to the
+        # pointwise solvers are plain structs (no reference counting) that LLVM folds
+        # away once the solvers are inlined.
+        second = order == 2
+        do_trans = transverse_waves >= 1
+        corr_trans = transverse_waves == 2 and order == 2
+        if do_trans:
+            for k in range(mbc - 1, mbc + n + 1):
+                for m in range(meqn):
+                    tlo[k, m] = 0.0
+                    thi[k, m] = 0.0
         # normal Riemann problems at interfaces -1 .. n+1 (all the limiter needs)
         for k in range(mbc - 1, mbc + n + 2):
-            for m in range(meqn):
-                ql[m] = q1d[k - 1, m]
-                qr[m] = q1d[k, m]
-            for a in range(maux):
-                al[a] = aux0[k - 1, a]
-                ar[a] = aux0[k, a]
-            rpn2(ixy, ql, qr, al, ar, params, wbuf, sv, am, ap)
-            for p in range(mwaves):
-                s[k, p] = sv[p]
-            for m in range(meqn):
-                amdq[k, m] = am[m]
-                apdq[k, m] = ap[m]
-                for p in range(mwaves):
-                    wave[k, m, p] = wbuf[m, p]
+            rpn2(ixy, q1d[k - 1], q1d[k], aux0[k - 1], aux0[k], params,
+                 wave[k], s[k], amdq[k], apdq[k])
         cfl = 0.0
         for k in range(mbc, mbc + n + 1):
             dl = dtdx1d[k - 1]
@@ -124,9 +141,9 @@ def _build_flux_row(rpn2, rpt2, meqn, mwaves, order, transverse_waves, fwave):
                 c = max(dr * sp, -dl * sp)
                 if c > cfl:
                     cfl = c
-            for m in range(meqn):
-                cq[m] = 0.0
             if second:
+                for m in range(meqn):
+                    cq[m] = 0.0
                 dtdxave = 0.5 * (dl + dr)
                 for p in range(mwaves):
                     wn = 0.0
@@ -147,75 +164,72 @@ def _build_flux_row(rpn2, rpt2, meqn, mwaves, order, transverse_waves, fwave):
                         c = phi * asp * (1.0 - asp * dtdxave)
                     for m in range(meqn):
                         cq[m] += c * wave[k, m, p]
-            for m in range(meqn):
-                Fm[r, k, m] += amdq[k, m] + 0.5 * cq[m]
-                Fp[r, k, m] += -apdq[k, m] + 0.5 * cq[m]
+                for m in range(meqn):
+                    Fm[r, k, m] += amdq[k, m] + 0.5 * cq[m]
+                    Fp[r, k, m] += 0.5 * cq[m] - apdq[k, m]
+            else:
+                for m in range(meqn):
+                    Fm[r, k, m] += amdq[k, m]
+                    Fp[r, k, m] -= apdq[k, m]
             if do_trans:
-                for m in range(meqn):
-                    ql[m] = q1d[k - 1, m]
-                    qr[m] = q1d[k, m]
-                # left-going part enters cell k-1
-                for m in range(meqn):
-                    if corr_trans:
-                        asdq[m] = amdq[k, m] + cq[m]
-                    else:
-                        asdq[m] = amdq[k, m]
-                for a in range(maux):
-                    a1[a] = auxm[k - 1, a]
-                    a2[a] = aux0[k - 1, a]
-                    a3[a] = auxp[k - 1, a]
-                rpt2(ixy, 1, ql, qr, a1, a2, a3, params, asdq, bm, bp)
+                if corr_trans:
+                    # amdq/apdq of this interface are not needed any more
+                    for m in range(meqn):
+                        amdq[k, m] += cq[m]
+                        apdq[k, m] -= cq[m]
+                # left-going part enters cell k-1, right-going part cell k
+                rpt2(ixy, 1, q1d[k - 1], q1d[k], auxm[k - 1], aux0[k - 1], auxp[k - 1],
+                     params, amdq[k], bm, bp)
                 c = 0.5 * dl
                 for m in range(meqn):
-                    t = c * bm[m]
-                    Gm[k - 1, r, m] -= t
-                    Gp[k - 1, r, m] -= t
-                    t = c * bp[m]
-                    Gm[k - 1, r + 1, m] -= t
-                    Gp[k - 1, r + 1, m] -= t
-                # right-going part enters cell k
-                for m in range(meqn):
-                    if corr_trans:
-                        asdq[m] = apdq[k, m] - cq[m]
-                    else:
-                        asdq[m] = apdq[k, m]
-                for a in range(maux):
-                    a1[a] = auxm[k, a]
-                    a2[a] = aux0[k, a]
-                    a3[a] = auxp[k, a]
-                rpt2(ixy, 2, ql, qr, a1, a2, a3, params, asdq, bm, bp)
+                    tlo[k - 1, m] -= c * bm[m]
+                    thi[k - 1, m] -= c * bp[m]
+                rpt2(ixy, 2, q1d[k - 1], q1d[k], auxm[k], aux0[k], auxp[k],
+                     params, apdq[k], bm, bp)
                 c = 0.5 * dr
                 for m in range(meqn):
-                    t = c * bm[m]
-                    Gm[k, r, m] -= t
-                    Gp[k, r, m] -= t
-                    t = c * bp[m]
-                    Gm[k, r + 1, m] -= t
-                    Gp[k, r + 1, m] -= t
+                    tlo[k, m] -= c * bm[m]
+                    thi[k, m] -= c * bp[m]
+        if do_trans:
+            # transverse corrections of the lower / upper edge of every touched cell go
+            # equally into the minus and plus fluctuation fluxes of that edge
+            for k in range(mbc - 1, mbc + n + 1):
+                for m in range(meqn):
+                    t = tlo[k, m]
+                    Gm[k, r, m] += t
+                    Gp[k, r, m] += t
+                    t = thi[k, m]
+                    Gm[k, r + 1, m] += t
+                    Gp[k, r + 1, m] += t
         return cfl
 
     _ROWS[key] = flux_row
     return flux_row
 
 
-def _build_kernel(riemann, order, transverse_waves, capacity_index):
+def _build_engine(riemann):
+    """Per-patch work of the step (``run_chunk``), compiled once per solver; the
+    options are run-time arguments so that the variants share one compilation."""
+    key = (riemann.rpn2, riemann.rpt2, bool(riemann.fwave), int(riemann.num_eqn),
+           int(riemann.num_waves))
+    if key in _ENGINES:
+        return _ENGINES[key]
     meqn = int(riemann.num_eqn)
     mwaves = int(riemann.num_waves)
     rpn2 = jit_pointwise(riemann.rpn2)
     rpt2 = jit_pointwise(riemann.rpt2)
-    flux_row = _build_flux_row(rpn2, rpt2, meqn, mwaves, order, transverse_waves,
-                               bool(riemann.fwave))
-    capa = int(capacity_index)
-    use_capa = capa >= 0
+    flux_row = _build_flux_row(rpn2, rpt2, meqn, mwaves, bool(riemann.fwave))
 
     @numba.njit(**_OPTS)
-    def run_chunk(lo, hi, q, mbc, aux, qnew, dx, dy, dt, params, lim, cfl_out, edge_out):
+    def run_chunk(order, transverse_waves, capa, lo, hi, q, mbc, aux, qnew, dx, dy, dt,
+                  params, lim, cfl_out, edge_out):
         nyt = q.shape[2]
         nxt = q.shape[3]
         my = nyt - 2 * mbc
         mx = nxt - 2 * mbc
         maux = aux.shape[1]
         nmax = max(nxt, nyt)
+        use_capa = capa >= 0
         # per-chunk scratch (reused for every patch of the chunk)
         qx = np.empty((nyt, nxt, meqn))
         qy = np.empty((nxt, nyt, meqn))
@@ -232,9 +246,10 @@ def _build_kernel(riemann, order, transverse_waves, capacity_index):
         amdq = np.zeros((nmax, meqn))
         apdq = np.zeros((nmax, meqn))
         cq = np.zeros(meqn)
-        nb = max(meqn, maux, mwaves, 1)
-        buf = np.zeros((13, nb))
-        wbuf = np.zeros((meqn, mwaves))
+        bm = np.zeros(meqn)
+        bp = np.zeros(meqn)
+        tlo = np.zeros((nmax, meqn))
+        thi = np.zeros((nmax, meqn))
 
         for ip in range(lo, hi):
             dtdx = dt / dx[ip]
@@ -262,20 +277,26 @@ def _build_kernel(riemann, order, transverse_waves, capacity_index):
             gp[:] = 0.0
 
             cfl = 0.0
+            ixy = 1
             # x-sweeps over rows j = -1 .. my
             for r in range(mbc - 1, mbc + my + 1):
                 for k in range(nxt):
                     dtdx1d[k] = dtdx * kinv[r, k]
-                c = flux_row(1, mx, mbc, r, qx[r], auxx[r - 1], auxx[r], auxx[r + 1], dtdx1d,
-                             params, lim, wave, s, amdq, apdq, cq, fm, fp, gm, gp, buf, wbuf)
+                c = flux_row(ixy, order, transverse_waves, mx, mbc, r, qx[r], auxx[r - 1],
+                             auxx[r], auxx[r + 1], dtdx1d,
+                             params, lim, wave, s, amdq, apdq, cq, bm, bp,
+                             tlo, thi, fm, fp, gm, gp)
                 if r >= mbc and r < mbc + my and c > cfl:
                     cfl = c
+            ixy = 2
             # y-sweeps over columns i = -1 .. mx
             for r in range(mbc - 1, mbc + mx + 1):
                 for k in range(nyt):
                     dtdx1d[k] = dtdy * kinv[k, r]
-                c = flux_row(2, my, mbc, r, qy[r], auxy[r - 1], auxy[r], auxy[r + 1], dtdx1d,
-                             params, lim, wave, s, amdq, apdq, cq, gm, gp, fm, fp, buf, wbuf)
+                c = flux_row(ixy, order, transverse_waves, my, mbc, r, qy[r], auxy[r - 1],
+                             auxy[r], auxy[r + 1], dtdx1d,
+                             params, lim, wave, s, amdq, apdq, cq, bm, bp,
+                             tlo, thi, gm, gp, fm, fp)
                 if r >= mbc and r < mbc + mx and c > cfl:
                     cfl = c
             cfl_out[ip] = cfl
@@ -302,7 +323,8 @@ def _build_kernel(riemann, order, transverse_waves, capacity_index):
                     edge_out[ip, 3, m, i] = gm[i + mbc, mbc + my, m]
 
     @numba.njit(parallel=True, **_OPTS)
-    def kernel(q, mbc, aux, qnew, dx, dy, dt, params, limiter_codes, cfl_out, edge_out):
+    def engine(order, transverse_waves, capa, q, mbc, aux, qnew, dx, dy, dt, params,
+               limiter_codes, cfl_out, edge_out):
         npatch = q.shape[0]
         if q.shape[1] != meqn:
             raise ValueError("q.shape[1] does not match the Riemann solver's num_eqn")
@@ -317,7 +339,7 @@ def _build_kernel(riemann, order, transverse_waves, capacity_index):
         if (aux.shape[0] != npatch or aux.shape[2] != q.shape[2]
                 or aux.shape[3] != q.shape[3]):
             raise ValueError("aux must have shape (npatch, maux, my + 2 mbc, mx + 2 mbc)")
-        if use_capa and capa >= aux.shape[1]:
+        if capa >= aux.shape[1]:
             raise ValueError("capacity_index is out of range of aux")
         if limiter_codes.shape[0] < mwaves:
             raise ValueError("limiter_codes needs one entry per wave")
@@ -332,8 +354,24 @@ def _build_kernel(riemann, order, transverse_waves, capacity_index):
         for c in prange(nchunk):
             lo = (c * npatch) // nchunk
             hi = ((c + 1) * npatch) // nchunk
-            run_chunk(lo, hi, q, mbc, aux, qnew, dx, dy, dt, params, limiter_codes,
-                      cfl_out, edge_out)
+            run_chunk(order, transverse_waves, capa, lo, hi, q, mbc, aux, qnew, dx, dy, dt,
+                      params, limiter_codes, cfl_out, edge_out)
+
+    _ENGINES[key] = engine
+    return engine
+
+
+def _build_kernel(riemann, order, transverse_waves, capacity_index):
+    engine = _build_engine(riemann)
+    capa = max(int(capacity_index), -1)
+
+    @numba.njit(**_OPTS)
+    def kernel(q, mbc, aux, qnew, dx, dy, dt, params, limiter_codes, cfl_out, edge_out):
+        # run-time (non-literal) option values, so that every variant shares the one
+        # compiled engine of the solver instead of specialising it again
+        zero = 0 * q.shape[0]
+        engine(order + zero, transverse_waves + zero, capa + zero, q, mbc, aux, qnew,
+               dx, dy, dt, params, limiter_codes, cfl_out, edge_out)
 
     return kernel
 
