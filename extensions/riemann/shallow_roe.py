@@ -52,6 +52,8 @@ conservation laws, *J. Comput. Phys.* 50 (1983) 235-269.
 
 from __future__ import annotations
 
+import math
+
 import numba
 
 from forestpy.vtable import RiemannSolver
@@ -75,24 +77,34 @@ __all__ = [
 
 
 @numba.njit
+def roe_state(ql, qr, grav, mn, mt):
+    """Roe averages ``(un, ut, c)`` and the square roots of the depths ``(sl, sr)``.
+
+    Both depths must be ``>= 0`` (checked by the callers); dry states get zero
+    velocity.  Uses ``sqrt(h) u = hu / sqrt(h)``, so only three divisions are needed.
+    """
+    hl = ql[0]
+    hr = qr[0]
+    sl = math.sqrt(hl)
+    sr = math.sqrt(hr)
+    isl = 1.0 / sl if hl > 0.0 else 0.0
+    isr = 1.0 / sr if hr > 0.0 else 0.0
+    den = sl + sr
+    iden = 1.0 / den if den > 0.0 else 0.0
+    un = (ql[mn] * isl + qr[mn] * isr) * iden
+    ut = (ql[mt] * isl + qr[mt] * isr) * iden
+    c = math.sqrt(0.5 * grav * (hl + hr))
+    return un, ut, c, sl, sr
+
+
+@numba.njit
 def roe_averages(ql, qr, grav, mn, mt):
     """Roe averages ``(un, ut, c)`` of two shallow-water states.
 
     ``mn`` is the index of the momentum normal to the splitting direction and ``mt``
     the other one.  Both depths must be ``>= 0``; two dry states give zeros.
     """
-    hl = ql[0]
-    hr = qr[0]
-    sl = sqrt_or_nan(hl)
-    sr = sqrt_or_nan(hr)
-    den = sl + sr
-    if den > 0.0:
-        un = (sl * velocity(hl, ql[mn]) + sr * velocity(hr, qr[mn])) / den
-        ut = (sl * velocity(hl, ql[mt]) + sr * velocity(hr, qr[mt])) / den
-    else:
-        un = 0.0
-        ut = 0.0
-    c = sqrt_or_nan(0.5 * grav * (hl + hr))
+    un, ut, c, _, _ = roe_state(ql, qr, grav, mn, mt)
     return un, ut, c
 
 
@@ -108,15 +120,16 @@ def roe_transverse_split(ixy, ql, qr, grav, asdq, bmasdq, bpasdq):
         return
     mt = ixy  # momentum along the interface normal: tangential to the transverse dir.
     mn = 3 - ixy  # momentum in the transverse direction
-    un, ut, c = roe_averages(ql, qr, grav, mn, mt)
+    un, ut, c, _, _ = roe_state(ql, qr, grav, mn, mt)
     if c == 0.0:
         for m in range(3):
             bmasdq[m] = 0.0
             bpasdq[m] = 0.0
         return
-    b1 = ((un + c) * asdq[0] - asdq[mn]) / (2.0 * c)
+    half_ic = 0.5 / c
+    b1 = ((un + c) * asdq[0] - asdq[mn]) * half_ic
     b2 = asdq[mt] - ut * asdq[0]
-    b3 = (asdq[mn] - (un - c) * asdq[0]) / (2.0 * c)
+    b3 = (asdq[mn] - (un - c) * asdq[0]) * half_ic
     s1 = un - c
     s2 = un
     s3 = un + c
@@ -147,14 +160,15 @@ def rpn2_shallow_roe(ixy, ql, qr, auxl, auxr, params, wave, s, amdq, apdq):
         return
     mu = ixy
     mv = 3 - ixy
-    u, v, c = roe_averages(ql, qr, grav, mu, mv)
+    u, v, c, sl, sr = roe_state(ql, qr, grav, mu, mv)
 
     dh = hr - hl
     dhu = qr[mu] - ql[mu]
     dhv = qr[mv] - ql[mv]
-    a1 = ((u + c) * dh - dhu) / (2.0 * c)
+    half_ic = 0.5 / c
+    a1 = ((u + c) * dh - dhu) * half_ic
     a2 = dhv - v * dh
-    a3 = (dhu - (u - c) * dh) / (2.0 * c)
+    a3 = (dhu - (u - c) * dh) * half_ic
 
     wave[0, 0] = a1
     wave[mu, 0] = a1 * (u - c)
@@ -171,18 +185,26 @@ def rpn2_shallow_roe(ixy, ql, qr, auxl, auxr, params, wave, s, amdq, apdq):
     wave[mv, 2] = a3 * v
     s[2] = u + c
 
-    # 1-family: characteristic speed u - sqrt(g h) left of and right of the wave
-    lam_l = velocity(hl, ql[mu]) - sqrt_or_nan(grav * hl)
-    h1 = hl + wave[0, 0]
-    lam_r = velocity(h1, ql[mu] + wave[mu, 0]) - sqrt_or_nan(grav * h1)
-    k1 = harten_hyman_left(s[0], lam_l, lam_r)
+    # Harten-Hyman acts only where the characteristic speed changes sign across a
+    # wave: evaluate the outer state first (sqrt(g h) = sqrt(g) sqrt(h) is free) and
+    # the state inside the fan only when the outer speed allows a sign change.
+    sqrt_g = math.sqrt(grav)
+    # 1-family: speed u - sqrt(g h) left of the wave (ql) and right of it (ql + W1)
+    k1 = min(s[0], 0.0)
+    lam_l = velocity(hl, ql[mu]) - sqrt_g * sl
+    if lam_l < 0.0:
+        h1 = hl + wave[0, 0]
+        lam_r = velocity(h1, ql[mu] + wave[mu, 0]) - sqrt_or_nan(grav * h1)
+        k1 = harten_hyman_left(s[0], lam_l, lam_r)
     # 2-family: linearly degenerate
     k2 = min(s[1], 0.0)
     # 3-family: u + sqrt(g h) left of the wave (qr - W3) and right of it (qr)
-    h2 = hr - wave[0, 2]
-    lam_l = velocity(h2, qr[mu] - wave[mu, 2]) + sqrt_or_nan(grav * h2)
-    lam_r = velocity(hr, qr[mu]) + sqrt_or_nan(grav * hr)
-    k3 = harten_hyman_left(s[2], lam_l, lam_r)
+    k3 = min(s[2], 0.0)
+    lam_r = velocity(hr, qr[mu]) + sqrt_g * sr
+    if lam_r > 0.0:
+        h2 = hr - wave[0, 2]
+        lam_l = velocity(h2, qr[mu] - wave[mu, 2]) + sqrt_or_nan(grav * h2)
+        k3 = harten_hyman_left(s[2], lam_l, lam_r)
 
     for m in range(3):
         amdq[m] = k1 * wave[m, 0] + k2 * wave[m, 1] + k3 * wave[m, 2]

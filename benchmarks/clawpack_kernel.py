@@ -1,0 +1,73 @@
+"""The batched wave-propagation step kernel alone; one JSON record per configuration.
+
+Shallow water (Roe with entropy fix, or HLLE), order 2, MC limiter, transverse 2, on
+``npatch`` patches of mx x mx cells with smooth random-ish data; best of ``repeat``
+timed calls after a warm-up call that compiles the kernel.  Set NUMBA_NUM_THREADS to
+choose the thread count.
+
+    NUMBA_NUM_THREADS=1 python benchmarks/clawpack_kernel.py --npatch 1024 --mx 32
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+
+import numba
+import numpy as np
+
+from forestpy.solvers.clawpack.solver import ClawpackSolver
+from forestpy.vtable import get_riemann
+
+
+class _Geom:
+    def __init__(self, npatch, mx, mbc, d):
+        self.mx = self.my = mx
+        self.mbc = mbc
+        self.dx = np.full(npatch, d)
+        self.dy = np.full(npatch, d)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--riemann", default="shallow_roe")
+    p.add_argument("--npatch", type=int, default=1024)
+    p.add_argument("--mx", type=int, default=32)
+    p.add_argument("--order", type=int, default=2)
+    p.add_argument("--transverse", type=int, default=2)
+    p.add_argument("--repeat", type=int, default=5)
+    a = p.parse_args(argv)
+    mbc = 2
+    n = a.mx + 2 * mbc
+    rng = np.random.default_rng(0)
+    x = np.linspace(0, 1, n)
+    base = 1.0 + 0.3 * np.sin(6 * x)[None, :] * np.cos(5 * x)[:, None]
+    q = np.empty((a.npatch, 3, n, n))
+    q[:, 0] = base + 0.05 * rng.random((a.npatch, n, n))
+    q[:, 1] = 0.2 * rng.standard_normal((a.npatch, n, n))
+    q[:, 2] = 0.2 * rng.standard_normal((a.npatch, n, n))
+    aux = np.zeros((a.npatch, 0, n, n))
+    solver = ClawpackSolver(get_riemann(a.riemann), order=a.order,
+                            transverse_waves=a.transverse, limiter="mc")
+    geom = _Geom(a.npatch, a.mx, mbc, 1.0 / a.mx)
+    dt = 0.2 / a.mx
+    solver.step(q, aux, geom, dt)  # compile
+    best = np.inf
+    for _ in range(a.repeat):
+        t0 = time.perf_counter()
+        solver.step(q, aux, geom, dt)
+        best = min(best, time.perf_counter() - t0)
+    cells = a.npatch * a.mx * a.mx
+    print(json.dumps({
+        "benchmark": "clawpack_kernel", "riemann": a.riemann, "npatch": a.npatch, "mx": a.mx,
+        "order": a.order, "transverse_waves": a.transverse, "limiter": "mc",
+        "threads": numba.config.NUMBA_NUM_THREADS, "machine": platform.machine(),
+        "best_s": round(best, 5), "cell_updates_per_s": round(cells / best),
+        "date": time.strftime("%Y-%m-%d"),
+    }))
+
+
+if __name__ == "__main__":
+    main()
