@@ -17,8 +17,8 @@ import time
 
 import numba
 import numpy as np
-
 from forestpy.solvers.clawpack.solver import ClawpackSolver
+
 from forestpy.vtable import get_riemann
 
 
