@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -449,7 +449,7 @@ class Simulation:
                 kept = coarsen[src] & (old_forest.level[src] == forest.level)
                 forest = forest.coarsen(kept)
             forest = forest.balance()
-            if forest.checksum() == old_forest.checksum() and len(forest) == len(old_forest):
+            if forest == old_forest:  # coarsening undone by balance: nothing changed
                 return
             q_new = transfer(
                 old_forest,
@@ -552,7 +552,3 @@ def _tag_coarsen(field: int, threshold: float):
         return undivided_difference(q, field, geom.mbc) < threshold
 
     return tag
-
-
-def run_options_doc(keys: Sequence[str]) -> str:  # pragma: no cover - helper for CLI text
-    return ", ".join(sorted(keys))

@@ -78,7 +78,8 @@ __all__ = [
 
 @numba.njit
 def roe_state(ql, qr, grav, mn, mt):
-    """Roe averages ``(un, ut, c)`` and the square roots of the depths ``(sl, sr)``.
+    """Roe averages ``(un, ut, c)``, ``sqrt(h)`` of both states and its inverse
+    (zero for a dry state): ``(un, ut, c, sl, sr, 1/sl, 1/sr)``.
 
     Both depths must be ``>= 0`` (checked by the callers); dry states get zero
     velocity.  Uses ``sqrt(h) u = hu / sqrt(h)``, so only three divisions are needed.
@@ -94,7 +95,7 @@ def roe_state(ql, qr, grav, mn, mt):
     un = (ql[mn] * isl + qr[mn] * isr) * iden
     ut = (ql[mt] * isl + qr[mt] * isr) * iden
     c = math.sqrt(0.5 * grav * (hl + hr))
-    return un, ut, c, sl, sr
+    return un, ut, c, sl, sr, isl, isr
 
 
 @numba.njit
@@ -104,7 +105,7 @@ def roe_averages(ql, qr, grav, mn, mt):
     ``mn`` is the index of the momentum normal to the splitting direction and ``mt``
     the other one.  Both depths must be ``>= 0``; two dry states give zeros.
     """
-    un, ut, c, _, _ = roe_state(ql, qr, grav, mn, mt)
+    un, ut, c, _, _, _, _ = roe_state(ql, qr, grav, mn, mt)
     return un, ut, c
 
 
@@ -120,7 +121,7 @@ def roe_transverse_split(ixy, ql, qr, grav, asdq, bmasdq, bpasdq):
         return
     mt = ixy  # momentum along the interface normal: tangential to the transverse dir.
     mn = 3 - ixy  # momentum in the transverse direction
-    un, ut, c, _, _ = roe_state(ql, qr, grav, mn, mt)
+    un, ut, c, _, _, _, _ = roe_state(ql, qr, grav, mn, mt)
     if c == 0.0:
         for m in range(3):
             bmasdq[m] = 0.0
@@ -160,7 +161,7 @@ def rpn2_shallow_roe(ixy, ql, qr, auxl, auxr, params, wave, s, amdq, apdq):
         return
     mu = ixy
     mv = 3 - ixy
-    u, v, c, sl, sr = roe_state(ql, qr, grav, mu, mv)
+    u, v, c, sl, sr, isl, isr = roe_state(ql, qr, grav, mu, mv)
 
     dh = hr - hl
     dhu = qr[mu] - ql[mu]
@@ -191,7 +192,7 @@ def rpn2_shallow_roe(ixy, ql, qr, auxl, auxr, params, wave, s, amdq, apdq):
     sqrt_g = math.sqrt(grav)
     # 1-family: speed u - sqrt(g h) left of the wave (ql) and right of it (ql + W1)
     k1 = min(s[0], 0.0)
-    lam_l = velocity(hl, ql[mu]) - sqrt_g * sl
+    lam_l = ql[mu] * isl * isl - sqrt_g * sl  # u - sqrt(g h) of ql (0 velocity if dry)
     if lam_l < 0.0:
         h1 = hl + wave[0, 0]
         lam_r = velocity(h1, ql[mu] + wave[mu, 0]) - sqrt_or_nan(grav * h1)
@@ -200,7 +201,7 @@ def rpn2_shallow_roe(ixy, ql, qr, auxl, auxr, params, wave, s, amdq, apdq):
     k2 = min(s[1], 0.0)
     # 3-family: u + sqrt(g h) left of the wave (qr - W3) and right of it (qr)
     k3 = min(s[2], 0.0)
-    lam_r = velocity(hr, qr[mu]) + sqrt_g * sr
+    lam_r = qr[mu] * isr * isr + sqrt_g * sr
     if lam_r > 0.0:
         h2 = hr - wave[0, 2]
         lam_l = velocity(h2, qr[mu] - wave[mu, 2]) + sqrt_or_nan(grav * h2)
