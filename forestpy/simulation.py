@@ -451,14 +451,21 @@ class Simulation:
             forest = forest.balance()
             if forest == old_forest:  # coarsening undone by balance: nothing changed
                 return
+            # with a capacity kappa the conserved density is kappa q: transfer that
+            # (the transfer keeps sum(value * area)), then divide by the new kappa
+            capa = self.capacity_index
+            density = self.q * self.aux[:, capa : capa + 1] if capa >= 0 else self.q
             q_new = transfer(
                 old_forest,
                 old_geom,
-                self.q,
+                density,
                 forest,
                 PatchGeometry.from_forest(forest, self.mx, self.my, self.mbc),
             )
             self._set_forest(forest)
+            if capa >= 0:
+                b = self.mbc
+                q_new[:, :, b:-b, b:-b] /= self.aux[:, capa : capa + 1, b:-b, b:-b]
             self.q = q_new
             self.regrids += 1
 
