@@ -1,0 +1,304 @@
+"""Source of the batched wave-propagation kernels, specialised per Riemann solver.
+
+This file is a *template*: :mod:`forestpy.solvers.clawpack.kernel_cache` copies it,
+with the header below replaced by one solver's sizes, into a module file named by a
+hash of this text and of the solver's code, imports that module, and sets ``RPN2`` and
+``RPT2`` to the solver's compiled pointwise functions before the first call.  Because
+the kernels then live in a real source file, Numba's ``cache=True`` keeps their machine
+code on disk between processes; a change of the template or of the physics gives a
+new file name, so a stale cache is never used.
+
+Algorithm: Clawpack 4.x ``step2``/``flux2`` (LeVeque 2002, chapters 20 and 21); see
+:mod:`forestpy.solvers.clawpack.step_kernel` for the conventions.
+"""
+
+import math
+
+import numba
+import numpy as np
+from forestpy.solvers.clawpack.limiters import limiter_apply
+from numba import prange
+
+# forestpy-kernel-header-begin
+MEQN = 1
+MWAVES = 1
+USE_FWAVE = False
+CACHE = False
+RPN2 = None
+RPT2 = None
+# forestpy-kernel-header-end
+
+_OPTS = {"error_model": "numpy", "boundscheck": False, "fastmath": False, "nogil": True}
+
+
+@numba.njit(_nrt=False, cache=CACHE, **_OPTS)
+def flux_row(ixy, order, transverse_waves, n, mbc, r, q1d, auxm, aux0, auxp, dtdx1d,
+             params, lim, wave, s, amdq, apdq, cq, bm, bp, tlo, thi, Fm, Fp, Gm, Gp):
+    """One sweep along a row (x) or column (y): Clawpack's ``flux2``.
+
+    Works on a gathered, contiguous line ``q1d[k, m]`` (``k`` = array index along the
+    sweep).  Adds the normal fluctuation fluxes into ``Fm``/``Fp[r, k, m]`` (interface
+    ``k`` of line ``r``) and the transverse corrections into ``Gm``/``Gp[k, r, m]``
+    (lower edge of cell ``k`` of line ``r``) and ``[k, r + 1, m]`` (its upper edge).
+    Returns the largest Courant number over interfaces ``mbc .. mbc + n``.  Compiled
+    without the NRT: the per-interface array views handed to the pointwise solvers are
+    plain structs (no reference counting) that LLVM folds away once they are inlined.
+    """
+    meqn = MEQN
+    mwaves = MWAVES
+    second = order == 2
+    do_trans = transverse_waves >= 1
+    corr_trans = transverse_waves == 2 and order == 2
+    if do_trans:
+        for k in range(mbc - 1, mbc + n + 1):
+            for m in range(meqn):
+                tlo[k, m] = 0.0
+                thi[k, m] = 0.0
+    # normal Riemann problems at interfaces -1 .. n+1 (all the limiter needs)
+    for k in range(mbc - 1, mbc + n + 2):
+        RPN2(ixy, q1d[k - 1], q1d[k], aux0[k - 1], aux0[k], params,
+             wave[k], s[k], amdq[k], apdq[k])
+    cfl = 0.0
+    for k in range(mbc, mbc + n + 1):
+        dl = dtdx1d[k - 1]
+        dr = dtdx1d[k]
+        for p in range(mwaves):
+            sp = s[k, p]
+            c = max(dr * sp, -dl * sp)
+            if c > cfl:
+                cfl = c
+        if second:
+            for m in range(meqn):
+                cq[m] = 0.0
+            dtdxave = 0.5 * (dl + dr)
+            for p in range(mwaves):
+                wn = 0.0
+                for m in range(meqn):
+                    wn += wave[k, m, p] * wave[k, m, p]
+                if wn == 0.0:
+                    continue
+                sp = s[k, p]
+                ku = k - 1 if sp > 0.0 else k + 1
+                dot = 0.0
+                for m in range(meqn):
+                    dot += wave[ku, m, p] * wave[k, m, p]
+                phi = limiter_apply(lim[p], dot / wn)
+                asp = abs(sp)
+                if USE_FWAVE:
+                    c = phi * math.copysign(1.0, sp) * (1.0 - asp * dtdxave)
+                else:
+                    c = phi * asp * (1.0 - asp * dtdxave)
+                for m in range(meqn):
+                    cq[m] += c * wave[k, m, p]
+            for m in range(meqn):
+                Fm[r, k, m] += amdq[k, m] + 0.5 * cq[m]
+                Fp[r, k, m] += 0.5 * cq[m] - apdq[k, m]
+        else:
+            for m in range(meqn):
+                Fm[r, k, m] += amdq[k, m]
+                Fp[r, k, m] -= apdq[k, m]
+        if do_trans:
+            if corr_trans:
+                # amdq/apdq of this interface are not needed any more
+                for m in range(meqn):
+                    amdq[k, m] += cq[m]
+                    apdq[k, m] -= cq[m]
+            # left-going part enters cell k-1, right-going part cell k
+            RPT2(ixy, 1, q1d[k - 1], q1d[k], auxm[k - 1], aux0[k - 1], auxp[k - 1],
+                 params, amdq[k], bm, bp)
+            c = 0.5 * dl
+            for m in range(meqn):
+                tlo[k - 1, m] -= c * bm[m]
+                thi[k - 1, m] -= c * bp[m]
+            RPT2(ixy, 2, q1d[k - 1], q1d[k], auxm[k], aux0[k], auxp[k],
+                 params, apdq[k], bm, bp)
+            c = 0.5 * dr
+            for m in range(meqn):
+                tlo[k, m] -= c * bm[m]
+                thi[k, m] -= c * bp[m]
+    if do_trans:
+        # transverse corrections of the lower / upper edge of every touched cell go
+        # equally into the minus and plus fluctuation fluxes of that edge
+        for k in range(mbc - 1, mbc + n + 1):
+            for m in range(meqn):
+                t = tlo[k, m]
+                Gm[k, r, m] += t
+                Gp[k, r, m] += t
+                t = thi[k, m]
+                Gm[k, r + 1, m] += t
+                Gp[k, r + 1, m] += t
+    return cfl
+
+
+@numba.njit(cache=CACHE, **_OPTS)
+def run_chunk(order, transverse_waves, capa, lo, hi, q, mbc, aux, qnew, dx, dy, dt,
+              params, lim, cfl_out, edge_out):
+    """The whole step of patches ``lo .. hi-1`` (one thread's share)."""
+    meqn = MEQN
+    mwaves = MWAVES
+    nyt = q.shape[2]
+    nxt = q.shape[3]
+    my = nyt - 2 * mbc
+    mx = nxt - 2 * mbc
+    maux = aux.shape[1]
+    nmax = max(nxt, nyt)
+    use_capa = capa >= 0
+    # per-chunk scratch (reused for every patch of the chunk)
+    qx = np.empty((nyt, nxt, meqn))
+    qy = np.empty((nxt, nyt, meqn))
+    auxx = np.empty((nyt, nxt, maux))
+    auxy = np.empty((nxt, nyt, maux))
+    kinv = np.ones((nyt, nxt))
+    fm = np.empty((nyt, nxt, meqn))
+    fp = np.empty((nyt, nxt, meqn))
+    gm = np.empty((nxt, nyt, meqn))
+    gp = np.empty((nxt, nyt, meqn))
+    dtdx1d = np.empty(nmax)
+    wave = np.zeros((nmax, meqn, mwaves))
+    s = np.zeros((nmax, mwaves))
+    amdq = np.zeros((nmax, meqn))
+    apdq = np.zeros((nmax, meqn))
+    cq = np.zeros(meqn)
+    bm = np.zeros(meqn)
+    bp = np.zeros(meqn)
+    tlo = np.zeros((nmax, meqn))
+    thi = np.zeros((nmax, meqn))
+
+    for ip in range(lo, hi):
+        dtdx = dt / dx[ip]
+        dtdy = dt / dy[ip]
+        # gather the patch into sweep-contiguous layouts
+        for m in range(meqn):
+            for j in range(nyt):
+                for i in range(nxt):
+                    v = q[ip, m, j, i]
+                    qx[j, i, m] = v
+                    qy[i, j, m] = v
+        for a in range(maux):
+            for j in range(nyt):
+                for i in range(nxt):
+                    v = aux[ip, a, j, i]
+                    auxx[j, i, a] = v
+                    auxy[i, j, a] = v
+        if use_capa:
+            for j in range(nyt):
+                for i in range(nxt):
+                    kinv[j, i] = 1.0 / aux[ip, capa, j, i]
+        fm[:] = 0.0
+        fp[:] = 0.0
+        gm[:] = 0.0
+        gp[:] = 0.0
+
+        cfl = 0.0
+        # x-sweeps over rows j = -1 .. my
+        for r in range(mbc - 1, mbc + my + 1):
+            for k in range(nxt):
+                dtdx1d[k] = dtdx * kinv[r, k]
+            c = flux_row(1, order, transverse_waves, mx, mbc, r, qx[r], auxx[r - 1],
+                         auxx[r], auxx[r + 1], dtdx1d, params, lim, wave, s, amdq, apdq,
+                         cq, bm, bp, tlo, thi, fm, fp, gm, gp)
+            if r >= mbc and r < mbc + my and c > cfl:
+                cfl = c
+        # y-sweeps over columns i = -1 .. mx
+        for r in range(mbc - 1, mbc + mx + 1):
+            for k in range(nyt):
+                dtdx1d[k] = dtdy * kinv[k, r]
+            c = flux_row(2, order, transverse_waves, my, mbc, r, qy[r], auxy[r - 1],
+                         auxy[r], auxy[r + 1], dtdx1d, params, lim, wave, s, amdq, apdq,
+                         cq, bm, bp, tlo, thi, gm, gp, fm, fp)
+            if r >= mbc and r < mbc + mx and c > cfl:
+                cfl = c
+        cfl_out[ip] = cfl
+
+        # flux-form update of the interior
+        for j in range(mbc, mbc + my):
+            for i in range(mbc, mbc + mx):
+                kc = kinv[j, i]
+                cx = dtdx * kc
+                cy = dtdy * kc
+                for m in range(meqn):
+                    qnew[ip, m, j, i] = (q[ip, m, j, i]
+                                         - cx * (fm[j, i + 1, m] - fp[j, i, m])
+                                         - cy * (gm[i, j + 1, m] - gp[i, j, m]))
+
+        # edge fluctuation fluxes for the coarse-fine correction
+        edge_out[ip] = 0.0
+        for m in range(meqn):
+            for j in range(my):
+                edge_out[ip, 0, m, j] = fp[j + mbc, mbc, m]
+                edge_out[ip, 1, m, j] = fm[j + mbc, mbc + mx, m]
+            for i in range(mx):
+                edge_out[ip, 2, m, i] = gp[i + mbc, mbc, m]
+                edge_out[ip, 3, m, i] = gm[i + mbc, mbc + my, m]
+
+
+@numba.njit(parallel=True, cache=CACHE, **_OPTS)
+def engine(order, transverse_waves, capa, q, mbc, aux, qnew, dx, dy, dt, params,
+           limiter_codes, cfl_out, edge_out, nthreads):
+    """Step every patch; options are run-time values (one compilation per solver).
+
+    ``nthreads`` comes from the caller: asking Numba for it inside a compiled function
+    would make the function uncacheable."""
+    meqn = MEQN
+    npatch = q.shape[0]
+    if q.shape[1] != meqn:
+        raise ValueError("q.shape[1] does not match the Riemann solver's num_eqn")
+    if mbc < 2:
+        raise ValueError("mbc must be >= 2")
+    my = q.shape[2] - 2 * mbc
+    mx = q.shape[3] - 2 * mbc
+    if mx < 1 or my < 1:
+        raise ValueError("patch interior is empty for this mbc")
+    if qnew.shape != q.shape:
+        raise ValueError("qnew must have the shape of q")
+    if (aux.shape[0] != npatch or aux.shape[2] != q.shape[2]
+            or aux.shape[3] != q.shape[3]):
+        raise ValueError("aux must have shape (npatch, maux, my + 2 mbc, mx + 2 mbc)")
+    if capa >= aux.shape[1]:
+        raise ValueError("capacity_index is out of range of aux")
+    if limiter_codes.shape[0] < MWAVES:
+        raise ValueError("limiter_codes needs one entry per wave")
+    if dx.shape[0] < npatch or dy.shape[0] < npatch or cfl_out.shape[0] < npatch:
+        raise ValueError("dx, dy and cfl_out need one entry per patch")
+    if (edge_out.shape[0] < npatch or edge_out.shape[1] < 4 or edge_out.shape[2] < meqn
+            or edge_out.shape[3] < max(mx, my)):
+        raise ValueError("edge_out must have shape (npatch, 4, meqn, max(mx, my))")
+    if npatch == 0:
+        return
+    nchunk = max(1, min(npatch, nthreads))
+    for c in prange(nchunk):
+        lo = (c * npatch) // nchunk
+        hi = ((c + 1) * npatch) // nchunk
+        run_chunk(order, transverse_waves, capa, lo, hi, q, mbc, aux, qnew, dx, dy, dt,
+                  params, limiter_codes, cfl_out, edge_out)
+
+
+@numba.njit(cache=CACHE, **_OPTS)
+def fluct_chunk(lo, hi, ixy, ql, qr, auxl, auxr, params, out):
+    wave = np.zeros((MEQN, MWAVES))
+    s = np.zeros(MWAVES)
+    amdq = np.zeros(MEQN)
+    apdq = np.zeros(MEQN)
+    for k in range(lo, hi):
+        RPN2(ixy, ql[k], qr[k], auxl[k], auxr[k], params, wave, s, amdq, apdq)
+        for m in range(MEQN):
+            out[k, m] = amdq[m] + apdq[m]
+
+
+@numba.njit(parallel=True, cache=CACHE, **_OPTS)
+def fluct(ixy, ql, qr, auxl, auxr, params, out, nthreads):
+    """``out[k] = amdq + apdq`` of the normal solve at each of ``len(ql)`` interfaces."""
+    n = ql.shape[0]
+    if ql.shape[1] != MEQN or qr.shape[0] != n or qr.shape[1] != MEQN:
+        raise ValueError("ql and qr must have shape (n, num_eqn)")
+    if auxl.shape[0] != n or auxr.shape[0] != n:
+        raise ValueError("auxl and auxr must have shape (n, maux)")
+    if out.shape[0] < n or out.shape[1] < MEQN:
+        raise ValueError("out must have shape (n, num_eqn)")
+    if n == 0:
+        return
+    nchunk = max(1, min(n, nthreads))
+    for c in prange(nchunk):
+        lo = (c * n) // nchunk
+        hi = ((c + 1) * n) // nchunk
+        fluct_chunk(lo, hi, ixy, ql, qr, auxl, auxr, params, out)
