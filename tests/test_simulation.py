@@ -251,26 +251,12 @@ def test_entry_point_solvers_are_registered(monkeypatch):
     assert vt.get_riemann("test_entry_point_solver") is solver
 
 
-def _rp_capacity_advection(ixy, ql, qr, auxl, auxr, params, wave, s, amdq, apdq):
-    speed = params[ixy - 1]
-    wave[0, 0] = qr[0] - ql[0]
-    s[0] = speed
-    amdq[0] = min(speed, 0.0) * wave[0, 0]
-    apdq[0] = max(speed, 0.0) * wave[0, 0]
-
-
-def _rpt_capacity_advection(ixy, imp, ql, qr, aux1, aux2, aux3, params, asdq, bmasdq, bpasdq):
-    speed = params[2 - ixy]
-    bmasdq[0] = min(speed, 0.0) * asdq[0]
-    bpasdq[0] = max(speed, 0.0) * asdq[0]
-
-
 def test_capacity_weighted_totals_are_conserved_through_regrids():
     """kappa q_t + u q_x + v q_y = 0 with a varying capacity kappa: the conserved total
     is the integral of kappa q, which time sync and regrid must both keep."""
     solver = RiemannSolver(
         name="test_capacity_advection", num_eqn=1, num_waves=1, num_aux=1,
-        rpn2=_rp_capacity_advection, rpt2=_rpt_capacity_advection,
+        rpn2=_rp_reverse_advection, rpt2=_rpt_reverse_advection,  # speeds from params
         param_names=("u", "v"), default_params={"u": 1.0, "v": 0.5},
     )
 
