@@ -270,28 +270,27 @@ class Simulation:
         self.geom = PatchGeometry.from_forest(forest, self.mx, self.my, self.mbc)
         self.ghost_plan = build_ghost_plan(forest, self.geom)
         self.sync_plan = build_time_sync_plan(forest, self.geom)
-        self.aux_setaux = self._make_aux(self.geom)
+        self.centers = self.geom.cell_centers(ghosts=True)  # (x, y), fixed until regrid
+        self.aux_setaux = self._make_aux()
         self.aux = self.aux_setaux.copy()
 
-    def _make_aux(self, geom):
+    def _make_aux(self):
+        geom, (x, y) = self.geom, self.centers
         naux = self.riemann.num_aux
-        shape = (geom.npatch, naux) + geom.shape
         if self.vtable.setaux is None:
             if naux:
                 raise ValueError(f"Riemann solver {self.riemann.name!r} needs aux: give setaux")
-            return np.zeros(shape)
-        x, y = geom.cell_centers(ghosts=True)
+            return np.zeros((geom.npatch, naux) + geom.shape)
         aux = np.asarray(
             self.vtable.setaux(x, y, geom.dx[:, None, None], geom.dy[:, None, None]),
             dtype=np.float64,
         )
-        aux = np.moveaxis(aux, 0, 1) if aux.shape[0] == naux else aux
-        if aux.shape != shape:
+        if aux.shape != (naux,) + x.shape:
             raise ValueError(f"setaux returned shape {aux.shape}, expected {(naux,) + x.shape}")
-        return np.ascontiguousarray(aux)
+        return np.ascontiguousarray(np.moveaxis(aux, 0, 1))
 
-    def _qinit(self, geom):
-        x, y = geom.cell_centers(ghosts=True)
+    def _qinit(self):
+        x, y = self.centers
         q = np.asarray(self.vtable.qinit(x, y), dtype=np.float64)
         meqn = self.riemann.num_eqn
         if q.shape != (meqn,) + x.shape:
@@ -302,7 +301,7 @@ class Simulation:
         forest = Forest.new(self.domain.brick(), self.min_level)
         while True:
             self._set_forest(forest)
-            self.q = self._qinit(self.geom)
+            self.q = self._qinit()
             self._validate(self.q, "the initial condition")
             if self.max_level == self.min_level:
                 break
@@ -330,7 +329,7 @@ class Simulation:
             )
 
     def _centers_of(self, idx):
-        x, y = self.geom.cell_centers(ghosts=True)
+        x, y = self.centers
         return x[idx], y[idx]
 
     def _refine_flags(self) -> np.ndarray:
@@ -422,7 +421,7 @@ class Simulation:
                 self.capacity_index,
             )
         if self.vtable.src2 is not None:
-            x, y = self.geom.cell_centers(ghosts=True)
+            x, y = self.centers
             self.vtable.src2(q_new, self.aux, x, y, self.t, dt)
         self._validate(q_new, f"step {self.steps + 1}")
         self.q = q_new

@@ -273,3 +273,12 @@ def test_capacity_weighted_totals_are_conserved_through_regrids():
     sim.run()
     assert sim.regrids >= 5 and len(sim.patches_per_level()) >= 2
     assert sim.totals()["q0"] == pytest.approx(sim.totals_initial["q0"], rel=1e-12)
+
+
+def test_setaux_must_return_the_documented_shape(swirl):
+    def patch_first(x, y, dx, dy):  # (npatch, naux, ...) instead of (naux, npatch, ...)
+        return np.moveaxis(swirl.setaux(x, y, dx, dy), 0, 1)
+
+    with pytest.raises(ValueError, match="setaux returned shape"):
+        Simulation("advection_variable", qinit=lambda x, y: (0 * x)[None], setaux=patch_first,
+                   mx=8, min_level=1)
