@@ -421,6 +421,7 @@ class Simulation:
                 self.capacity_index,
             )
         if self.vtable.src2 is not None:
+            _copy_ghost_frame(self.q, q_new, self.mbc)  # the hook sees no unset memory
             x, y = self.centers
             self.vtable.src2(q_new, self.aux, x, y, self.t, dt)
         self._validate(q_new, f"step {self.steps + 1}")
@@ -554,6 +555,14 @@ class Simulation:
             "totals_final": self.totals(),
             "timers": self.timers.as_dict(),
         }
+
+
+def _copy_ghost_frame(src, dst, mbc: int) -> None:
+    """Copy the ghost cells (only) of padded patch arrays ``src`` into ``dst``."""
+    dst[..., :mbc, :] = src[..., :mbc, :]
+    dst[..., -mbc:, :] = src[..., -mbc:, :]
+    dst[..., mbc:-mbc, :mbc] = src[..., mbc:-mbc, :mbc]
+    dst[..., mbc:-mbc, -mbc:] = src[..., mbc:-mbc, -mbc:]
 
 
 def _tag_coarsen(field: int, threshold: float):

@@ -74,9 +74,7 @@ class ClawpackSolver:
     def step(self, q, aux, geom, dt):
         """One step of every patch: returns ``(q_new, cfl[npatch], edge_fluxes)``."""
         npatch, meqn = q.shape[:2]
-        # the kernel writes interiors only; start from q so that hooks called on q_new
-        # (split sources) never see uninitialised ghost cells
-        q_new = q.copy()
+        q_new = np.empty_like(q)  # the kernel writes the interiors; ghosts stay unset
         cfl = np.zeros(npatch)
         edge = np.zeros((npatch, 4, meqn, max(geom.mx, geom.my)))
         self._kernel(
