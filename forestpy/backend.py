@@ -3,13 +3,28 @@
 A backend is passed explicitly (never a global).  Numerics code asks it for the array
 module ``xp`` and moves data only through :meth:`Backend.to_host` (counted, so tests can
 assert that a time step moves no field data) and :meth:`Backend.to_device`.
+
+``cpu``  NumPy arrays, Numba kernels parallel over patches.
+``gpu``  CuPy arrays resident on an NVIDIA GPU, Numba-CUDA kernels.  With
+         ``NUMBA_ENABLE_CUDASIM=1`` (no GPU needed) the same CUDA kernels run in Numba's
+         CUDA simulator on NumPy arrays: slow, for testing the GPU code paths on tiny
+         cases.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["Backend", "CPUBackend", "get_backend"]
+__all__ = ["Backend", "CPUBackend", "GPUBackend", "get_backend", "cuda_simulator_enabled"]
+
+DTYPES = {"float64": np.float64, "float32": np.float32}
+
+
+def cuda_simulator_enabled() -> bool:
+    """True when Numba runs CUDA kernels in its simulator (``NUMBA_ENABLE_CUDASIM=1``)."""
+    import numba
+
+    return bool(numba.config.ENABLE_CUDASIM)
 
 
 class Backend:
@@ -17,23 +32,28 @@ class Backend:
 
     name = "abstract"
     xp = np
+    is_gpu = False
 
-    def __init__(self):
+    def __init__(self, dtype="float64"):
         self.host_transfers = 0
+        if np.dtype(dtype).name not in DTYPES:
+            raise ValueError(f"unknown dtype {dtype!r}; valid: {sorted(DTYPES)}")
+        self.dtype = np.dtype(dtype)
 
     def to_host(self, a):
         """Return ``a`` as a NumPy array; every call is counted in ``host_transfers``."""
         self.host_transfers += 1
         return np.asarray(a)
 
-    def to_device(self, a):
-        return self.xp.asarray(a)
+    def to_device(self, a, dtype=None):
+        """A backend array with the contents of ``a`` (a copy on the GPU)."""
+        return self.xp.asarray(a, dtype=dtype)
 
     def synchronize(self) -> None:
         """Wait for queued device work (a no-op on the CPU)."""
 
     def describe(self) -> dict:
-        return {"backend": self.name}
+        return {"backend": self.name, "dtype": self.dtype.name}
 
 
 class CPUBackend(Backend):
@@ -42,6 +62,12 @@ class CPUBackend(Backend):
     name = "cpu"
     xp = np
 
+    def __init__(self, dtype="float64"):
+        super().__init__(dtype)
+        if self.dtype != np.float64:
+            raise ValueError("the CPU backend computes in float64 only; dtype='float32' "
+                             "is a GPU option")
+
     def describe(self) -> dict:
         import os
         import platform
@@ -49,22 +75,82 @@ class CPUBackend(Backend):
         import numba
 
         return {
-            "backend": self.name,
+            **super().describe(),
             "device": platform.processor() or platform.machine(),
             "numba_threads": numba.config.NUMBA_NUM_THREADS,
             "cpu_count": os.cpu_count(),
         }
 
 
-def get_backend(name: str | Backend = "cpu") -> Backend:
-    """Return a new backend object for ``name`` (``"cpu"``; ``"gpu"`` comes with the GPU issue)."""
+class GPUBackend(Backend):
+    """Field arrays resident on one NVIDIA GPU (CuPy); kernels in Numba-CUDA.
+
+    ``dtype="float32"`` stores fields in single precision (arithmetic inside the
+    kernels stays float64).  In the CUDA simulator ``xp`` is NumPy.
+    """
+
+    name = "gpu"
+    is_gpu = True
+
+    def __init__(self, dtype="float64", device: int | None = None):
+        super().__init__(dtype)
+        import numba
+
+        self.simulator = cuda_simulator_enabled()
+        if self.simulator:
+            self.xp = np
+            self.device_name = "Numba CUDA simulator"
+            return
+        from numba import cuda
+
+        if not cuda.is_available():
+            raise RuntimeError(
+                "the GPU backend needs an NVIDIA GPU with a working CUDA driver (none "
+                "found); use --backend cpu, or NUMBA_ENABLE_CUDASIM=1 to test the GPU "
+                "code paths in Numba's CUDA simulator"
+            )
+        try:
+            import cupy
+        except ImportError as exc:
+            raise RuntimeError(
+                "the GPU backend needs CuPy (pip install cupy-cuda12x or cupy-cuda13x)"
+            ) from exc
+        if device is not None:
+            cuda.select_device(device)
+            cupy.cuda.Device(device).use()
+        # CuPy and Numba both launch on the legacy default stream, so work is ordered;
+        # do not let Numba synchronise on every CuPy array it receives
+        numba.config.CUDA_ARRAY_INTERFACE_SYNC = False
+        self.xp = cupy
+        self.device_name = cuda.get_current_device().name
+        if isinstance(self.device_name, bytes):
+            self.device_name = self.device_name.decode()
+
+    def to_host(self, a):
+        self.host_transfers += 1
+        if self.simulator:
+            return np.asarray(a)
+        import cupy
+
+        return cupy.asnumpy(a)
+
+    def synchronize(self) -> None:
+        if not self.simulator:
+            from numba import cuda
+
+            cuda.synchronize()
+
+    def describe(self) -> dict:
+        return {**super().describe(), "device": self.device_name,
+                "cuda_simulator": self.simulator}
+
+
+def get_backend(name: str | Backend = "cpu", dtype="float64") -> Backend:
+    """Return a new backend object for ``name`` (``"cpu"`` or ``"gpu"``)."""
     if isinstance(name, Backend):
         return name
     if name == "cpu":
-        return CPUBackend()
+        return CPUBackend(dtype)
     if name == "gpu":
-        raise NotImplementedError(
-            "the GPU backend is not available yet (see the GPU-backend issue); "
-            "use --backend cpu"
-        )
+        return GPUBackend(dtype)
     raise ValueError(f"unknown backend {name!r}; valid: 'cpu', 'gpu'")

@@ -1,0 +1,58 @@
+"""Single-source kernels: compile a ``numba.njit`` function for the GPU.
+
+:func:`cuda_device` turns a plain or ``numba.njit`` Python function into a Numba-CUDA
+device function, and does the same, recursively, for every ``numba.njit`` function it
+calls through its module globals.  The pointwise Riemann solvers, limiters and ghost-fill
+bodies are therefore written once and run on the CPU (Numba) and the GPU (Numba-CUDA)
+from the same source; in the CUDA simulator the device functions run as Python.
+"""
+
+from __future__ import annotations
+
+import types
+
+from numba.core.registry import CPUDispatcher
+
+__all__ = ["cuda_device"]
+
+_DEVICE: dict = {}
+
+
+def _code_names(code):
+    names = set(code.co_names)
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            names |= _code_names(c)
+    return names
+
+
+def cuda_device(func):
+    """Numba-CUDA device function compiled from ``func`` (cached per function).
+
+    ``func`` must be device-compatible: scalar arithmetic, ``math`` functions, indexing
+    of the arrays it is given, calls of other such functions; no allocation.
+    """
+    from numba import cuda
+
+    py = func.py_func if isinstance(func, CPUDispatcher) else func
+    done = _DEVICE.get(py)
+    if done is not None:
+        return done
+    new_globals = None
+    for name in _code_names(py.__code__):
+        g = py.__globals__.get(name)
+        if isinstance(g, CPUDispatcher):
+            if new_globals is None:
+                new_globals = dict(py.__globals__)
+            new_globals[name] = cuda_device(g)
+    if new_globals is not None:
+        py2 = types.FunctionType(py.__code__, new_globals, py.__name__, py.__defaults__,
+                                 py.__closure__)
+        py2.__kwdefaults__ = py.__kwdefaults__
+        py2.__qualname__ = py.__qualname__
+        py2.__module__ = py.__module__
+    else:
+        py2 = py
+    dev = cuda.jit(device=True)(py2)
+    _DEVICE[py] = dev
+    return dev
