@@ -1,0 +1,466 @@
+"""The wave-propagation step on the GPU: one thread block per patch (Numba-CUDA).
+
+Same algorithm and conventions as the CPU kernel (:mod:`.step_kernel`, Clawpack 4.x
+``step2``/``flux2``), reorganised for a block of threads that share one patch:
+
+* The patch is processed in **row tiles** of ``R`` interior rows, so that the per-face
+  temporaries of a tile fit in 48 KB of shared memory.  A tile needs the x-faces of
+  rows ``j0-1 .. j0+R`` (the transverse terms of the rows just outside reach the
+  tile's cells) and the y-faces ``j0-1 .. j0+R+1`` (the limiter looks one face
+  further).  Whole patches of ``mx = 16`` take two tiles.
+* Each pass (x, then y) runs in phases separated by ``syncthreads``, **one face per
+  thread**: (a) normal Riemann problem, waves and speeds to shared memory; (b) wave
+  limiter from the neighbouring faces' waves, Courant number, second-order correction;
+  then the normal fluctuation fluxes and the transverse splittings (``rpt2`` of the
+  left- and right-going fluctuations) are written to the face's own shared slot;
+  (c) **one cell per thread** gathers the contributions of its faces and of the
+  neighbouring faces' transverse terms.  Every shared value has exactly one writer per
+  phase, so the transverse corrections are race-free without atomics, and the sum order
+  is fixed (runs are reproducible).
+* The cell's increment and the four edge fluxes of the time sync stay in registers
+  across both passes; the interior of ``qnew`` is written once.
+
+Physics comes from the pointwise ``rpn2``/``rpt2`` of the Riemann solver, compiled as
+CUDA device functions from the same Python source as on the CPU
+(:func:`forestpy.cuda_device.cuda_device`).  Kernels are specialised on the patch
+shape, the solver's sizes and the options (compile-time constants), and cached per
+process.  Field arrays may be float64 or float32 (storage); arithmetic is float64.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import cuda, float64
+
+from forestpy.cuda_device import cuda_device
+
+from .limiters import limiter_apply
+
+__all__ = ["plan_tiles", "make_gpu_step_kernel", "make_gpu_fluctuation_kernel"]
+
+SHARED_BYTES = 46 * 1024
+MAX_THREADS = 512
+_KERNELS: dict = {}
+
+
+def plan_tiles(mx: int, my: int, meqn: int, mwaves: int, transverse: bool = True,
+               shared_bytes: int = SHARED_BYTES, max_threads: int = MAX_THREADS):
+    """Rows per tile ``R``, threads per block and shared slots for a patch shape.
+
+    Chooses the ``R`` that needs the fewest thread-slots per patch (threads per block
+    times tiles) while the per-face scratch fits ``shared_bytes`` and one face or cell
+    per thread fits ``max_threads``.  Returns ``(R, nthreads, nslot, slot)``.
+    """
+    slot = max(meqn * mwaves + mwaves, (6 if transverse else 2) * meqn)
+    best = None
+    for R in range(1, my + 1):
+        nfx = (R + 2) * (mx + 3)
+        nfy = (R + 3) * (mx + 2)
+        need = max(nfx, nfy, R * mx)
+        nthreads = -(-need // 32) * 32
+        nslot = max(nfx, nfy)
+        if nthreads > max_threads or nslot * slot * 8 > shared_bytes:
+            break
+        cost = nthreads * (-(-my // R))
+        if best is None or cost < best[0]:
+            best = (cost, R, nthreads, nslot)
+    if best is None:
+        raise ValueError(
+            f"patch {mx}x{my} with {meqn} equations and {mwaves} waves does not fit one "
+            f"tile row in {shared_bytes} bytes of shared memory"
+        )
+    return best[1], best[2], best[3], slot
+
+
+def make_gpu_step_kernel(riemann, mx: int, my: int, mbc: int, *, order: int = 2,
+                         transverse_waves: int = 2, capacity_index: int = -1,
+                         max_registers: int | None = None, shared_bytes: int = SHARED_BYTES):
+    """Compiled CUDA step for one Riemann solver, patch shape and option set.
+
+    Returns ``(kernel, nthreads)``; launch with one block per patch::
+
+        kernel[npatch, nthreads](q, aux, qnew, dx, dy, dt, params, limiter_codes,
+                                 cfl_out, edge_out)
+
+    with the array conventions of :func:`.step_kernel.make_step_kernel` (``cfl_out``
+    receives each patch's Courant number, ``edge_out`` the edge fluctuation fluxes).
+    ``shared_bytes`` bounds the shared memory per block (smaller values give more,
+    thinner row tiles; tests use it to exercise tiling on small patches).
+    """
+    if mx < 2 or my < 2:
+        raise ValueError("the GPU kernel needs mx, my >= 2")
+    if mbc < 2:
+        raise ValueError("mbc must be >= 2")
+    if order not in (1, 2) or transverse_waves not in (0, 1, 2):
+        raise ValueError("order must be 1 or 2 and transverse_waves 0, 1 or 2")
+    if transverse_waves and riemann.rpt2 is None:
+        raise ValueError(f"Riemann solver {riemann.name!r} has no rpt2; use transverse_waves=0")
+    key = (riemann.rpn2, riemann.rpt2 if transverse_waves else None, bool(riemann.fwave),
+           int(riemann.num_eqn), int(riemann.num_waves), int(riemann.num_aux), mx, my, mbc,
+           order, transverse_waves, max(capacity_index, -1), max_registers, shared_bytes)
+    hit = _KERNELS.get(key)
+    if hit is None:
+        hit = _build(riemann, mx, my, mbc, order, transverse_waves, max(capacity_index, -1),
+                     max_registers, shared_bytes)
+        _KERNELS[key] = hit
+    return hit
+
+
+def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes):
+    MEQN = int(riemann.num_eqn)
+    MWAVES = int(riemann.num_waves)
+    MAUX = int(riemann.num_aux)
+    MAUXL = max(MAUX, 1)
+    FWAVE = bool(riemann.fwave)
+    R, NT, NSLOT, SLOT = plan_tiles(MX, MY, MEQN, MWAVES, TRANS > 0, shared_bytes)
+    NTILES = -(-MY // R)
+    SOFF = MEQN * MWAVES  # offset of the speeds in a slot
+    CORR = TRANS == 2 and ORDER == 2
+    WX = MX + 3  # x-faces per row of a tile
+    WY = MX + 2  # columns of y-faces
+    MAXM = max(MX, MY)
+    rpn2 = cuda_device(riemann.rpn2)
+    rpt2 = cuda_device(riemann.rpt2) if TRANS else None
+    limiter = cuda_device(limiter_apply)
+    opts = {} if max_registers is None else {"max_registers": max_registers}
+
+    @cuda.jit(**opts)
+    def step(q, aux, qnew, dx, dy, dt, params, lim, cfl_out, edge_out):
+        p = cuda.blockIdx.x
+        t = cuda.threadIdx.x
+        S = cuda.shared.array((NSLOT, SLOT), float64)
+        red = cuda.shared.array(NT, float64)
+        ql = cuda.local.array(MEQN, float64)
+        qr = cuda.local.array(MEQN, float64)
+        al = cuda.local.array(MAUXL, float64)
+        ar = cuda.local.array(MAUXL, float64)
+        a1 = cuda.local.array(MAUXL, float64)
+        a2 = cuda.local.array(MAUXL, float64)
+        a3 = cuda.local.array(MAUXL, float64)
+        wave = cuda.local.array((MEQN, MWAVES), float64)
+        s = cuda.local.array(MWAVES, float64)
+        amdq = cuda.local.array(MEQN, float64)
+        apdq = cuda.local.array(MEQN, float64)
+        cq = cuda.local.array(MEQN, float64)
+        bm = cuda.local.array(MEQN, float64)
+        bp = cuda.local.array(MEQN, float64)
+        dq = cuda.local.array(MEQN, float64)
+        ex = cuda.local.array(MEQN, float64)
+        ey = cuda.local.array(MEQN, float64)
+        dtdx = dt / dx[p]
+        dtdy = dt / dy[p]
+        cfl = 0.0
+        # unused edge entries (mx != my) are zero, as on the CPU
+        for e in range(t, 4 * MEQN * MAXM, NT):
+            side = e // (MEQN * MAXM)
+            k = e % MAXM
+            if k >= (MY if side < 2 else MX):
+                edge_out[p, side, (e // MAXM) % MEQN, k] = 0.0
+
+        for tile in range(NTILES):
+            j0 = MBC + tile * R
+            rt = min(R, MY - tile * R)
+            # cell owned by this thread in phase (c) of both passes
+            own = t < rt * MX
+            jr = t // MX
+            ci = MBC + t % MX
+            cj = j0 + jr
+            kc = 1.0
+            if own and CAPA >= 0:
+                kc = 1.0 / aux[p, CAPA, cj, ci]
+
+            # ================= x pass: rows j0-1 .. j0+rt, faces MBC-1 .. MBC+MX+1
+            nf = (rt + 2) * WX
+            act = t < nf
+            r = j0 - 1 + t // WX
+            kk = t % WX
+            k = MBC - 1 + kk
+            if act:
+                for m in range(MEQN):
+                    ql[m] = q[p, m, r, k - 1]
+                    qr[m] = q[p, m, r, k]
+                for a in range(MAUX):
+                    al[a] = aux[p, a, r, k - 1]
+                    ar[a] = aux[p, a, r, k]
+                rpn2(1, ql, qr, al, ar, params, wave, s, amdq, apdq)
+                for m in range(MEQN):
+                    for w in range(MWAVES):
+                        S[t, m * MWAVES + w] = wave[m, w]
+                for w in range(MWAVES):
+                    S[t, SOFF + w] = s[w]
+            cuda.syncthreads()
+            inb = act and kk >= 1 and kk <= MX + 1
+            dl = dtdx
+            dr = dtdx
+            if inb:
+                if CAPA >= 0:
+                    dl = dtdx / aux[p, CAPA, r, k - 1]
+                    dr = dtdx / aux[p, CAPA, r, k]
+                if r >= j0 and r < j0 + rt:
+                    for w in range(MWAVES):
+                        sp = S[t, SOFF + w]
+                        c = max(dr * sp, -dl * sp)
+                        if c > cfl:
+                            cfl = c
+                for m in range(MEQN):
+                    cq[m] = 0.0
+                if ORDER == 2:
+                    dtdxave = 0.5 * (dl + dr)
+                    for w in range(MWAVES):
+                        wn = 0.0
+                        for m in range(MEQN):
+                            wn += S[t, m * MWAVES + w] * S[t, m * MWAVES + w]
+                        if wn == 0.0:
+                            continue
+                        sp = S[t, SOFF + w]
+                        tu = t - 1 if sp > 0.0 else t + 1
+                        dot = 0.0
+                        for m in range(MEQN):
+                            dot += S[tu, m * MWAVES + w] * S[t, m * MWAVES + w]
+                        phi = limiter(lim[w], dot / wn)
+                        asp = abs(sp)
+                        if FWAVE:
+                            c = phi * math.copysign(1.0, sp) * (1.0 - asp * dtdxave)
+                        else:
+                            c = phi * asp * (1.0 - asp * dtdxave)
+                        for m in range(MEQN):
+                            cq[m] += c * S[t, m * MWAVES + w]
+            cuda.syncthreads()  # neighbours' waves read: slots may be overwritten
+            if inb:
+                for m in range(MEQN):
+                    S[t, m] = amdq[m] + 0.5 * cq[m]
+                    S[t, MEQN + m] = 0.5 * cq[m] - apdq[m]
+                if TRANS:
+                    if CORR:
+                        for m in range(MEQN):
+                            amdq[m] += cq[m]
+                            apdq[m] -= cq[m]
+                    for a in range(MAUX):
+                        a1[a] = aux[p, a, r - 1, k - 1]
+                        a2[a] = aux[p, a, r, k - 1]
+                        a3[a] = aux[p, a, r + 1, k - 1]
+                    rpt2(1, 1, ql, qr, a1, a2, a3, params, amdq, bm, bp)
+                    c = -0.5 * dl
+                    for m in range(MEQN):
+                        S[t, 2 * MEQN + m] = c * bm[m]
+                        S[t, 3 * MEQN + m] = c * bp[m]
+                    for a in range(MAUX):
+                        a1[a] = aux[p, a, r - 1, k]
+                        a2[a] = aux[p, a, r, k]
+                        a3[a] = aux[p, a, r + 1, k]
+                    rpt2(1, 2, ql, qr, a1, a2, a3, params, apdq, bm, bp)
+                    c = -0.5 * dr
+                    for m in range(MEQN):
+                        S[t, 4 * MEQN + m] = c * bm[m]
+                        S[t, 5 * MEQN + m] = c * bp[m]
+            cuda.syncthreads()
+            if own:
+                cx = dtdx * kc
+                cy = dtdy * kc
+                f0 = (jr + 1) * WX + (ci - MBC + 1)  # left face of the cell, its row
+                f1 = f0 + 1
+                fb = f0 - WX  # row below
+                fa = f0 + WX  # row above
+                for m in range(MEQN):
+                    d = -cx * (S[f1, m] - S[f0, MEQN + m])
+                    tlo = 0.0
+                    thi = 0.0
+                    thim = 0.0
+                    tlop = 0.0
+                    if TRANS:
+                        tlo = S[f0, 4 * MEQN + m] + S[f1, 2 * MEQN + m]
+                        thi = S[f0, 5 * MEQN + m] + S[f1, 3 * MEQN + m]
+                        thim = S[fb, 5 * MEQN + m] + S[fb + 1, 3 * MEQN + m]
+                        tlop = S[fa, 4 * MEQN + m] + S[fa + 1, 2 * MEQN + m]
+                        d += cy * (tlo - thi + thim - tlop)
+                    dq[m] = d
+                    if ci == MBC:
+                        ex[m] = S[f0, MEQN + m]
+                    if ci == MBC + MX - 1:
+                        ex[m] = S[f1, m]
+                    if cj == MBC:
+                        ey[m] = tlo + thim
+                    if cj == MBC + MY - 1:
+                        ey[m] = thi + tlop
+            cuda.syncthreads()
+
+            # ================= y pass: columns MBC-1 .. MBC+MX, faces j0-1 .. j0+rt+1
+            nf = (rt + 3) * WY
+            act = t < nf
+            kk = t // WY
+            k = j0 - 1 + kk
+            c0 = MBC - 1 + t % WY
+            if act:
+                for m in range(MEQN):
+                    ql[m] = q[p, m, k - 1, c0]
+                    qr[m] = q[p, m, k, c0]
+                for a in range(MAUX):
+                    al[a] = aux[p, a, k - 1, c0]
+                    ar[a] = aux[p, a, k, c0]
+                rpn2(2, ql, qr, al, ar, params, wave, s, amdq, apdq)
+                for m in range(MEQN):
+                    for w in range(MWAVES):
+                        S[t, m * MWAVES + w] = wave[m, w]
+                for w in range(MWAVES):
+                    S[t, SOFF + w] = s[w]
+            cuda.syncthreads()
+            inb = act and kk >= 1 and kk <= rt + 1
+            dl = dtdy
+            dr = dtdy
+            if inb:
+                if CAPA >= 0:
+                    dl = dtdy / aux[p, CAPA, k - 1, c0]
+                    dr = dtdy / aux[p, CAPA, k, c0]
+                if c0 >= MBC and c0 < MBC + MX:
+                    for w in range(MWAVES):
+                        sp = S[t, SOFF + w]
+                        c = max(dr * sp, -dl * sp)
+                        if c > cfl:
+                            cfl = c
+                for m in range(MEQN):
+                    cq[m] = 0.0
+                if ORDER == 2:
+                    dtdxave = 0.5 * (dl + dr)
+                    for w in range(MWAVES):
+                        wn = 0.0
+                        for m in range(MEQN):
+                            wn += S[t, m * MWAVES + w] * S[t, m * MWAVES + w]
+                        if wn == 0.0:
+                            continue
+                        sp = S[t, SOFF + w]
+                        tu = t - WY if sp > 0.0 else t + WY
+                        dot = 0.0
+                        for m in range(MEQN):
+                            dot += S[tu, m * MWAVES + w] * S[t, m * MWAVES + w]
+                        phi = limiter(lim[w], dot / wn)
+                        asp = abs(sp)
+                        if FWAVE:
+                            c = phi * math.copysign(1.0, sp) * (1.0 - asp * dtdxave)
+                        else:
+                            c = phi * asp * (1.0 - asp * dtdxave)
+                        for m in range(MEQN):
+                            cq[m] += c * S[t, m * MWAVES + w]
+            cuda.syncthreads()
+            if inb:
+                for m in range(MEQN):
+                    S[t, m] = amdq[m] + 0.5 * cq[m]
+                    S[t, MEQN + m] = 0.5 * cq[m] - apdq[m]
+                if TRANS:
+                    if CORR:
+                        for m in range(MEQN):
+                            amdq[m] += cq[m]
+                            apdq[m] -= cq[m]
+                    for a in range(MAUX):
+                        a1[a] = aux[p, a, k - 1, c0 - 1]
+                        a2[a] = aux[p, a, k - 1, c0]
+                        a3[a] = aux[p, a, k - 1, c0 + 1]
+                    rpt2(2, 1, ql, qr, a1, a2, a3, params, amdq, bm, bp)
+                    c = -0.5 * dl
+                    for m in range(MEQN):
+                        S[t, 2 * MEQN + m] = c * bm[m]
+                        S[t, 3 * MEQN + m] = c * bp[m]
+                    for a in range(MAUX):
+                        a1[a] = aux[p, a, k, c0 - 1]
+                        a2[a] = aux[p, a, k, c0]
+                        a3[a] = aux[p, a, k, c0 + 1]
+                    rpt2(2, 2, ql, qr, a1, a2, a3, params, apdq, bm, bp)
+                    c = -0.5 * dr
+                    for m in range(MEQN):
+                        S[t, 4 * MEQN + m] = c * bm[m]
+                        S[t, 5 * MEQN + m] = c * bp[m]
+            cuda.syncthreads()
+            if own:
+                cx = dtdx * kc
+                cy = dtdy * kc
+                s0 = (jr + 1) * WY + (ci - MBC + 1)  # face below the cell, its column
+                s1 = s0 + WY
+                for m in range(MEQN):
+                    d = -cy * (S[s1, m] - S[s0, MEQN + m])
+                    tle = 0.0
+                    tri = 0.0
+                    trim = 0.0
+                    tlep = 0.0
+                    if TRANS:
+                        tle = S[s0, 4 * MEQN + m] + S[s1, 2 * MEQN + m]
+                        tri = S[s0, 5 * MEQN + m] + S[s1, 3 * MEQN + m]
+                        trim = S[s0 - 1, 5 * MEQN + m] + S[s1 - 1, 3 * MEQN + m]
+                        tlep = S[s0 + 1, 4 * MEQN + m] + S[s1 + 1, 2 * MEQN + m]
+                        d += cx * (tle - tri + trim - tlep)
+                    qnew[p, m, cj, ci] = q[p, m, cj, ci] + (dq[m] + d)
+                    if ci == MBC:
+                        edge_out[p, 0, m, cj - MBC] = ex[m] + (tle + trim)
+                    if ci == MBC + MX - 1:
+                        edge_out[p, 1, m, cj - MBC] = ex[m] + (tri + tlep)
+                    if cj == MBC:
+                        edge_out[p, 2, m, ci - MBC] = ey[m] + S[s0, MEQN + m]
+                    if cj == MBC + MY - 1:
+                        edge_out[p, 3, m, ci - MBC] = ey[m] + S[s1, m]
+            cuda.syncthreads()
+
+        # block maximum of the Courant number
+        red[t] = cfl
+        cuda.syncthreads()
+        stride = 1
+        while stride < NT:
+            if t % (2 * stride) == 0 and t + stride < NT:
+                if red[t + stride] > red[t]:
+                    red[t] = red[t + stride]
+            cuda.syncthreads()
+            stride *= 2
+        if t == 0:
+            cfl_out[p] = red[0]
+
+    return step, NT
+
+
+def make_gpu_fluctuation_kernel(riemann):
+    """CUDA version of :func:`.fluctuations.make_fluctuation_kernel`:
+    ``fluct(ixy, ql, qr, auxl, auxr, params, out)`` on device arrays."""
+    key = ("fluct", riemann.rpn2, int(riemann.num_eqn), int(riemann.num_waves),
+           int(riemann.num_aux))
+    hit = _KERNELS.get(key)
+    if hit is not None:
+        return hit
+    MEQN = int(riemann.num_eqn)
+    MWAVES = int(riemann.num_waves)
+    MAUX = int(riemann.num_aux)
+    MAUXL = max(MAUX, 1)
+    rpn2 = cuda_device(riemann.rpn2)
+
+    @cuda.jit
+    def kernel(ixy, ql, qr, auxl, auxr, params, out):
+        k = cuda.grid(1)
+        if k >= ql.shape[0]:
+            return
+        a = cuda.local.array(MEQN, float64)
+        b = cuda.local.array(MEQN, float64)
+        xa = cuda.local.array(MAUXL, float64)
+        xb = cuda.local.array(MAUXL, float64)
+        wave = cuda.local.array((MEQN, MWAVES), float64)
+        s = cuda.local.array(MWAVES, float64)
+        amdq = cuda.local.array(MEQN, float64)
+        apdq = cuda.local.array(MEQN, float64)
+        for m in range(MEQN):
+            a[m] = ql[k, m]
+            b[m] = qr[k, m]
+        for j in range(MAUX):
+            xa[j] = auxl[k, j]
+            xb[j] = auxr[k, j]
+        rpn2(ixy, a, b, xa, xb, params, wave, s, amdq, apdq)
+        for m in range(MEQN):
+            out[k, m] = amdq[m] + apdq[m]
+
+    def fluct(ixy, ql, qr, auxl, auxr, params, out):
+        n = ql.shape[0]
+        if n:
+            kernel[(n + 127) // 128, 128](ixy, ql, qr, auxl, auxr, params, out)
+
+    _KERNELS[key] = fluct
+    return fluct
+
+
+def zeros_like_edges(xp, npatch, meqn, mx, my, dtype=np.float64):
+    """Edge-flux array of the kernels' layout ``(npatch, 4, meqn, max(mx, my))``."""
+    return xp.empty((npatch, 4, meqn, max(mx, my)), dtype=dtype)
