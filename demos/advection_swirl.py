@@ -25,6 +25,7 @@ OPTIONS = dict(
     limiter="mc",
     cfl=0.9,
     backend="cpu",
+    dtype="float64",
 )
 
 SMOOTH_CENTER, SMOOTH_RADIUS = (0.5, 0.27), 0.18
@@ -84,6 +85,7 @@ def setup(**overrides) -> Simulation:
         cfl_max=1.0,
         t_final=o["t_final"],
         backend=o["backend"],
+        dtype=o["dtype"],
         name="advection_swirl",
     )
 

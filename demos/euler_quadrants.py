@@ -19,6 +19,7 @@ OPTIONS = dict(
     t_final=0.8,
     cfl=0.8,
     backend="cpu",
+    dtype="float64",
 )
 
 GAMMA = 1.4
@@ -64,6 +65,7 @@ def setup(**overrides) -> Simulation:
         cfl_max=1.0,
         t_final=o["t_final"],
         backend=o["backend"],
+        dtype=o["dtype"],
         name="euler_quadrants",
     )
 

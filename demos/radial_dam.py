@@ -22,6 +22,7 @@ OPTIONS = dict(
     solver="roe",
     cfl=0.9,
     backend="cpu",
+    dtype="float64",
 )
 
 SOLVERS = {"roe": "shallow_roe", "hlle": "shallow_hlle"}
@@ -54,6 +55,7 @@ def setup(**overrides) -> Simulation:
         cfl_max=1.0,
         t_final=o["t_final"],
         backend=o["backend"],
+        dtype=o["dtype"],
         name="radial_dam",
     )
 

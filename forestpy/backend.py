@@ -15,9 +15,25 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["Backend", "CPUBackend", "GPUBackend", "get_backend", "cuda_simulator_enabled"]
+__all__ = [
+    "Backend",
+    "CPUBackend",
+    "GPUBackend",
+    "get_backend",
+    "array_module",
+    "cuda_simulator_enabled",
+]
 
 DTYPES = {"float64": np.float64, "float32": np.float32}
+
+
+def array_module(a):
+    """``cupy`` for a CuPy array, else ``numpy`` (for code that receives backend arrays)."""
+    if type(a).__module__.startswith("cupy"):
+        import cupy
+
+        return cupy
+    return np
 
 
 def cuda_simulator_enabled() -> bool:
@@ -125,6 +141,12 @@ class GPUBackend(Backend):
         self.device_name = cuda.get_current_device().name
         if isinstance(self.device_name, bytes):
             self.device_name = self.device_name.decode()
+
+    def to_device(self, a, dtype=None):
+        """A device copy of ``a`` (a copy in the simulator too, as on a GPU)."""
+        if self.simulator:
+            return np.array(a, dtype=dtype, copy=True)
+        return self.xp.asarray(a, dtype=dtype)
 
     def to_host(self, a):
         self.host_transfers += 1

@@ -18,10 +18,11 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import numpy as np
 
-from forestpy.backend import get_backend
+from forestpy.backend import array_module, get_backend
 from forestpy.forest import MAX_LEVEL, Brick, Forest
 from forestpy.patches import (
     PatchGeometry,
@@ -53,13 +54,15 @@ def tag_undivided_difference(field: int, threshold: float):
     return tag
 
 
-def undivided_difference(q, field: int, mbc: int) -> np.ndarray:
-    """Per patch, the largest jump of ``q[:, field]`` across any interior cell face."""
+def undivided_difference(q, field: int, mbc: int):
+    """Per patch, the largest jump of ``q[:, field]`` across any interior cell face
+    (an array of the backend of ``q``)."""
+    xp = array_module(q)
     f = q[:, field]
     core = f[:, mbc - 1 : f.shape[1] - mbc + 1, mbc - 1 : f.shape[2] - mbc + 1]
-    dx = np.abs(np.diff(core[:, 1:-1, :], axis=2)).max(axis=(1, 2))
-    dy = np.abs(np.diff(core[:, :, 1:-1], axis=1)).max(axis=(1, 2))
-    return np.maximum(dx, dy)
+    dx = xp.abs(xp.diff(core[:, 1:-1, :], axis=2)).max(axis=(1, 2))
+    dy = xp.abs(xp.diff(core[:, :, 1:-1], axis=1)).max(axis=(1, 2))
+    return xp.maximum(dx, dy)
 
 
 @dataclass(frozen=True)
@@ -117,8 +120,10 @@ class Simulation:
         Vtable hooks (see :class:`~forestpy.vtable.SolverVtable`).
     callbacks : sequence
         Objects with optional ``on_start(sim)``, ``on_step(sim)``, ``on_end(sim)``.
-    backend : str
-        ``"cpu"`` (``"gpu"`` with the GPU backend).
+    backend : str or Backend
+        ``"cpu"`` or ``"gpu"`` (patch arrays resident on the GPU for the whole run).
+    dtype : str
+        ``"float64"``, or ``"float32"`` storage of the fields on the GPU.
     t_final : float
         Default end time for :meth:`run`.
 
@@ -159,6 +164,7 @@ class Simulation:
         b4step=None,
         callbacks=(),
         backend="cpu",
+        dtype="float64",
         t_final=1.0,
         name="simulation",
         check_state=True,
@@ -174,7 +180,9 @@ class Simulation:
         opts = {**self.OPTION_DEFAULTS, **options}
         self.riemann = get_riemann(riemann)
         self.domain = domain or Domain()
-        self.backend = get_backend(opts["backend"])
+        self.backend = get_backend(opts["backend"], opts["dtype"])
+        self.xp = self.backend.xp
+        self.dtype = self.backend.dtype
         self.name = opts["name"]
         self.mx = int(opts["mx"])
         self.my = int(opts["my"] or opts["mx"])
@@ -211,6 +219,7 @@ class Simulation:
             transverse_waves=opts["transverse_waves"],
             limiter=opts["limiter"],
             capacity_index=opts["capacity_index"],
+            backend=self.backend,
         )
         self.solver.set_params(self.params)
         self.capacity_index = self.solver.capacity_index
@@ -243,6 +252,8 @@ class Simulation:
             coarsen_threshold=coarsen,
             riemann=self.riemann.name,
             params=dict(zip(self.riemann.param_names, self.params.tolist())),
+            backend=self.backend.name,
+            dtype=self.dtype.name,
             domain=dict(
                 lower=list(self.domain.lower),
                 upper=list(self.domain.upper),
@@ -266,16 +277,25 @@ class Simulation:
 
     # ------------------------------------------------------------------ setup
     def _set_forest(self, forest: Forest) -> None:
+        """New forest: geometry and plans built on the host, uploaded once."""
+        be = self.backend
         self.forest = forest
-        self.geom = PatchGeometry.from_forest(forest, self.mx, self.my, self.mbc)
-        self.ghost_plan = build_ghost_plan(forest, self.geom)
-        self.sync_plan = build_time_sync_plan(forest, self.geom)
-        self.centers = self.geom.cell_centers(ghosts=True)  # (x, y), fixed until regrid
-        self.aux_setaux = self._make_aux()
+        geom = self.geom = PatchGeometry.from_forest(forest, self.mx, self.my, self.mbc)
+        self.ghost_plan = build_ghost_plan(forest, geom).to(be)
+        self.sync_plan = build_time_sync_plan(forest, geom).to(be)
+        self.centers_host = geom.cell_centers(ghosts=True)  # (x, y), fixed until regrid
+        self.centers = tuple(be.to_device(c) for c in self.centers_host)
+        # what the kernels need of the geometry, as backend arrays
+        self.patch_arrays = SimpleNamespace(
+            mx=geom.mx, my=geom.my, mbc=geom.mbc, npatch=geom.npatch,
+            dx=be.to_device(geom.dx), dy=be.to_device(geom.dy),
+            sides=[be.to_device(geom.on_side(side)) for side in range(4)],
+        )
+        self.aux_setaux = be.to_device(self._make_aux(), self.dtype)
         self.aux = self.aux_setaux.copy()
 
     def _make_aux(self):
-        geom, (x, y) = self.geom, self.centers
+        geom, (x, y) = self.geom, self.centers_host
         naux = self.riemann.num_aux
         if self.vtable.setaux is None:
             if naux:
@@ -290,12 +310,12 @@ class Simulation:
         return np.ascontiguousarray(np.moveaxis(aux, 0, 1))
 
     def _qinit(self):
-        x, y = self.centers
+        x, y = self.centers_host
         q = np.asarray(self.vtable.qinit(x, y), dtype=np.float64)
         meqn = self.riemann.num_eqn
         if q.shape != (meqn,) + x.shape:
             raise ValueError(f"qinit returned shape {q.shape}, expected {(meqn,) + x.shape}")
-        return np.ascontiguousarray(np.moveaxis(q, 0, 1))
+        return self.backend.to_device(np.ascontiguousarray(np.moveaxis(q, 0, 1)), self.dtype)
 
     def _initial_refinement(self) -> None:
         forest = Forest.new(self.domain.brick(), self.min_level)
@@ -317,7 +337,7 @@ class Simulation:
         """Fill every ghost cell of ``q`` (default the current state) in place."""
         q = self.q if q is None else q
         with self.timers("ghost_fill"):
-            fill_ghosts(self.ghost_plan, q, self.riemann.positive)
+            fill_ghosts(self.ghost_plan, q, self.riemann.positive, backend=self.backend)
             apply_physical_bc(
                 q,
                 self.geom,
@@ -326,26 +346,35 @@ class Simulation:
                 self.t,
                 self.aux,
                 centers=self._centers_of,
+                backend=self.backend,
+                sides=self.patch_arrays.sides,
             )
 
     def _centers_of(self, idx):
         x, y = self.centers
         return x[idx], y[idx]
 
+    def _host_flags(self, flags) -> np.ndarray:
+        flags = self.backend.to_host(flags).astype(bool)
+        if flags.shape != (self.geom.npatch,):
+            raise ValueError(f"tagging returned shape {flags.shape}, expected "
+                             f"({self.geom.npatch},)")
+        return flags
+
     def _refine_flags(self) -> np.ndarray:
-        flags = np.asarray(self.vtable.tag4refinement(self.q, self.aux, self.geom, self.t), bool)
+        flags = self._host_flags(self.vtable.tag4refinement(self.q, self.aux, self.geom, self.t))
         return flags & (self.geom.level < self.max_level)
 
     def totals(self) -> dict:
         """Integral of every conserved field over the domain (capacity-weighted)."""
         b = self.mbc
-        w = self.geom.dx * self.geom.dy
+        w = self.patch_arrays.dx * self.patch_arrays.dy
         interior = self.q[:, :, b:-b, b:-b]
         if self.capacity_index >= 0:
             interior = (
                 interior * self.aux[:, self.capacity_index : self.capacity_index + 1, b:-b, b:-b]
             )
-        sums = np.einsum("pmji,p->m", interior, w)
+        sums = self.backend.to_host(self.xp.einsum("pmji,p->m", interior.astype(np.float64), w))
         return {
             name: float(sums[m])
             for m, name in enumerate(self.riemann.field_names)
@@ -360,7 +389,7 @@ class Simulation:
         if not self.check_state:
             return
         b = self.mbc
-        interior = q[:, :, b:-b, b:-b]
+        interior = self.backend.to_host(q[:, :, b:-b, b:-b])
         if not np.isfinite(interior.sum()):
             bad = np.argwhere(~np.isfinite(interior))[0]
             raise StateError(
@@ -379,34 +408,36 @@ class Simulation:
     def _warm_up(self) -> None:
         """Compile (or load from Numba's disk cache) the ghost-fill and time-sync
         kernels now, so that the phase timers measure only the work."""
-        fill_ghosts(self.ghost_plan, self.q.copy(), self.riemann.positive)
-        meqn, naux = self.riemann.num_eqn, self.riemann.num_aux
-        empty = np.zeros((0, meqn))
-        self.vtable.fluctuations(1, empty, empty, np.zeros((0, naux)), np.zeros((0, naux)),
-                                 self.params, np.zeros((0, meqn)))
+        fill_ghosts(self.ghost_plan, self.q.copy(), self.riemann.positive, backend=self.backend)
+        meqn = self.riemann.num_eqn
+        b = self.mbc
+        one = self.q[0, :, b, b:b + 2].T.astype(np.float64)  # two valid states
+        ones = self.aux[0, :, b, b:b + 2].T.astype(np.float64)
+        self.vtable.fluctuations(1, one[:1].copy(), one[1:].copy(), ones[:1].copy(),
+                                 ones[1:].copy(), self.solver.params_on_backend,
+                                 self.xp.zeros((1, meqn)))
 
     def _estimate_dt(self) -> float:
         probe = min(self.geom.dx.min(), self.geom.dy.min()) * 1e-3
         self.fill_ghosts()
-        _, cfl, _ = self.vtable.step(self.q, self.aux, self.geom, probe)
-        c = float(cfl.max())
+        _, cfl, _ = self.vtable.step(self.q, self.aux, self.patch_arrays, probe)
+        c = float(self.backend.to_host(cfl.max()))
         if c <= 0.0:
             return min(self.dt_max, self.t_final - self.t) or probe
         return probe * self.cfl_desired / c
 
     def step(self, dt: float) -> tuple[bool, float]:
-        """Try one step of size ``dt``; return (accepted, Courant number)."""
+        """Try one step of size ``dt``; return (accepted, Courant number).
+
+        The time sync and split sources run before the Courant number is known on the
+        host, so that one small transfer per step (Courant number and state checks
+        together) is all that crosses from the device; a rejected step discards them.
+        """
         self.fill_ghosts()
         if self.vtable.b4step is not None:
             self.vtable.b4step(self, dt)
         with self.timers("step"):
-            q_new, cfl, edge = self.vtable.step(self.q, self.aux, self.geom, dt)
-            courant = float(cfl.max())
-        if courant > self.cfl_max or not math.isfinite(courant):
-            self.rejected_steps += 1
-            if not math.isfinite(courant):
-                self._validate(q_new, f"step {self.steps + 1}")
-            return False, courant
+            q_new, cfl, edge = self.vtable.step(self.q, self.aux, self.patch_arrays, dt)
         with self.timers("time_sync"):
             apply_time_sync(
                 self.sync_plan,
@@ -417,19 +448,43 @@ class Simulation:
                 self.geom,
                 dt,
                 self.vtable.fluctuations,
-                self.params,
+                self.solver.params_on_backend,
                 self.capacity_index,
+                backend=self.backend,
             )
         if self.vtable.src2 is not None:
             _copy_ghost_frame(self.q, q_new, self.mbc)  # the hook sees no unset memory
             x, y = self.centers
             self.vtable.src2(q_new, self.aux, x, y, self.t, dt)
-        self._validate(q_new, f"step {self.steps + 1}")
+        with self.timers("cfl_check"):
+            status = self._step_status(q_new, cfl)
+        courant = float(status[0])
+        if courant > self.cfl_max or not math.isfinite(courant):
+            self.rejected_steps += 1
+            if not math.isfinite(courant):
+                self._validate(q_new, f"step {self.steps + 1}")
+            return False, courant
+        if self.check_state and not (
+            math.isfinite(status[1]) and all(v >= 0.0 for v in status[2:])
+        ):
+            self._validate(q_new, f"step {self.steps + 1}")
         self.q = q_new
         self.t += dt
         self.steps += 1
         self.cell_updates += self.geom.npatch * self.mx * self.my
         return True, courant
+
+    def _step_status(self, q_new, cfl) -> np.ndarray:
+        """``[largest Courant number, sum of the interior, min of each positive field]``
+        reduced on the backend and moved to the host in one transfer."""
+        xp = self.xp
+        parts = [cfl.max() if cfl.shape[0] else xp.zeros((), dtype=np.float64)]
+        if self.check_state:
+            b = self.mbc
+            interior = q_new[:, :, b:-b, b:-b]
+            parts.append(interior.sum(dtype=np.float64))
+            parts.extend(interior[:, m].min().astype(np.float64) for m in self.riemann.positive)
+        return self.backend.to_host(xp.stack(parts))
 
     def regrid(self) -> None:
         """Tag, refine/coarsen/balance, transfer data conservatively, rebuild plans."""
@@ -438,8 +493,8 @@ class Simulation:
             refine = self._refine_flags()
             coarsen = np.zeros_like(refine)
             if self.vtable.tag4coarsening is not None:
-                coarsen = np.asarray(
-                    self.vtable.tag4coarsening(self.q, self.aux, self.geom, self.t), bool
+                coarsen = self._host_flags(
+                    self.vtable.tag4coarsening(self.q, self.aux, self.geom, self.t)
                 )
                 coarsen &= (self.geom.level > self.min_level) & ~refine
             if not refine.any() and not coarsen.any():
@@ -464,6 +519,7 @@ class Simulation:
                 density,
                 forest,
                 PatchGeometry.from_forest(forest, self.mx, self.my, self.mbc),
+                backend=self.backend,
             )
             self._set_forest(forest)
             if capa >= 0:
@@ -531,7 +587,9 @@ class Simulation:
         g = self.geom
         i = np.clip(((x - g.xlower[leaf]) / g.dx[leaf]).astype(np.int64), 0, g.mx - 1) + g.mbc
         j = np.clip(((y - g.ylower[leaf]) / g.dy[leaf]).astype(np.int64), 0, g.my - 1) + g.mbc
-        return self.q[leaf, :, j, i]
+        be = self.backend
+        values = self.q[be.to_device(leaf), :, be.to_device(j), be.to_device(i)]
+        return be.to_host(values).astype(np.float64)
 
     def summary(self) -> dict:
         """The run summary written to ``summary.json``."""

@@ -1,3 +1,10 @@
+import os
+
+# GPU code paths run in Numba's CUDA simulator unless told otherwise (set before anything
+# imports numba, which reads the variable once); export NUMBA_ENABLE_CUDASIM=0 on a
+# machine with a GPU to run tests/test_gpu_patches.py on the device
+os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+
 import importlib.util
 import pathlib
 import sys

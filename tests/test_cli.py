@@ -107,7 +107,7 @@ def test_run_writes_summary_and_options(tmp_path, capsys):
     o = _read(out / "options_used.json")
     assert set(o["demo_options"]) == {
         "mx", "min_level", "max_level", "refine_threshold", "regrid_interval", "t_final",
-        "solver", "cfl", "backend",
+        "solver", "cfl", "backend", "dtype",
     }
     assert o["demo_options"]["mx"] == 8 and o["demo_options"]["t_final"] == 0.05
     assert o["demo_options"]["refine_threshold"] == 0.03
@@ -155,12 +155,17 @@ def test_bad_demo_files(tmp_path, capsys):
     assert "OPTIONS" in err and "setup" in err and "Traceback" not in err
 
 
-def test_backend_gpu_is_clear_error(tmp_path, capsys):
+def test_backend_gpu_without_gpu_is_clear_error(tmp_path, capsys, monkeypatch):
+    import numba
+    from numba import cuda
+
+    monkeypatch.setattr(numba.config, "ENABLE_CUDASIM", False)
+    monkeypatch.setattr(cuda, "is_available", lambda: False)
     out = tmp_path / "gpu"
     rc = main(["run", str(DEMO), *SMALL, "--backend", "gpu", "--out", str(out)])
     err = capsys.readouterr().err
     assert rc != 0
-    assert "GPU backend" in err and "Traceback" not in err
+    assert "GPU backend needs an NVIDIA GPU" in err and "Traceback" not in err
     s = _read(out / "summary.json")
     assert s["status"] == "failed" and "GPU" in s["error"]
     assert _read(out / "options_used.json")["demo_options"]["backend"] == "gpu"

@@ -3,7 +3,10 @@
 Applied after the ghost plan (which fills everything inside the domain, periodic
 sides included), in Clawpack's order: the x sides on all rows, then the y sides on all
 columns, so corner ghost cells take the y side's value.  Each side is one vectorised
-assignment over the patches touching it.
+assignment over the patches touching it (on the CPU), or one CUDA kernel launch (on the
+GPU backend, :mod:`forestpy.patches.cuda_kernels`).  The patches on each side are index
+arrays (``geom.on_side``) that the caller uploads once per regrid and passes as
+``sides``.
 
 Kinds
 -----
@@ -13,6 +16,11 @@ Kinds
 callable       ``fn(side, q, aux, x, y, t)`` receives copies of the padded arrays of the
                patches on that side (``q``: (n, meqn, NY, NX), ``x``/``y`` cell centres)
                and fills the ghost cells of ``side`` in ``q``; they are copied back.
+               The arrays are the backend's: NumPy on the CPU, **CuPy arrays on the GPU
+               backend** (write the function with ``cupy.get_array_module(q)``, or with
+               operations that both array modules share, to run on both); on the GPU the
+               gather and the copy back stay on the device.  ``centers(idx)``, which
+               supplies ``x``/``y``, receives the backend index array ``idx``.
 """
 
 from __future__ import annotations
@@ -62,6 +70,13 @@ def normalize_bc(bc, periodic_x: bool, periodic_y: bool) -> tuple:
     return tuple(sides)
 
 
+def _side_indices(geom, backend, sides):
+    if sides is not None:
+        return sides
+    idx = [geom.on_side(side) for side in range(4)]
+    return idx if backend is None else [backend.to_device(i) for i in idx]
+
+
 def apply_physical_bc(
     q,
     geom,
@@ -70,37 +85,53 @@ def apply_physical_bc(
     t: float = 0.0,
     aux=None,
     centers: Callable | None = None,
+    backend=None,
+    sides: Sequence | None = None,
 ) -> None:
     """Fill ghost cells outside the domain in place (see the module docstring).
 
     ``reflect[0]`` lists the components negated at walls normal to x, ``reflect[1]`` at
-    walls normal to y.  ``centers`` returns cell centres for user callbacks.
+    walls normal to y.  ``centers(idx)`` returns the cell centres ``(x, y)`` of the
+    patches ``idx`` for user callbacks.  ``sides``: the four per-side patch index
+    arrays (``geom.on_side(side)`` as backend int64 arrays), built once per regrid;
+    computed (and uploaded) here when None.  ``backend``: None or a CPU backend for
+    host arrays; a GPU backend runs ``"extrap"`` and ``"wall"`` as one CUDA kernel
+    launch per side.
     """
+    gpu = backend is not None and backend.is_gpu
+    sides = _side_indices(geom, backend, sides)
     mbc = geom.mbc
     for side in range(4):
         kind = bc[side]
         if kind == "periodic":
             continue
-        idx = geom.on_side(side)
+        idx = sides[side]
         if len(idx) == 0:
             continue
         axis = 3 if side < 2 else 2
         n = q.shape[axis]
+        if callable(kind):
+            sub = q[idx]
+            x, y = centers(idx) if centers is not None else (None, None)
+            kind(side, sub, None if aux is None else aux[idx], x, y, t)
+            # the ghost layers of ``side`` are contiguous: copy them back in one piece
+            g = slice(0, mbc) if side in (0, 2) else slice(n - mbc, n)
+            if axis == 3:
+                q[idx, :, :, g] = sub[:, :, :, g]
+            else:
+                q[idx, :, g, :] = sub[:, :, g, :]
+            continue
+        if gpu:
+            from forestpy.patches import cuda_kernels
+
+            mask = cuda_kernels.component_mask(backend, q.shape[1], reflect[0 if axis == 3 else 1])
+            cuda_kernels.physical_bc_side_gpu(q, idx, side, kind == "wall", mask, mbc, backend)
+            continue
         g = np.arange(mbc)
         if side in (0, 2):
             ghost, mirror, edge = mbc - 1 - g, mbc + g, np.full(mbc, mbc)
         else:
             ghost, mirror, edge = n - mbc + g, n - mbc - 1 - g, np.full(mbc, n - mbc - 1)
-        if callable(kind):
-            sub = q[idx]
-            x, y = centers(idx) if centers is not None else (None, None)
-            kind(side, sub, None if aux is None else aux[idx], x, y, t)
-            for k in range(mbc):
-                if axis == 3:
-                    q[idx, :, :, ghost[k]] = sub[:, :, :, ghost[k]]
-                else:
-                    q[idx, :, ghost[k], :] = sub[:, :, ghost[k], :]
-            continue
         src = mirror if kind == "wall" else edge
         for k in range(mbc):
             if axis == 3:

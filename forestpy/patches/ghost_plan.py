@@ -18,6 +18,12 @@ dependency.  Ghost cells outside the physical domain (non-periodic sides) are le
 
 The forest must be 2:1 balanced across faces and corners and ``mbc <= mx/2``; a ghost
 cell covered by a leaf two or more levels away raises ``ValueError``.
+
+Execution: the per-entry work is three ``numba.njit`` bodies (``_copy_entry``,
+``_average_entry``, ``_interpolate_entry``), written once.  On the CPU they run in Numba
+loops parallel over the entries; on the GPU backend (plan uploaded once per regrid with
+:meth:`GhostPlan.to`) the same bodies, compiled by :func:`forestpy.cuda_device.cuda_device`,
+run in CUDA kernels with one thread per entry (:mod:`forestpy.patches.cuda_kernels`).
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ import numpy as np
 
 from forestpy.forest import MAX_LEVEL
 
-__all__ = ["GhostPlan", "build_ghost_plan", "fill_ghosts"]
+__all__ = ["GhostPlan", "build_ghost_plan", "fill_ghosts", "positive_mask"]
 
 
 @dataclass
@@ -51,6 +57,12 @@ class GhostPlan:
     interp_nbr: np.ndarray
     interp_valid: np.ndarray
     interp_offset: np.ndarray
+
+    def to(self, backend) -> GhostPlan:
+        """This plan with every array a ``backend`` array (uploaded once per regrid)."""
+        return GhostPlan(**{
+            name: backend.to_device(getattr(self, name)) for name in self.__dataclass_fields__
+        })
 
     @property
     def counts(self) -> dict:
@@ -189,26 +201,34 @@ def build_ghost_plan(forest, geom) -> GhostPlan:
     )
 
 
-@numba.njit(parallel=True, cache=True)
-def _fill_copy(q, dst, src):
-    for k in numba.prange(dst.shape[0]):
-        for m in range(q.shape[1]):
-            q[dst[k, 0], m, dst[k, 1], dst[k, 2]] = q[src[k, 0], m, src[k, 1], src[k, 2]]
+# --------------------------------------------------------------------------------------
+# per-entry bodies: written once, called from the CPU prange loops below and, compiled by
+# forestpy.cuda_device, from the CUDA kernels in forestpy.patches.cuda_kernels
+# --------------------------------------------------------------------------------------
 
 
 @numba.njit(inline="always")
-def _mean4(q, m, s):
+def _mean4(q, m, s, k):
+    """Mean of component ``m`` over the 4 cells ``s[k, 0..3]`` (triplets; s is (n, 4, 3))."""
     return 0.25 * (
-        (q[s[0, 0], m, s[0, 1], s[0, 2]] + q[s[1, 0], m, s[1, 1], s[1, 2]])
-        + (q[s[2, 0], m, s[2, 1], s[2, 2]] + q[s[3, 0], m, s[3, 1], s[3, 2]])
+        (q[s[k, 0, 0], m, s[k, 0, 1], s[k, 0, 2]] + q[s[k, 1, 0], m, s[k, 1, 1], s[k, 1, 2]])
+        + (q[s[k, 2, 0], m, s[k, 2, 1], s[k, 2, 2]] + q[s[k, 3, 0], m, s[k, 3, 1], s[k, 3, 2]])
     )
 
 
-@numba.njit(parallel=True, cache=True)
-def _fill_average(q, dst, src):
-    for k in numba.prange(dst.shape[0]):
-        for m in range(q.shape[1]):
-            q[dst[k, 0], m, dst[k, 1], dst[k, 2]] = _mean4(q, m, src[k])
+@numba.njit(inline="always")
+def _mean4_nbr(q, m, nbr, k, d):
+    """Mean of component ``m`` over the 4 cells of neighbour ``d`` (nbr is (n, 4, 4, 3))."""
+    return 0.25 * (
+        (
+            q[nbr[k, d, 0, 0], m, nbr[k, d, 0, 1], nbr[k, d, 0, 2]]
+            + q[nbr[k, d, 1, 0], m, nbr[k, d, 1, 1], nbr[k, d, 1, 2]]
+        )
+        + (
+            q[nbr[k, d, 2, 0], m, nbr[k, d, 2, 1], nbr[k, d, 2, 2]]
+            + q[nbr[k, d, 3, 0], m, nbr[k, d, 3, 1], nbr[k, d, 3, 2]]
+        )
+    )
 
 
 @numba.njit(inline="always")
@@ -229,38 +249,92 @@ def _limited_slope(qc, vm, vp, has_m, has_p):
     return 0.0
 
 
+@numba.njit(inline="always")
+def _copy_entry(q, dst, src, k):
+    """Copy entry ``k``: every component of the ghost cell ``dst[k]`` from ``src[k]``."""
+    for m in range(q.shape[1]):
+        q[dst[k, 0], m, dst[k, 1], dst[k, 2]] = q[src[k, 0], m, src[k, 1], src[k, 2]]
+
+
+@numba.njit(inline="always")
+def _average_entry(q, dst, src, k):
+    """Average entry ``k``: the mean of the 2 x 2 fine cells ``src[k]`` (src is (n, 4, 3))."""
+    for m in range(q.shape[1]):
+        q[dst[k, 0], m, dst[k, 1], dst[k, 2]] = _mean4(q, m, src, k)
+
+
+@numba.njit(inline="always")
+def _interpolate_entry(q, dst, center, nbr, valid, offset, positive, k):
+    """Interpolation entry ``k``: coarse value plus limited slopes times the offsets."""
+    c0, c1, c2 = center[k, 0], center[k, 1], center[k, 2]
+    for m in range(q.shape[1]):
+        qc = q[c0, m, c1, c2]
+        sx = _limited_slope(
+            qc, _mean4_nbr(q, m, nbr, k, 0), _mean4_nbr(q, m, nbr, k, 1), valid[k, 0], valid[k, 1]
+        )
+        sy = _limited_slope(
+            qc, _mean4_nbr(q, m, nbr, k, 2), _mean4_nbr(q, m, nbr, k, 3), valid[k, 2], valid[k, 3]
+        )
+        value = qc + offset[k, 0] * sx + offset[k, 1] * sy
+        # a one-sided slope at a physical boundary is unlimited (so linear data stays
+        # exact) and may overshoot: never let it make a depth or density negative
+        if positive[m] and value < 0.0 <= qc:
+            value = 0.0
+        q[dst[k, 0], m, dst[k, 1], dst[k, 2]] = value
+
+
+@numba.njit(parallel=True, cache=True)
+def _fill_copy(q, dst, src):
+    for k in numba.prange(dst.shape[0]):
+        _copy_entry(q, dst, src, k)
+
+
+@numba.njit(parallel=True, cache=True)
+def _fill_average(q, dst, src):
+    for k in numba.prange(dst.shape[0]):
+        _average_entry(q, dst, src, k)
+
+
 @numba.njit(parallel=True, cache=True)
 def _fill_interpolate(q, dst, center, nbr, valid, offset, positive):
     for k in numba.prange(dst.shape[0]):
-        c = center[k]
-        for m in range(q.shape[1]):
-            qc = q[c[0], m, c[1], c[2]]
-            sx = _limited_slope(
-                qc, _mean4(q, m, nbr[k, 0]), _mean4(q, m, nbr[k, 1]), valid[k, 0], valid[k, 1]
-            )
-            sy = _limited_slope(
-                qc, _mean4(q, m, nbr[k, 2]), _mean4(q, m, nbr[k, 3]), valid[k, 2], valid[k, 3]
-            )
-            value = qc + offset[k, 0] * sx + offset[k, 1] * sy
-            # a one-sided slope at a physical boundary is unlimited (so linear data stays
-            # exact) and may overshoot: never let it make a depth or density negative
-            if positive[m] and value < 0.0 <= qc:
-                value = 0.0
-            q[dst[k, 0], m, dst[k, 1], dst[k, 2]] = value
+        _interpolate_entry(q, dst, center, nbr, valid, offset, positive, k)
 
 
-def _positive_mask(meqn: int, positive) -> np.ndarray:
+def positive_mask(meqn: int, positive=(), backend=None):
+    """Boolean mask (meqn,) of the components listed in ``positive`` (a backend array
+    when ``backend`` is given)."""
     mask = np.zeros(meqn, dtype=np.bool_)
     mask[list(positive)] = True
-    return mask
+    return mask if backend is None else backend.to_device(mask)
 
 
-def fill_ghosts(plan: GhostPlan, q: np.ndarray, positive=()) -> None:
+def _is_mask(positive, meqn: int) -> bool:
+    dtype = getattr(positive, "dtype", None)
+    return dtype is not None and dtype == np.bool_ and tuple(positive.shape) == (meqn,)
+
+
+def fill_ghosts(plan: GhostPlan, q, positive=(), backend=None) -> None:
     """Fill every in-domain ghost cell of ``q`` (npatch, meqn, NY, NX) in place.
 
     ``positive`` lists components that must stay non-negative (depth, density): an
-    interpolated ghost value of such a component is clipped at zero.
+    interpolated ghost value of such a component is clipped at zero.  It may also be a
+    boolean mask (meqn,) from :func:`positive_mask`.
+
+    ``backend`` None or a CPU backend: Numba loops parallel over the plan entries (host
+    arrays).  A GPU backend: ``plan`` must hold backend arrays (:meth:`GhostPlan.to`)
+    and ``q`` be a backend array; up to three CUDA kernel launches, one thread per
+    entry; nothing crosses to the host (a ``positive`` tuple becomes a device mask
+    uploaded once per backend).
     """
+    meqn = q.shape[1]
+    if backend is not None and backend.is_gpu:
+        from forestpy.patches import cuda_kernels
+
+        if not _is_mask(positive, meqn):
+            positive = cuda_kernels.component_mask(backend, meqn, positive)
+        cuda_kernels.fill_ghosts_gpu(plan, q, positive, backend)
+        return
     if len(plan.copy_dst):
         _fill_copy(q, plan.copy_dst, plan.copy_src)
     if len(plan.avg_dst):
@@ -273,5 +347,5 @@ def fill_ghosts(plan: GhostPlan, q: np.ndarray, positive=()) -> None:
             plan.interp_nbr,
             plan.interp_valid,
             plan.interp_offset,
-            _positive_mask(q.shape[1], positive),
+            positive if _is_mask(positive, meqn) else positive_mask(meqn, positive),
         )

@@ -35,7 +35,15 @@ _FACES = {0: (0, 1, 1, -1), 1: (1, 0, 1, +1), 2: (2, 3, 2, -1), 3: (3, 2, 2, +1)
 @dataclass
 class TimeSyncPlan:
     """One entry per (coarse edge cell, fine edge cell) pair; pairs of a coarse cell
-    are adjacent (2 per coarse cell).  Triplets are ``(p, j, i)`` into padded arrays."""
+    are adjacent (2 per coarse cell).  Triplets are ``(p, j, i)`` into padded arrays.
+
+    Entries are ordered by the coarse patch's face, 0, 1, 2, 3: the ``nx`` entries of
+    x-normal faces (``ixy == 1``) come first, then those of y-normal faces, so that
+    applying needs no data-dependent selection (which would cost a device-to-host
+    transfer on the GPU).  ``width`` (one per coarse cell, i.e. per pair of entries) is
+    the coarse cell's width across the face (dx for ``ixy == 1``, dy for ``ixy == 2``),
+    so that applying needs no geometry.
+    """
 
     coarse: np.ndarray  # (n, 3)
     fine: np.ndarray  # (n, 3)
@@ -43,9 +51,18 @@ class TimeSyncPlan:
     fine_edge: np.ndarray  # (n, 3)
     ixy: np.ndarray  # (n,) 1 or 2
     sign: np.ndarray  # (n,) +1 fine on + side, -1 on - side
+    width: np.ndarray  # (n // 2,) dx or dy of the coarse cell across the face
+    nx: int = 0  # number of entries with ixy == 1 (they come first)
 
     def __len__(self):
         return len(self.ixy)
+
+    def to(self, backend) -> TimeSyncPlan:
+        """This plan with every array a ``backend`` array (uploaded once per regrid)."""
+        arrays = ("coarse", "fine", "coarse_edge", "fine_edge", "ixy", "sign", "width")
+        return TimeSyncPlan(
+            **{name: backend.to_device(getattr(self, name)) for name in arrays}, nx=self.nx
+        )
 
 
 def _edge_cell(side, k, geom):
@@ -88,8 +105,11 @@ def build_time_sync_plan(forest, geom) -> TimeSyncPlan:
     if not parts["ixy"]:
         z3 = np.zeros((0, 3), dtype=np.int64)
         z = np.zeros(0, dtype=np.int64)
-        return TimeSyncPlan(z3, z3, z3, z3, z, z)
-    return TimeSyncPlan(**{k: np.concatenate(v) for k, v in parts.items()})
+        return TimeSyncPlan(z3, z3, z3, z3, z, z, np.zeros(0), 0)
+    plan = {k: np.concatenate(v) for k, v in parts.items()}
+    p = plan["coarse"][0::2, 0]
+    width = np.where(plan["ixy"][0::2] == 1, geom.dx[p], geom.dy[p])
+    return TimeSyncPlan(**plan, width=width, nx=int(np.count_nonzero(plan["ixy"] == 1)))
 
 
 def apply_time_sync(
@@ -103,15 +123,22 @@ def apply_time_sync(
     fluctuations,
     params,
     capacity_index: int = -1,
+    backend=None,
 ) -> None:
     """Correct ``q_new`` in place along coarse-fine faces (see the module docstring).
 
     ``q_old`` is the state the step started from (the extra Riemann problems use it),
     ``edge`` the kernel's edge fluxes ``(npatch, 4, meqn, max(mx, my))`` and
-    ``fluctuations(ixy, ql, qr, auxl, auxr, params, out)`` the batched ``amdq + apdq``.
+    ``fluctuations(ixy, ql, qr, auxl, auxr, params, out)`` the batched ``amdq + apdq``
+    (called with C-contiguous arrays of the backend, once per direction that has
+    entries).  ``geom`` is no longer used (the plan carries the cell widths) and may be
+    None.  ``backend``: None (NumPy) or the backend whose ``xp`` the arrays and the
+    plan's arrays (:meth:`TimeSyncPlan.to`) belong to; only ``xp`` operations and
+    gathers with plan arrays, so on the GPU nothing crosses to the host.
     """
     if len(plan) == 0:
         return
+    xp = np if backend is None else backend.xp
     c, f = plan.coarse, plan.fine
     qc = q_old[c[:, 0], :, c[:, 1], c[:, 2]]
     qf = q_old[f[:, 0], :, f[:, 1], f[:, 2]]
@@ -119,37 +146,45 @@ def apply_time_sync(
         ac = aux[c[:, 0], :, c[:, 1], c[:, 2]]
         af = aux[f[:, 0], :, f[:, 1], f[:, 2]]
     else:
-        ac = af = np.zeros((len(plan), 0))
-    plus = plan.sign > 0
-    ql = np.where(plus[:, None], qc, qf)
-    qr = np.where(plus[:, None], qf, qc)
-    al = np.where(plus[:, None], ac, af) if ac.shape[1] else ac
-    ar = np.where(plus[:, None], af, ac) if ac.shape[1] else af
-    dflux = np.empty_like(ql)
-    for ixy in (1, 2):
-        sel = np.flatnonzero(plan.ixy == ixy)
-        if len(sel):
-            out = np.empty((len(sel), ql.shape[1]))
+        ac = af = xp.zeros((len(plan), 0), dtype=q_old.dtype)
+    plus = (plan.sign > 0)[:, None]
+    ql = xp.where(plus, qc, qf)
+    qr = xp.where(plus, qf, qc)
+    al = xp.where(plus, ac, af) if ac.shape[1] else ac
+    ar = xp.where(plus, af, ac) if ac.shape[1] else af
+    dflux = xp.empty_like(ql)
+    # x-normal entries are the first plan.nx, y-normal ones the rest (see TimeSyncPlan)
+    for ixy, sel in ((1, slice(0, plan.nx)), (2, slice(plan.nx, len(plan)))):
+        if sel.stop > sel.start:
             fluctuations(
                 ixy,
-                np.ascontiguousarray(ql[sel]),
-                np.ascontiguousarray(qr[sel]),
-                np.ascontiguousarray(al[sel]),
-                np.ascontiguousarray(ar[sel]),
+                xp.ascontiguousarray(ql[sel]),
+                xp.ascontiguousarray(qr[sel]),
+                xp.ascontiguousarray(al[sel]),
+                xp.ascontiguousarray(ar[sel]),
                 params,
-                out,
+                dflux[sel],  # rows of a C-contiguous array: contiguous
             )
-            dflux[sel] = out
     ce, fe = plan.coarse_edge, plan.fine_edge
     fine_flux = edge[fe[:, 0], fe[:, 1], :, fe[:, 2]]
     coarse_flux = edge[ce[:, 0], ce[:, 1], :, ce[:, 2]]
-    sgn = plan.sign[:, None].astype(float)
+    sgn = plan.sign[:, None].astype(np.float64)
     # + side:  -(mean(fp + df) - fm);  - side:  +(mean(fm - df) - fp)
-    fine_term = (fine_flux + sgn * dflux).reshape(-1, 2, ql.shape[1]).mean(axis=1)
-    coarse_cell = c[0::2]
-    width = np.where(plan.ixy[0::2] == 1, geom.dx[coarse_cell[:, 0]], geom.dy[coarse_cell[:, 0]])
-    ratio = dt / width
+    fine = fine_flux + sgn * dflux
+    fine_term = 0.5 * (fine[0::2] + fine[1::2])  # the mean of each pair, as np.mean
+    cc = c[0::2]
+    ratio = dt / plan.width
     if capacity_index >= 0:
-        ratio = ratio / aux[coarse_cell[:, 0], capacity_index, coarse_cell[:, 1], coarse_cell[:, 2]]
+        ratio = ratio / aux[cc[:, 0], capacity_index, cc[:, 1], cc[:, 2]]
     corr = -sgn[0::2] * ratio[:, None] * (fine_term - coarse_flux[0::2])
-    np.add.at(q_new, (coarse_cell[:, 0], slice(None), coarse_cell[:, 1], coarse_cell[:, 2]), corr)
+    # Scatter-add without np.add.at (CuPy has none): a fancy-index ``+=`` is exact only
+    # if no cell repeats among its indices.  Within one direction none does: an x-normal
+    # entry's coarse cell lies in the first interior column of its patch (face 0) or in
+    # the last one (face 1), distinct columns as mx >= 2, and along one face each edge
+    # cell k appears in one pair only; likewise for y.  A corner cell of a coarse patch
+    # with fine neighbours across an x face and a y face is corrected once in each of
+    # the two updates, x first, which is the order np.add.at used (entries x first).
+    for sel in (slice(0, plan.nx // 2), slice(plan.nx // 2, len(plan) // 2)):
+        if sel.stop > sel.start:
+            cs = cc[sel]
+            q_new[cs[:, 0], :, cs[:, 1], cs[:, 2]] += corr[sel]

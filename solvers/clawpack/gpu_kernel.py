@@ -124,13 +124,17 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
     rpn2 = cuda_device(riemann.rpn2)
     rpt2 = cuda_device(riemann.rpt2) if TRANS else None
     limiter = cuda_device(limiter_apply)
-    opts = {} if max_registers is None else {"max_registers": max_registers}
+    if max_registers is None:  # enough for one block of NT threads per multiprocessor
+        max_registers = min(255, 65536 // NT // 8 * 8)
+    from forestpy.backend import cuda_simulator_enabled
+
+    opts = {} if cuda_simulator_enabled() else {"max_registers": max_registers}
 
     @cuda.jit(**opts)
     def step(q, aux, qnew, dx, dy, dt, params, lim, cfl_out, edge_out):
         p = cuda.blockIdx.x
         t = cuda.threadIdx.x
-        S = cuda.shared.array((NSLOT, SLOT), float64)
+        S = cuda.shared.array((SLOT, NSLOT), float64)
         red = cuda.shared.array(NT, float64)
         ql = cuda.local.array(MEQN, float64)
         qr = cuda.local.array(MEQN, float64)
@@ -187,9 +191,9 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
                 rpn2(1, ql, qr, al, ar, params, wave, s, amdq, apdq)
                 for m in range(MEQN):
                     for w in range(MWAVES):
-                        S[t, m * MWAVES + w] = wave[m, w]
+                        S[m * MWAVES + w, t] = wave[m, w]
                 for w in range(MWAVES):
-                    S[t, SOFF + w] = s[w]
+                    S[SOFF + w, t] = s[w]
             cuda.syncthreads()
             inb = act and kk >= 1 and kk <= MX + 1
             dl = dtdx
@@ -200,7 +204,7 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
                     dr = dtdx / aux[p, CAPA, r, k]
                 if r >= j0 and r < j0 + rt:
                     for w in range(MWAVES):
-                        sp = S[t, SOFF + w]
+                        sp = S[SOFF + w, t]
                         c = max(dr * sp, -dl * sp)
                         if c > cfl:
                             cfl = c
@@ -211,14 +215,14 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
                     for w in range(MWAVES):
                         wn = 0.0
                         for m in range(MEQN):
-                            wn += S[t, m * MWAVES + w] * S[t, m * MWAVES + w]
+                            wn += S[m * MWAVES + w, t] * S[m * MWAVES + w, t]
                         if wn == 0.0:
                             continue
-                        sp = S[t, SOFF + w]
+                        sp = S[SOFF + w, t]
                         tu = t - 1 if sp > 0.0 else t + 1
                         dot = 0.0
                         for m in range(MEQN):
-                            dot += S[tu, m * MWAVES + w] * S[t, m * MWAVES + w]
+                            dot += S[m * MWAVES + w, tu] * S[m * MWAVES + w, t]
                         phi = limiter(lim[w], dot / wn)
                         asp = abs(sp)
                         if FWAVE:
@@ -226,12 +230,12 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
                         else:
                             c = phi * asp * (1.0 - asp * dtdxave)
                         for m in range(MEQN):
-                            cq[m] += c * S[t, m * MWAVES + w]
+                            cq[m] += c * S[m * MWAVES + w, t]
             cuda.syncthreads()  # neighbours' waves read: slots may be overwritten
             if inb:
                 for m in range(MEQN):
-                    S[t, m] = amdq[m] + 0.5 * cq[m]
-                    S[t, MEQN + m] = 0.5 * cq[m] - apdq[m]
+                    S[m, t] = amdq[m] + 0.5 * cq[m]
+                    S[MEQN + m, t] = 0.5 * cq[m] - apdq[m]
                 if TRANS:
                     if CORR:
                         for m in range(MEQN):
@@ -244,8 +248,8 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
                     rpt2(1, 1, ql, qr, a1, a2, a3, params, amdq, bm, bp)
                     c = -0.5 * dl
                     for m in range(MEQN):
-                        S[t, 2 * MEQN + m] = c * bm[m]
-                        S[t, 3 * MEQN + m] = c * bp[m]
+                        S[2 * MEQN + m, t] = c * bm[m]
+                        S[3 * MEQN + m, t] = c * bp[m]
                     for a in range(MAUX):
                         a1[a] = aux[p, a, r - 1, k]
                         a2[a] = aux[p, a, r, k]
@@ -253,8 +257,8 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
                     rpt2(1, 2, ql, qr, a1, a2, a3, params, apdq, bm, bp)
                     c = -0.5 * dr
                     for m in range(MEQN):
-                        S[t, 4 * MEQN + m] = c * bm[m]
-                        S[t, 5 * MEQN + m] = c * bp[m]
+                        S[4 * MEQN + m, t] = c * bm[m]
+                        S[5 * MEQN + m, t] = c * bp[m]
             cuda.syncthreads()
             if own:
                 cx = dtdx * kc
@@ -264,22 +268,22 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
                 fb = f0 - WX  # row below
                 fa = f0 + WX  # row above
                 for m in range(MEQN):
-                    d = -cx * (S[f1, m] - S[f0, MEQN + m])
+                    d = -cx * (S[m, f1] - S[MEQN + m, f0])
                     tlo = 0.0
                     thi = 0.0
                     thim = 0.0
                     tlop = 0.0
                     if TRANS:
-                        tlo = S[f0, 4 * MEQN + m] + S[f1, 2 * MEQN + m]
-                        thi = S[f0, 5 * MEQN + m] + S[f1, 3 * MEQN + m]
-                        thim = S[fb, 5 * MEQN + m] + S[fb + 1, 3 * MEQN + m]
-                        tlop = S[fa, 4 * MEQN + m] + S[fa + 1, 2 * MEQN + m]
+                        tlo = S[4 * MEQN + m, f0] + S[2 * MEQN + m, f1]
+                        thi = S[5 * MEQN + m, f0] + S[3 * MEQN + m, f1]
+                        thim = S[5 * MEQN + m, fb] + S[3 * MEQN + m, fb + 1]
+                        tlop = S[4 * MEQN + m, fa] + S[2 * MEQN + m, fa + 1]
                         d += cy * (tlo - thi + thim - tlop)
                     dq[m] = d
                     if ci == MBC:
-                        ex[m] = S[f0, MEQN + m]
+                        ex[m] = S[MEQN + m, f0]
                     if ci == MBC + MX - 1:
-                        ex[m] = S[f1, m]
+                        ex[m] = S[m, f1]
                     if cj == MBC:
                         ey[m] = tlo + thim
                     if cj == MBC + MY - 1:
@@ -302,9 +306,9 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
                 rpn2(2, ql, qr, al, ar, params, wave, s, amdq, apdq)
                 for m in range(MEQN):
                     for w in range(MWAVES):
-                        S[t, m * MWAVES + w] = wave[m, w]
+                        S[m * MWAVES + w, t] = wave[m, w]
                 for w in range(MWAVES):
-                    S[t, SOFF + w] = s[w]
+                    S[SOFF + w, t] = s[w]
             cuda.syncthreads()
             inb = act and kk >= 1 and kk <= rt + 1
             dl = dtdy
@@ -315,7 +319,7 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
                     dr = dtdy / aux[p, CAPA, k, c0]
                 if c0 >= MBC and c0 < MBC + MX:
                     for w in range(MWAVES):
-                        sp = S[t, SOFF + w]
+                        sp = S[SOFF + w, t]
                         c = max(dr * sp, -dl * sp)
                         if c > cfl:
                             cfl = c
@@ -326,14 +330,14 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
                     for w in range(MWAVES):
                         wn = 0.0
                         for m in range(MEQN):
-                            wn += S[t, m * MWAVES + w] * S[t, m * MWAVES + w]
+                            wn += S[m * MWAVES + w, t] * S[m * MWAVES + w, t]
                         if wn == 0.0:
                             continue
-                        sp = S[t, SOFF + w]
+                        sp = S[SOFF + w, t]
                         tu = t - WY if sp > 0.0 else t + WY
                         dot = 0.0
                         for m in range(MEQN):
-                            dot += S[tu, m * MWAVES + w] * S[t, m * MWAVES + w]
+                            dot += S[m * MWAVES + w, tu] * S[m * MWAVES + w, t]
                         phi = limiter(lim[w], dot / wn)
                         asp = abs(sp)
                         if FWAVE:
@@ -341,12 +345,12 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
                         else:
                             c = phi * asp * (1.0 - asp * dtdxave)
                         for m in range(MEQN):
-                            cq[m] += c * S[t, m * MWAVES + w]
+                            cq[m] += c * S[m * MWAVES + w, t]
             cuda.syncthreads()
             if inb:
                 for m in range(MEQN):
-                    S[t, m] = amdq[m] + 0.5 * cq[m]
-                    S[t, MEQN + m] = 0.5 * cq[m] - apdq[m]
+                    S[m, t] = amdq[m] + 0.5 * cq[m]
+                    S[MEQN + m, t] = 0.5 * cq[m] - apdq[m]
                 if TRANS:
                     if CORR:
                         for m in range(MEQN):
@@ -359,8 +363,8 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
                     rpt2(2, 1, ql, qr, a1, a2, a3, params, amdq, bm, bp)
                     c = -0.5 * dl
                     for m in range(MEQN):
-                        S[t, 2 * MEQN + m] = c * bm[m]
-                        S[t, 3 * MEQN + m] = c * bp[m]
+                        S[2 * MEQN + m, t] = c * bm[m]
+                        S[3 * MEQN + m, t] = c * bp[m]
                     for a in range(MAUX):
                         a1[a] = aux[p, a, k, c0 - 1]
                         a2[a] = aux[p, a, k, c0]
@@ -368,8 +372,8 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
                     rpt2(2, 2, ql, qr, a1, a2, a3, params, apdq, bm, bp)
                     c = -0.5 * dr
                     for m in range(MEQN):
-                        S[t, 4 * MEQN + m] = c * bm[m]
-                        S[t, 5 * MEQN + m] = c * bp[m]
+                        S[4 * MEQN + m, t] = c * bm[m]
+                        S[5 * MEQN + m, t] = c * bp[m]
             cuda.syncthreads()
             if own:
                 cx = dtdx * kc
@@ -377,16 +381,16 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
                 s0 = (jr + 1) * WY + (ci - MBC + 1)  # face below the cell, its column
                 s1 = s0 + WY
                 for m in range(MEQN):
-                    d = -cy * (S[s1, m] - S[s0, MEQN + m])
+                    d = -cy * (S[m, s1] - S[MEQN + m, s0])
                     tle = 0.0
                     tri = 0.0
                     trim = 0.0
                     tlep = 0.0
                     if TRANS:
-                        tle = S[s0, 4 * MEQN + m] + S[s1, 2 * MEQN + m]
-                        tri = S[s0, 5 * MEQN + m] + S[s1, 3 * MEQN + m]
-                        trim = S[s0 - 1, 5 * MEQN + m] + S[s1 - 1, 3 * MEQN + m]
-                        tlep = S[s0 + 1, 4 * MEQN + m] + S[s1 + 1, 2 * MEQN + m]
+                        tle = S[4 * MEQN + m, s0] + S[2 * MEQN + m, s1]
+                        tri = S[5 * MEQN + m, s0] + S[3 * MEQN + m, s1]
+                        trim = S[5 * MEQN + m, s0 - 1] + S[3 * MEQN + m, s1 - 1]
+                        tlep = S[4 * MEQN + m, s0 + 1] + S[2 * MEQN + m, s1 + 1]
                         d += cx * (tle - tri + trim - tlep)
                     qnew[p, m, cj, ci] = q[p, m, cj, ci] + (dq[m] + d)
                     if ci == MBC:
@@ -394,9 +398,9 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
                     if ci == MBC + MX - 1:
                         edge_out[p, 1, m, cj - MBC] = ex[m] + (tri + tlep)
                     if cj == MBC:
-                        edge_out[p, 2, m, ci - MBC] = ey[m] + S[s0, MEQN + m]
+                        edge_out[p, 2, m, ci - MBC] = ey[m] + S[MEQN + m, s0]
                     if cj == MBC + MY - 1:
-                        edge_out[p, 3, m, ci - MBC] = ey[m] + S[s1, m]
+                        edge_out[p, 3, m, ci - MBC] = ey[m] + S[m, s1]
             cuda.syncthreads()
 
         # block maximum of the Courant number

@@ -27,6 +27,9 @@ class ClawpackSolver:
         One name for all waves or one per wave: none, minmod, superbee, vanleer, mc.
     capacity_index : int
         Index of the capacity function in ``aux`` (``-1``: none).
+    backend : Backend, optional
+        Where the arrays live; the GPU backend runs the CUDA kernels of
+        :mod:`.gpu_kernel` (one block per patch) on device arrays.
     """
 
     def __init__(
@@ -37,6 +40,7 @@ class ClawpackSolver:
         transverse_waves: int = 2,
         limiter="mc",
         capacity_index: int = -1,
+        backend=None,
     ):
         if order not in (1, 2):
             raise ValueError(f"order must be 1 or 2, got {order!r}")
@@ -62,17 +66,35 @@ class ClawpackSolver:
         self.limiters = tuple(names)
         self.limiter_codes = np.array([LIMITERS[n] for n in names], dtype=np.int64)
         self.capacity_index = capacity_index
-        self.params = riemann.params_array()
-        self._kernel = make_step_kernel(
-            riemann, order=order, transverse_waves=transverse_waves, capacity_index=capacity_index
-        )
-        self._fluct = make_fluctuation_kernel(riemann)
+        self.backend = backend
+        self.on_gpu = backend is not None and backend.is_gpu
+        if self.on_gpu:
+            from .gpu_kernel import make_gpu_fluctuation_kernel
+
+            self._fluct = make_gpu_fluctuation_kernel(riemann)
+            self._limiter_codes_dev = backend.to_device(self.limiter_codes)
+        else:
+            self._kernel = make_step_kernel(
+                riemann, order=order, transverse_waves=transverse_waves,
+                capacity_index=capacity_index,
+            )
+            self._fluct = make_fluctuation_kernel(riemann)
+        self.set_params(riemann.params_array())
 
     def set_params(self, params: np.ndarray) -> None:
         self.params = np.asarray(params, dtype=np.float64)
+        # the parameters as the kernels take them (a device copy on the GPU)
+        self.params_on_backend = (
+            self.backend.to_device(self.params) if self.on_gpu else self.params
+        )
 
     def step(self, q, aux, geom, dt):
-        """One step of every patch: returns ``(q_new, cfl[npatch], edge_fluxes)``."""
+        """One step of every patch: returns ``(q_new, cfl[npatch], edge_fluxes)``.
+
+        ``geom`` needs ``mx, my, mbc`` and per-patch ``dx, dy`` arrays on the backend.
+        """
+        if self.on_gpu:
+            return self._step_gpu(q, aux, geom, dt)
         npatch, meqn = q.shape[:2]
         q_new = np.empty_like(q)  # the kernel writes the interiors; ghosts stay unset
         cfl = np.zeros(npatch)
@@ -90,6 +112,23 @@ class ClawpackSolver:
             cfl,
             edge,
         )
+        return q_new, cfl, edge
+
+    def _step_gpu(self, q, aux, geom, dt):
+        from .gpu_kernel import make_gpu_step_kernel
+
+        xp = self.backend.xp
+        npatch, meqn = q.shape[:2]
+        kernel, nthreads = make_gpu_step_kernel(
+            self.riemann, geom.mx, geom.my, geom.mbc, order=self.order,
+            transverse_waves=self.transverse_waves, capacity_index=self.capacity_index,
+        )
+        q_new = xp.empty_like(q)  # the kernel writes the interiors; ghosts stay unset
+        cfl = xp.zeros(npatch)
+        edge = xp.empty((npatch, 4, meqn, max(geom.mx, geom.my)))
+        if npatch:
+            kernel[npatch, nthreads](q, aux, q_new, geom.dx, geom.dy, float(dt),
+                                     self.params_on_backend, self._limiter_codes_dev, cfl, edge)
         return q_new, cfl, edge
 
     def fluctuations(self, ixy, ql, qr, auxl, auxr, params, out):
