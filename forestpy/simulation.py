@@ -27,13 +27,13 @@ from forestpy.forest import MAX_LEVEL, Brick, Forest
 from forestpy.patches import (
     PatchGeometry,
     apply_physical_bc,
-    apply_time_sync,
     build_ghost_plan,
     build_time_sync_plan,
     fill_ghosts,
     normalize_bc,
     transfer,
 )
+from forestpy.patches.status import patch_status
 from forestpy.timers import Timers
 from forestpy.vtable import SolverVtable, get_riemann
 
@@ -439,19 +439,7 @@ class Simulation:
         with self.timers("step"):
             q_new, cfl, edge = self.vtable.step(self.q, self.aux, self.patch_arrays, dt)
         with self.timers("time_sync"):
-            apply_time_sync(
-                self.sync_plan,
-                self.q,
-                q_new,
-                self.aux,
-                edge,
-                self.geom,
-                dt,
-                self.vtable.fluctuations,
-                self.solver.params_on_backend,
-                self.capacity_index,
-                backend=self.backend,
-            )
+            self.solver.time_sync(self.sync_plan, self.q, q_new, self.aux, edge, dt)
         if self.vtable.src2 is not None:
             _copy_ghost_frame(self.q, q_new, self.mbc)  # the hook sees no unset memory
             x, y = self.centers
@@ -478,13 +466,13 @@ class Simulation:
         """``[largest Courant number, sum of the interior, min of each positive field]``
         reduced on the backend and moved to the host in one transfer."""
         xp = self.xp
-        parts = [cfl.max() if cfl.shape[0] else xp.zeros((), dtype=np.float64)]
-        if self.check_state:
-            b = self.mbc
-            interior = q_new[:, :, b:-b, b:-b]
-            parts.append(interior.sum(dtype=np.float64))
-            parts.extend(interior[:, m].min().astype(np.float64) for m in self.riemann.positive)
-        return self.backend.to_host(xp.stack(parts))
+        courant = cfl.max() if cfl.shape[0] else xp.zeros((), dtype=np.float64)
+        if not self.check_state:
+            return self.backend.to_host(courant.reshape(1))
+        per_patch = patch_status(q_new, self.mbc, self.riemann.positive, self.backend)
+        sums = per_patch[:, :1].sum(axis=0)
+        lows = per_patch[:, 1:].min(axis=0) if per_patch.shape[1] > 1 else sums[:0]
+        return self.backend.to_host(xp.concatenate([courant.reshape(1), sums, lows]))
 
     def regrid(self) -> None:
         """Tag, refine/coarsen/balance, transfer data conservatively, rebuild plans."""

@@ -116,3 +116,21 @@ def test_nan_on_gpu_is_reported(radial_dam):
     sim.q = sim.backend.to_device(q)
     with pytest.raises(StateError, match="NaN"):
         sim.step(1e-3)
+
+
+@pytest.mark.parametrize("backend", ["cpu", "gpu"])
+def test_patch_status_matches_numpy(backend):
+    from forestpy.backend import get_backend
+    from forestpy.patches.status import patch_status
+
+    be = get_backend(backend)
+    rng = np.random.default_rng(3)
+    q = rng.uniform(-1, 1, (3, 3, 9, 8))
+    q[1, :, 0, 0] = np.nan  # ghost cells are ignored
+    out = be.to_host(patch_status(be.to_device(q), 2, (0, 2), be))
+    inner = q[:, :, 2:-2, 2:-2]
+    assert np.allclose(out[:, 0], inner.sum(axis=(1, 2, 3)), rtol=1e-13)
+    assert np.array_equal(out[:, 1], inner[:, 0].min(axis=(1, 2)))
+    assert np.array_equal(out[:, 2], inner[:, 2].min(axis=(1, 2)))
+    q[2, 1, 4, 4] = np.inf
+    assert not np.isfinite(be.to_host(patch_status(be.to_device(q), 2, (0,), be))[2, 0])

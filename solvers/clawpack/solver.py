@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from forestpy.patches.time_sync import apply_time_sync
 from forestpy.vtable import RiemannSolver
 
 from .fluctuations import make_fluctuation_kernel
@@ -69,9 +70,10 @@ class ClawpackSolver:
         self.backend = backend
         self.on_gpu = backend is not None and backend.is_gpu
         if self.on_gpu:
-            from .gpu_kernel import make_gpu_fluctuation_kernel
+            from .gpu_kernel import make_gpu_fluctuation_kernel, make_gpu_time_sync
 
             self._fluct = make_gpu_fluctuation_kernel(riemann)
+            self._time_sync_gpu = make_gpu_time_sync(riemann)
             self._limiter_codes_dev = backend.to_device(self.limiter_codes)
         else:
             self._kernel = make_step_kernel(
@@ -130,6 +132,18 @@ class ClawpackSolver:
             kernel[npatch, nthreads](q, aux, q_new, geom.dx, geom.dy, float(dt),
                                      self.params_on_backend, self._limiter_codes_dev, cfl, edge)
         return q_new, cfl, edge
+
+    def time_sync(self, plan, q_old, q_new, aux, edge, dt) -> None:
+        """Coarse-fine conservation fix of ``q_new`` (see :mod:`forestpy.patches.time_sync`);
+        on the GPU one fused kernel per direction instead of ~25 array operations."""
+        if len(plan) == 0:
+            return
+        if self.on_gpu:
+            self._time_sync_gpu(plan, q_old, q_new, aux, edge, dt, self.params_on_backend,
+                                self.capacity_index)
+        else:
+            apply_time_sync(plan, q_old, q_new, aux, edge, None, dt, self.fluctuations,
+                            self.params, self.capacity_index)
 
     def fluctuations(self, ixy, ql, qr, auxl, auxr, params, out):
         """``amdq + apdq`` of the normal Riemann problem at each of ``len(ql)`` interfaces."""
