@@ -82,7 +82,7 @@ def radial_patches(npatch, mx, mbc, dtype):
     return q, 1.0 / (n * mx)
 
 
-def kernel_rate(mx, cells, dtype, copy_gbs, mbc=2, reps=20, max_registers=None):
+def kernel_rate(mx, cells, dtype, copy_gbs, mbc=2, reps=20, max_registers=None, rows=None):
     import cupy
     from forestpy.solvers.clawpack.gpu_kernel import make_gpu_step_kernel, plan_tiles
     from forestpy.solvers.clawpack.limiters import LIMITERS
@@ -104,7 +104,7 @@ def kernel_rate(mx, cells, dtype, copy_gbs, mbc=2, reps=20, max_registers=None):
     params = cupy.asarray(rs.params_array())
     lim = cupy.full(3, LIMITERS["mc"], dtype=np.int64)
     kernel, nt = make_gpu_step_kernel(rs, mx, mx, mbc, order=2, transverse_waves=2,
-                                      max_registers=max_registers)
+                                      max_registers=max_registers, rows_per_tile=rows)
     dt = 0.5 * d
     t0 = time.perf_counter()
     kernel[npatch, nt](q, aux, qn, dx, dx, dt, params, lim, cfl, edge)
@@ -125,7 +125,7 @@ def kernel_rate(mx, cells, dtype, copy_gbs, mbc=2, reps=20, max_registers=None):
     rec = {
         "part": "kernel", "mx": mx, "dtype": np.dtype(dtype).name, "npatch": npatch,
         "cells": ncell, "threads": nt, "max_registers": max_registers,
-        "rows_per_tile": plan_tiles(mx, mx, 3, 3)[0],
+        "rows_per_tile": plan_tiles(mx, mx, 3, 3, rows=rows)[0],
         "registers": regs, "local_bytes": local, "compile_s": round(compile_s, 2),
         "ms": ms, "ms_min": float(np.min(times)), "Gcell_s": ncell / ms / 1e6,
         "GB_s": nbytes / ms / 1e6, "fraction_of_copy": nbytes / ms / 1e6 / copy_gbs,
@@ -213,6 +213,7 @@ def main(argv=None):
     ap.add_argument("--mx", default="16,32")
     ap.add_argument("--dtypes", default="float64,float32")
     ap.add_argument("--regs", default="auto", help="max registers per thread, e.g. auto,128,96")
+    ap.add_argument("--rows", default="auto", help="rows per tile, e.g. auto,4,6")
     ap.add_argument("--levels", default="6,7,8", help="radial dam levels for step/run (mx=16)")
     ap.add_argument("--level", type=int, default=7, help="level of the CPU comparison")
     ap.add_argument("--nsteps", type=int, default=20)
@@ -232,9 +233,11 @@ def main(argv=None):
         for mx in map(int, args.mx.split(",")):
             for dtype in args.dtypes.split(","):
                 for regs in args.regs.split(","):
-                    for cells in sizes:
-                        kernel_rate(mx, cells, np.dtype(dtype), copy_gbs,
-                                    max_registers=None if regs == "auto" else int(regs))
+                    for rows in args.rows.split(","):
+                        for cells in sizes:
+                            kernel_rate(mx, cells, np.dtype(dtype), copy_gbs,
+                                        max_registers=None if regs == "auto" else int(regs),
+                                        rows=None if rows == "auto" else int(rows))
     mx0 = int(args.mx.split(",")[0])
     if "step" in parts:
         for dtype in args.dtypes.split(","):

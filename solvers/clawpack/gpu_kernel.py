@@ -51,12 +51,14 @@ _KERNELS: dict = {}
 
 
 def plan_tiles(mx: int, my: int, meqn: int, mwaves: int, transverse: bool = True,
-               shared_bytes: int = SHARED_BYTES, max_threads: int = MAX_THREADS):
+               shared_bytes: int = SHARED_BYTES, max_threads: int = MAX_THREADS,
+               rows: int | None = None):
     """Rows per tile ``R``, threads per block and shared slots for a patch shape.
 
     Chooses the ``R`` that needs the fewest thread-slots per patch (threads per block
     times tiles) while the per-face scratch fits ``shared_bytes`` and one face or cell
-    per thread fits ``max_threads``.  Returns ``(R, nthreads, nslot, slot)``.
+    per thread fits ``max_threads``; ``rows`` forces ``R`` (if it fits).  Returns
+    ``(R, nthreads, nslot, slot)``.
     """
     slot = max(meqn * mwaves + mwaves, (6 if transverse else 2) * meqn)
     best = None
@@ -69,6 +71,8 @@ def plan_tiles(mx: int, my: int, meqn: int, mwaves: int, transverse: bool = True
         if nthreads > max_threads or nslot * slot * 8 > shared_bytes:
             break
         cost = nthreads * (-(-my // R))
+        if rows is not None:
+            cost = abs(R - rows)
         if best is None or cost < best[0]:
             best = (cost, R, nthreads, nslot)
     if best is None:
@@ -81,7 +85,8 @@ def plan_tiles(mx: int, my: int, meqn: int, mwaves: int, transverse: bool = True
 
 def make_gpu_step_kernel(riemann, mx: int, my: int, mbc: int, *, order: int = 2,
                          transverse_waves: int = 2, capacity_index: int = -1,
-                         max_registers: int | None = None, shared_bytes: int = SHARED_BYTES):
+                         max_registers: int | None = None, shared_bytes: int = SHARED_BYTES,
+                         rows_per_tile: int | None = None):
     """Compiled CUDA step for one Riemann solver, patch shape and option set.
 
     Returns ``(kernel, nthreads)``; launch with one block per patch::
@@ -104,22 +109,24 @@ def make_gpu_step_kernel(riemann, mx: int, my: int, mbc: int, *, order: int = 2,
         raise ValueError(f"Riemann solver {riemann.name!r} has no rpt2; use transverse_waves=0")
     key = (riemann.rpn2, riemann.rpt2 if transverse_waves else None, bool(riemann.fwave),
            int(riemann.num_eqn), int(riemann.num_waves), int(riemann.num_aux), mx, my, mbc,
-           order, transverse_waves, max(capacity_index, -1), max_registers, shared_bytes)
+           order, transverse_waves, max(capacity_index, -1), max_registers, shared_bytes,
+           rows_per_tile)
     hit = _KERNELS.get(key)
     if hit is None:
         hit = _build(riemann, mx, my, mbc, order, transverse_waves, max(capacity_index, -1),
-                     max_registers, shared_bytes)
+                     max_registers, shared_bytes, rows_per_tile)
         _KERNELS[key] = hit
     return hit
 
 
-def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes):
+def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes, rows):
     MEQN = int(riemann.num_eqn)
     MWAVES = int(riemann.num_waves)
     MAUX = int(riemann.num_aux)
     MAUXL = max(MAUX, 1)
     FWAVE = bool(riemann.fwave)
-    R, NT, NSLOT, SLOT = plan_tiles(MX, MY, MEQN, MWAVES, TRANS > 0, shared_bytes)
+    R, NT, NSLOT, SLOT = plan_tiles(MX, MY, MEQN, MWAVES, TRANS > 0, shared_bytes,
+                                    rows=rows)
     NTILES = -(-MY // R)
     SOFF = MEQN * MWAVES  # offset of the speeds in a slot
     CORR = TRANS == 2 and ORDER == 2
