@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 from numba import cuda, float64
 
 from forestpy.cuda_device import cuda_device
@@ -565,8 +564,3 @@ def make_gpu_time_sync(riemann):
 
     _KERNELS[key] = time_sync
     return time_sync
-
-
-def zeros_like_edges(xp, npatch, meqn, mx, my, dtype=np.float64):
-    """Edge-flux array of the kernels' layout ``(npatch, 4, meqn, max(mx, my))``."""
-    return xp.empty((npatch, 4, meqn, max(mx, my)), dtype=dtype)
