@@ -74,6 +74,13 @@ class RiemannSolver:
         violates this is reported as an error.
     description : str
         One line for listings.
+    derived_fields : mapping of str to callable
+        Quantities computed from the state for output (ParaView frames):
+        ``name -> fn(q, aux, params) -> array``.  ``q`` is a NumPy array of shape
+        ``(npatch, num_eqn, ny, nx)``, ``aux`` ``(npatch, num_aux, ny, nx)`` and
+        ``params`` the float64 array of :meth:`params_array`; the result has shape
+        ``(npatch, ny, nx)``.  Functions are vectorised over all patches (no loop) and
+        must not modify their inputs.  Names may not repeat ``field_names``.
     """
 
     name: str
@@ -90,6 +97,7 @@ class RiemannSolver:
     wall_reflect: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())
     positive: tuple[int, ...] = ()
     description: str = ""
+    derived_fields: Mapping[str, Callable] = field(default_factory=dict)
 
     def __post_init__(self):
         if not self.field_names:
@@ -101,6 +109,18 @@ class RiemannSolver:
             )
         if not self.conserved:
             object.__setattr__(self, "conserved", (True,) * self.num_eqn)
+        object.__setattr__(self, "derived_fields", dict(self.derived_fields))
+        clash = set(self.derived_fields) & set(self.field_names)
+        if clash:
+            raise ValueError(
+                f"Riemann solver {self.name!r}: derived field name(s) {sorted(clash)} "
+                "repeat field_names"
+            )
+        for dname, fn in self.derived_fields.items():
+            if not callable(fn):
+                raise TypeError(
+                    f"Riemann solver {self.name!r}: derived field {dname!r} is not callable"
+                )
         unknown = set(self.default_params) - set(self.param_names)
         if unknown:
             raise ValueError(

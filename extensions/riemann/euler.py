@@ -60,12 +60,13 @@ from __future__ import annotations
 import math
 
 import numba
+import numpy as np
 
 from forestpy.vtable import RiemannSolver
 
 from ._common import fill_nan_normal, fill_nan_transverse, harten_hyman_left, sqrt_or_nan
 
-__all__ = ["euler", "roe_averages", "rpn2_euler", "rpt2_euler"]
+__all__ = ["EULER_DERIVED_FIELDS", "euler", "roe_averages", "rpn2_euler", "rpt2_euler"]
 
 
 @numba.njit
@@ -216,6 +217,28 @@ def rpt2_euler(ixy, imp, ql, qr, aux1, aux2, aux3, params, asdq, bmasdq, bpasdq)
             bpasdq[3] = fe
 
 
+def _euler_velocity(q, m):
+    """``rho u`` / ``rho`` (``m == 1``) or ``rho v / rho`` (``m == 2``), 0 where ``rho <= 0``."""
+    rho = q[:, 0]
+    ok = rho > 0
+    return np.where(ok, q[:, m] / np.where(ok, rho, 1), 0)
+
+
+def _euler_pressure(q, aux, params):
+    """``p = (gamma - 1) (E - (rhou^2 + rhov^2) / (2 rho))`` (``gamma = params[0]``)."""
+    rho = q[:, 0]
+    ok = rho > 0
+    kinetic = np.where(ok, 0.5 * (q[:, 1] ** 2 + q[:, 2] ** 2) / np.where(ok, rho, 1), 0)
+    return (params[0] - 1.0) * (q[:, 3] - kinetic)
+
+
+#: Output quantities of the Euler solver (see ``RiemannSolver.derived_fields``).
+EULER_DERIVED_FIELDS = {
+    "velocity_x": lambda q, aux, params: _euler_velocity(q, 1),
+    "velocity_y": lambda q, aux, params: _euler_velocity(q, 2),
+    "pressure": _euler_pressure,
+}
+
 euler = RiemannSolver(
     name="euler",
     num_eqn=4,
@@ -232,4 +255,5 @@ euler = RiemannSolver(
     description=(
         "2D compressible Euler, ideal gas (rho, rhou, rhov, E), Roe solver with entropy fix"
     ),
+    derived_fields=EULER_DERIVED_FIELDS,
 )

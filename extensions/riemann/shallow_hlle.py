@@ -47,7 +47,7 @@ from __future__ import annotations
 from forestpy.vtable import RiemannSolver
 
 from ._common import fill_nan_normal, fill_zero_normal, sqrt_or_nan, velocity
-from .shallow_roe import roe_averages, roe_transverse_split
+from .shallow_roe import SHALLOW_DERIVED_FIELDS, roe_averages, roe_transverse_split
 
 __all__ = ["rpn2_shallow_hlle", "rpt2_shallow_hlle", "shallow_hlle"]
 
@@ -116,4 +116,5 @@ shallow_hlle = RiemannSolver(
     wall_reflect=((1,), (2,)),
     positive=(0,),
     description="shallow water (h, hu, hv), HLLE solver with Einfeldt speeds",
+    derived_fields=SHALLOW_DERIVED_FIELDS,
 )

@@ -55,6 +55,7 @@ from __future__ import annotations
 import math
 
 import numba
+import numpy as np
 
 from forestpy.vtable import RiemannSolver
 
@@ -68,6 +69,7 @@ from ._common import (
 )
 
 __all__ = [
+    "SHALLOW_DERIVED_FIELDS",
     "roe_averages",
     "roe_transverse_split",
     "rpn2_shallow_roe",
@@ -217,6 +219,29 @@ def rpt2_shallow_roe(ixy, imp, ql, qr, aux1, aux2, aux3, params, asdq, bmasdq, b
     roe_transverse_split(ixy, ql, qr, params[0], asdq, bmasdq, bpasdq)
 
 
+def _shallow_velocity(q, m):
+    """``hu / h`` (``m == 1``) or ``hv / h`` (``m == 2``), 0 where ``h <= 0`` (dry)."""
+    h = q[:, 0]
+    wet = h > 0
+    return np.where(wet, q[:, m] / np.where(wet, h, 1), 0)
+
+
+def _shallow_speed(q, aux, params):
+    u = _shallow_velocity(q, 1)
+    v = _shallow_velocity(q, 2)
+    return np.sqrt(u * u + v * v)
+
+
+#: Output quantities of both shallow-water solvers (see ``RiemannSolver.derived_fields``);
+#: ``surface`` is the depth as long as the bottom is flat.
+SHALLOW_DERIVED_FIELDS = {
+    "depth": lambda q, aux, params: q[:, 0].copy(),
+    "velocity_x": lambda q, aux, params: _shallow_velocity(q, 1),
+    "velocity_y": lambda q, aux, params: _shallow_velocity(q, 2),
+    "speed": _shallow_speed,
+    "surface": lambda q, aux, params: q[:, 0].copy(),
+}
+
 shallow_roe = RiemannSolver(
     name="shallow_roe",
     num_eqn=3,
@@ -231,4 +256,5 @@ shallow_roe = RiemannSolver(
     wall_reflect=((1,), (2,)),
     positive=(0,),
     description="shallow water (h, hu, hv), Roe solver with Harten-Hyman entropy fix",
+    derived_fields=SHALLOW_DERIVED_FIELDS,
 )

@@ -1,0 +1,537 @@
+"""ParaView output: VTK overlapping-AMR frames, flat multiblock frames, ``.pvd`` collections.
+
+A *frame* is the state of a :class:`~forestpy.Simulation` at one time, written with the
+XML writers of the ``vtk`` package (``pip install 'forestpy[io]'``):
+
+``kind="amr"`` (default)
+    A ``vtkOverlappingAMR`` dataset: ``NAME.vthb`` plus one ``.vti`` image block per
+    patch in the folder ``NAME/``.  AMR level 0 is the coarsest forest level present,
+    the origin is the domain's lower corner, every block carries its AMR box (global
+    cell indices of its level) and the spacing of its level.  Besides the leaves the
+    frame holds every *ancestor* patch down to the coarsest level, filled with the 2x2
+    averages of its children, so each level covers the whole refined region; the cells
+    of a block covered by a finer block are blanked (``vtkGhostType`` flag
+    ``REFINEDCELL``, from ``vtkAMRUtilities.BlankCells``), and ParaView's AMR reader
+    shows the finest data everywhere.  ``coarse_levels=False`` writes the leaves only
+    (nothing is covered then, nothing is blanked).
+``kind="flat"``
+    A ``vtkMultiBlockDataSet`` (``NAME.vtm`` plus ``NAME/*.vti``): one image block per
+    leaf patch.  Leaves never overlap, so readers without AMR support show it right.
+
+Cell data: the solver's ``field_names`` and its ``derived_fields``, interior cells only
+(no ghost cells); every block also carries a one-value field-data array ``TimeValue``.
+
+Frames are written into a temporary folder next to the destination and then renamed
+into place (the block folder first, the ``.vthb``/``.vtm`` file last), so a crash never
+leaves a frame file pointing at missing or half-written blocks.
+
+:class:`PVDCollection` indexes frames by simulation time (a ``.pvd`` file that
+ParaView opens as a time series); :class:`VTKOutput` is a run callback writing frames
+by step count and/or simulation time.
+
+Example::
+
+    from forestpy.io.vtk import VTKOutput
+    sim = setup(max_level=4)
+    sim.callbacks.append(VTKOutput("out/radial", interval=0.1))
+    sim.run()           # out/radial/frame.pvd, frame_0000.vthb, frame_0000/, ...
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import tempfile
+import time as _time
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from pathlib import Path
+from xml.sax.saxutils import quoteattr
+
+import numpy as np
+
+from forestpy.io.summary import write_text_atomic
+
+__all__ = [
+    "FRAME_KINDS",
+    "frame_data",
+    "write_frame",
+    "PVDCollection",
+    "read_pvd",
+    "VTKOutput",
+]
+
+#: Frame kinds and the extension of their index file.
+FRAME_KINDS = {"amr": ".vthb", "flat": ".vtm"}
+
+
+def _check_kind(kind) -> str:
+    if kind not in FRAME_KINDS:
+        raise ValueError(f"unknown VTK frame kind {kind!r}; valid: {sorted(FRAME_KINDS)}")
+    return kind
+
+
+def _vtk():
+    """The VTK classes used here (imported on first use: ``vtk`` is optional)."""
+    try:
+        from vtkmodules.util.numpy_support import numpy_to_vtk
+        from vtkmodules.vtkCommonCore import vtkDoubleArray
+        from vtkmodules.vtkCommonDataModel import (
+            vtkAMRBox,
+            vtkAMRUtilities,
+            vtkCompositeDataSet,
+            vtkMultiBlockDataSet,
+            vtkOverlappingAMR,
+            vtkUniformGrid,
+        )
+        from vtkmodules.vtkIOXML import (
+            vtkXMLMultiBlockDataWriter,
+            vtkXMLUniformGridAMRWriter,
+        )
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "VTK output needs the 'vtk' package: pip install 'forestpy[io]' (or pip install vtk)"
+        ) from exc
+    return dict(
+        numpy_to_vtk=numpy_to_vtk,
+        vtkDoubleArray=vtkDoubleArray,
+        vtkAMRBox=vtkAMRBox,
+        vtkAMRUtilities=vtkAMRUtilities,
+        vtkCompositeDataSet=vtkCompositeDataSet,
+        vtkMultiBlockDataSet=vtkMultiBlockDataSet,
+        vtkOverlappingAMR=vtkOverlappingAMR,
+        vtkUniformGrid=vtkUniformGrid,
+        vtkXMLMultiBlockDataWriter=vtkXMLMultiBlockDataWriter,
+        vtkXMLUniformGridAMRWriter=vtkXMLUniformGridAMRWriter,
+    )
+
+
+# ---------------------------------------------------------------------------- data
+def _coarsen(a, npar, inv, ox, oy, mx, my):
+    """Parents ``(npar, m, my, mx)`` from children ``a``: child ``c`` fills the quarter
+    ``(oy[c], ox[c])`` of parent ``inv[c]`` with its 2x2 averages."""
+    m, hx, hy = a.shape[1], mx // 2, my // 2
+    avg = a.reshape(len(a), m, hy, 2, hx, 2).mean(axis=(3, 5))
+    out = np.empty((npar, m, my, mx), dtype=a.dtype)
+    out.reshape(npar, m, 2, hy, 2, hx)[inv, :, oy, :, ox, :] = avg
+    return out
+
+
+def _ancestors(level, gqx, gqy, q, aux, mx: int, my: int):
+    """Ancestor patches of the leaves down to the coarsest leaf level.
+
+    Returns ``(level, gqx, gqy, q, aux)`` of the ancestors only (coarsest last), each
+    filled with the 2x2 cell averages of its four children (leaves or ancestors).
+    Vectorised per level.
+    """
+    lmin, lmax = int(level.min()), int(level.max())
+    out = []
+    carry = None  # ancestors at the level being processed, from the finer level
+    for lev in range(lmax, lmin, -1):
+        sel = level == lev
+        cx, cy, cq, ca = gqx[sel], gqy[sel], q[sel], aux[sel]
+        if carry is not None:
+            cx = np.concatenate([cx, carry[0]])
+            cy = np.concatenate([cy, carry[1]])
+            cq = np.concatenate([cq, carry[2]])
+            ca = np.concatenate([ca, carry[3]])
+        px, py = cx >> 1, cy >> 1
+        key = px.astype(np.int64) * (np.int64(1) << 31) + py
+        ukey, first, inv = np.unique(key, return_index=True, return_inverse=True)
+        inv = inv.reshape(-1)
+        counts = np.bincount(inv, minlength=len(ukey))
+        if not (counts == 4).all():
+            raise ValueError(f"forest level {lev}: a parent without exactly 4 children")
+        npar = len(ukey)
+        ox, oy = cx & 1, cy & 1
+
+        carry = (
+            px[first],
+            py[first],
+            _coarsen(cq, npar, inv, ox, oy, mx, my),
+            _coarsen(ca, npar, inv, ox, oy, mx, my),
+        )
+        out.append((np.full(npar, lev - 1, dtype=np.int64),) + carry)
+    if not out:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty, q[:0], aux[:0]
+    return tuple(np.concatenate([o[k] for o in out]) for k in range(5))
+
+
+def frame_data(sim, coarse_levels: bool = False) -> dict:
+    """The host arrays a frame is made of (also useful for tests and plots).
+
+    Returns a dict with ``names`` (field names then derived names), ``values``
+    ``(nblock, nvar, my, mx)`` (interior cells), ``level``, ``gqx``, ``gqy`` (per
+    block), ``leaf`` (bool per block: a leaf of the forest; the leaves come first, in
+    the order of ``sim.geom``), ``mx``, ``my``, ``lower``, ``upper``, ``ncells``
+    (``level -> (NX, NY)`` cells across the domain).  With ``coarse_levels`` the
+    ancestor patches (see the module docstring) follow the leaves.
+    """
+    geom, be, riemann = sim.geom, sim.backend, sim.riemann
+    mx, my, b = geom.mx, geom.my, geom.mbc
+    q = np.asarray(be.to_host(sim.q))[:, :, b : b + my, b : b + mx]
+    if riemann.num_aux:
+        aux = np.asarray(be.to_host(sim.aux))[:, :, b : b + my, b : b + mx]
+    else:
+        aux = np.zeros((geom.npatch, 0, my, mx), dtype=q.dtype)
+    level = np.asarray(geom.level, dtype=np.int64)
+    gqx = np.asarray(geom.gqx, dtype=np.int64)
+    gqy = np.asarray(geom.gqy, dtype=np.int64)
+    leaf = np.ones(geom.npatch, dtype=bool)
+    if coarse_levels and geom.npatch:
+        al, ax, ay, aq, aa = _ancestors(level, gqx, gqy, q, aux, mx, my)
+        level = np.concatenate([level, al])
+        gqx = np.concatenate([gqx, ax])
+        gqy = np.concatenate([gqy, ay])
+        q = np.concatenate([q, aq])
+        aux = np.concatenate([aux, aa])
+        leaf = np.concatenate([leaf, np.zeros(len(al), dtype=bool)])
+    names = list(riemann.field_names)
+    derived = dict(getattr(riemann, "derived_fields", None) or {})
+    params = np.asarray(sim.params, dtype=np.float64)
+    nblk = len(level)
+    values = np.empty((nblk, len(names) + len(derived), my, mx), dtype=q.dtype)
+    nf = len(names)
+    values[:, :nf] = q
+    for k, (name, fn) in enumerate(derived.items()):
+        arr = np.asarray(fn(q, aux, params))
+        if arr.shape != (nblk, my, mx):
+            raise ValueError(
+                f"derived field {name!r} of {riemann.name!r} returned shape {arr.shape}, "
+                f"expected {(nblk, my, mx)}"
+            )
+        values[:, nf + k] = arr
+        names.append(name)
+    levels = range(int(level.min()), int(level.max()) + 1) if nblk else range(0)
+    return dict(
+        names=names,
+        values=values,
+        level=level,
+        gqx=gqx,
+        gqy=gqy,
+        leaf=leaf,
+        mx=mx,
+        my=my,
+        lower=tuple(float(v) for v in geom.domain_lower),
+        upper=tuple(float(v) for v in geom.domain_upper),
+        ncells={lev: geom.ncells_at(lev) for lev in levels},
+    )
+
+
+def _spacing(fd, lev):
+    nx, ny = fd["ncells"][lev]
+    (x0, y0), (x1, y1) = fd["lower"], fd["upper"]
+    return (x1 - x0) / nx, (y1 - y0) / ny
+
+
+def _block(vtk, fd, i, hx, hy, time_array):
+    """One ``vtkUniformGrid`` for block ``i`` with its cell arrays (no copies)."""
+    mx, my = fd["mx"], fd["my"]
+    x0, y0 = fd["lower"]
+    grid = vtk["vtkUniformGrid"]()
+    grid.SetOrigin(x0 + int(fd["gqx"][i]) * mx * hx, y0 + int(fd["gqy"][i]) * my * hy, 0.0)
+    grid.SetSpacing(hx, hy, hx)
+    grid.SetDimensions(mx + 1, my + 1, 1)
+    cd = grid.GetCellData()
+    vals = fd["values"]
+    for k, name in enumerate(fd["names"]):
+        arr = vtk["numpy_to_vtk"](vals[i, k].reshape(-1), deep=0)
+        arr.SetName(name)
+        cd.AddArray(arr)
+    if time_array is not None:
+        grid.GetFieldData().AddArray(time_array)
+    return grid
+
+
+def _build_amr(vtk, fd, time_array):
+    level = fd["level"]
+    lmin = int(level.min())
+    nlev = int(level.max()) - lmin + 1
+    mx, my = fd["mx"], fd["my"]
+    amr = vtk["vtkOverlappingAMR"]()
+    order = [np.flatnonzero(level == lmin + k) for k in range(nlev)]  # leaves first
+    amr.Initialize([len(o) for o in order])
+    amr.SetOrigin((fd["lower"][0], fd["lower"][1], 0.0))
+    for k in range(nlev):
+        hx, hy = _spacing(fd, lmin + k)
+        amr.SetSpacing(k, (hx, hy, hx))
+        for j, i in enumerate(order[k]):
+            lo_x, lo_y = int(fd["gqx"][i]) * mx, int(fd["gqy"][i]) * my
+            # hi z = lo z - 1: an empty third dimension (a 2D box)
+            box = vtk["vtkAMRBox"](lo_x, lo_y, 0, lo_x + mx - 1, lo_y + my - 1, -1)
+            amr.SetAMRBox(k, j, box)
+            amr.SetDataSet(k, j, _block(vtk, fd, i, hx, hy, time_array))
+    vtk["vtkAMRUtilities"].BlankCells(amr)
+    return amr
+
+
+def _build_flat(vtk, fd, time_array):
+    leaves = np.flatnonzero(fd["leaf"])
+    mb = vtk["vtkMultiBlockDataSet"]()
+    mb.SetNumberOfBlocks(len(leaves))
+    name_key = vtk["vtkCompositeDataSet"].NAME()
+    for j, i in enumerate(leaves):
+        lev = int(fd["level"][i])
+        hx, hy = _spacing(fd, lev)
+        mb.SetBlock(j, _block(vtk, fd, i, hx, hy, time_array))
+        mb.GetMetaData(j).Set(name_key, f"patch{j}_level{lev}")
+    return mb
+
+
+def _write_atomic(vtk, dataset, kind: str, stem: Path) -> Path:
+    """Write ``dataset`` as ``stem + ext`` plus the block folder ``stem``, atomically."""
+    ext = FRAME_KINDS[kind]
+    directory, name = stem.parent, stem.name
+    directory.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", suffix=".tmp", dir=directory))
+    final_file, final_dir = directory / f"{name}{ext}", directory / name
+    old = None  # a holding folder for the blocks of a frame being replaced
+    moved = False
+    try:
+        writer = (
+            vtk["vtkXMLUniformGridAMRWriter"]()
+            if kind == "amr"
+            else vtk["vtkXMLMultiBlockDataWriter"]()
+        )
+        writer.SetInputData(dataset)
+        writer.SetFileName(str(tmp / f"{name}{ext}"))
+        writer.SetDataModeToAppended()
+        writer.EncodeAppendedDataOff()
+        ok = writer.Write()
+        if not ok or writer.GetErrorCode() or not (tmp / f"{name}{ext}").is_file():
+            raise OSError(f"VTK could not write the frame {stem}{ext} (into {tmp})")
+        blocks = tmp / name
+        if not blocks.is_dir():  # an empty dataset writes no block folder
+            blocks.mkdir()
+        if final_dir.exists() or final_dir.is_symlink():
+            old = Path(tempfile.mkdtemp(prefix=f".{name}.", suffix=".old", dir=directory))
+            os.replace(final_dir, old / name)
+        os.replace(blocks, final_dir)
+        moved = True
+        os.replace(tmp / f"{name}{ext}", final_file)  # the frame appears only now
+        moved = False
+        return final_file
+    except BaseException:
+        # roll back: the new blocks out, the replaced frame's blocks back in
+        if moved:
+            shutil.rmtree(final_dir, ignore_errors=True)
+        if old is not None and (old / name).exists() and not final_dir.exists():
+            os.replace(old / name, final_dir)
+        raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def write_frame(sim, path_stem, time: float | None = None, kind: str = "amr",
+                coarse_levels: bool = True) -> Path:
+    """Write one frame of ``sim``; returns the path of the ``.vthb`` / ``.vtm`` file.
+
+    ``path_stem`` is the frame's path without extension (an extension ``.vthb`` or
+    ``.vtm`` is dropped): ``out/frame_0003`` gives ``out/frame_0003.vthb`` and the block
+    folder ``out/frame_0003/``.  ``time`` (default ``sim.t``) goes into each block's
+    ``TimeValue`` field data.  ``coarse_levels`` (``kind="amr"`` only) adds the
+    averaged ancestor patches (see the module docstring).  A frame of the same name is
+    replaced.  Raises ``ValueError`` for an unknown ``kind`` and ``OSError`` when the
+    frame cannot be written (then nothing of the new frame is left behind).
+    """
+    _check_kind(kind)
+    vtk = _vtk()
+    stem = Path(path_stem)
+    if stem.suffix in (".vthb", ".vtm"):
+        stem = stem.with_suffix("")
+    if not stem.name or stem.name in (".", ".."):
+        raise ValueError(f"path_stem {path_stem!r}: no frame name")
+    t = float(sim.t if time is None else time)
+    fd = frame_data(sim, coarse_levels=coarse_levels and kind == "amr")
+    if not len(fd["level"]):
+        raise ValueError("the simulation has no patches to write")
+    time_array = vtk["vtkDoubleArray"]()
+    time_array.SetName("TimeValue")
+    time_array.InsertNextValue(t)
+    build = _build_amr if kind == "amr" else _build_flat
+    return _write_atomic(vtk, build(vtk, fd, time_array), kind, stem)
+
+
+# ---------------------------------------------------------------------------- .pvd
+class PVDCollection:
+    """A ParaView data collection (``.pvd``): frames with their simulation times.
+
+    ``add(time, frame_file)`` appends a frame and rewrites the file atomically, so the
+    ``.pvd`` on disk always lists complete frames only.  File names are stored relative
+    to the ``.pvd``'s folder.  :meth:`read` loads an existing collection.
+    """
+
+    def __init__(self, path, entries: Sequence[tuple[float, str]] = ()):
+        self.path = Path(path)
+        self.entries: list[tuple[float, str]] = [(float(t), str(f)) for t, f in entries]
+
+    def _relative(self, frame_file) -> str:
+        """A relative name is taken as relative to the ``.pvd``'s folder; an absolute
+        path is made relative to it."""
+        f = Path(frame_file)
+        if f.is_absolute():
+            try:
+                f = Path(os.path.relpath(f.resolve(), self.path.parent.resolve()))
+            except ValueError:  # another drive (Windows)
+                f = f.resolve()
+        return f.as_posix()
+
+    def add(self, time: float, frame_file) -> None:
+        t = float(time)
+        if not math.isfinite(t):
+            raise ValueError(f"frame time must be finite, got {time!r}")
+        self.entries.append((t, self._relative(frame_file)))
+        self.write()
+
+    def text(self) -> str:
+        lines = [
+            '<?xml version="1.0"?>',
+            '<VTKFile type="Collection" version="0.1" byte_order="LittleEndian">',
+            "  <Collection>",
+        ]
+        for t, f in self.entries:
+            lines.append(
+                f'    <DataSet timestep="{t!r}" group="" part="0" file={quoteattr(f)}/>'
+            )
+        lines += ["  </Collection>", "</VTKFile>", ""]
+        return "\n".join(lines)
+
+    def write(self) -> Path:
+        return write_text_atomic(self.path, self.text())
+
+    @classmethod
+    def read(cls, path) -> PVDCollection:
+        return cls(path, read_pvd(path))
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+
+def read_pvd(path) -> list[tuple[float, str]]:
+    """``[(time, file), ...]`` of a ``.pvd`` collection, in file order (file names as
+    written, relative to the ``.pvd``'s folder)."""
+    try:
+        root = ET.parse(path).getroot()
+    except ET.ParseError as exc:
+        raise ValueError(f"{path}: not a readable .pvd file ({exc})") from None
+    coll = root.find("Collection")
+    if root.tag != "VTKFile" or root.get("type") != "Collection" or coll is None:
+        raise ValueError(f"{path}: not a VTK collection (.pvd) file")
+    return [(float(ds.get("timestep", "0")), ds.get("file", "")) for ds in coll.iter("DataSet")]
+
+
+# ---------------------------------------------------------------------------- callback
+class VTKOutput:
+    """Run callback writing ParaView frames and the ``.pvd`` collection that indexes them.
+
+    Parameters
+    ----------
+    out_dir : path
+        Folder of the frames and of ``NAME.pvd``.
+    name : str
+        Frame file prefix: ``NAME_0000.vthb`` (``.vtm`` for ``kind="flat"``), ...
+    kind : ``"amr"`` or ``"flat"``
+        See :func:`write_frame`.
+    every_steps : int, optional
+        Write after every ``every_steps``-th accepted step (``sim.steps`` a multiple).
+    times : sequence of float, optional
+        Write on the first accepted step with ``sim.t >= time`` for each time (the
+        steps are not shortened to hit the times; several times passed in one step give
+        one frame).
+    interval : float, optional
+        Output times ``t_start + k * interval`` up to ``t_final``.
+    coarse_levels : bool
+        See :func:`write_frame`.
+
+    The first frame is written at ``on_start`` and the last at ``on_end`` (unless the
+    last step already wrote one).  ``written`` lists ``(sim.t, sim.steps, path)`` per
+    frame and ``seconds`` the time spent writing.  When ``NAME.pvd`` exists and the run
+    starts at ``t > 0`` (a restart), its frames before that time are kept and the
+    numbering continues.
+    """
+
+    def __init__(self, out_dir, name: str = "frame", kind: str = "amr",
+                 every_steps: int | None = None, times: Sequence[float] | None = None,
+                 interval: float | None = None, coarse_levels: bool = True):
+        self.kind = _check_kind(kind)
+        if not name or any(c in name for c in '/\\:*?"<>|') or name.startswith("."):
+            raise ValueError(f"invalid frame name {name!r}")
+        if every_steps is not None and (int(every_steps) != every_steps or every_steps < 1):
+            raise ValueError(f"every_steps must be a positive integer, got {every_steps!r}")
+        if interval is not None and not float(interval) > 0:
+            raise ValueError(f"output interval must be positive, got {interval!r}")
+        self.out_dir = Path(out_dir)
+        self.name = name
+        self.every_steps = None if every_steps is None else int(every_steps)
+        self.interval = None if interval is None else float(interval)
+        self.requested_times = None if times is None else sorted(float(t) for t in times)
+        self.coarse_levels = bool(coarse_levels)
+        self.pvd = PVDCollection(self.out_dir / f"{name}.pvd")
+        self.written: list[tuple[float, int, Path]] = []
+        self.seconds = 0.0
+        self._times: list[float] = []
+        self._next = 0
+        self._index = 0
+        self._last = None
+
+    @property
+    def pvd_path(self) -> Path:
+        return self.pvd.path
+
+    def _eps(self, sim) -> float:
+        return 1e-12 * max(1.0, abs(float(sim.t_final)))
+
+    def on_start(self, sim) -> None:
+        t0, eps = float(sim.t), self._eps(sim)
+        times = list(self.requested_times or [])
+        if self.interval is not None:
+            n = int(math.floor((float(sim.t_final) - t0) / self.interval + 1e-9))
+            times += [t0 + k * self.interval for k in range(1, n + 1)]
+        self._times = sorted(times)
+        self._next = 0
+        entries = []
+        if t0 > 0 and self.pvd.path.is_file():
+            entries = [(t, f) for t, f in read_pvd(self.pvd.path) if t < t0 - eps]
+        self.pvd = PVDCollection(self.pvd.path, entries)
+        self._index = len(entries)
+        self.written = []
+        self._last = None
+        self.write(sim)
+
+    def _due(self, sim) -> bool:
+        due = bool(self.every_steps) and sim.steps % self.every_steps == 0
+        eps = self._eps(sim)
+        while self._next < len(self._times) and self._times[self._next] <= sim.t + eps:
+            self._next += 1
+            due = True
+        return due
+
+    def on_step(self, sim) -> None:
+        if self._due(sim):
+            self.write(sim)
+
+    def on_end(self, sim) -> None:
+        if self._last != (int(sim.steps), float(sim.t)):
+            self.write(sim)
+
+    def write(self, sim) -> Path:
+        """Write a frame of ``sim`` now and add it to the ``.pvd``."""
+        self._due(sim)  # output times up to now are served by this frame
+        start = _time.perf_counter()
+        used = {f for _, f in self.pvd.entries}
+        while True:
+            stem = self.out_dir / f"{self.name}_{self._index:04d}"
+            if f"{stem.name}{FRAME_KINDS[self.kind]}" not in used:
+                break
+            self._index += 1
+        path = write_frame(sim, stem, kind=self.kind, coarse_levels=self.coarse_levels)
+        self.pvd.add(float(sim.t), path.name)
+        self._index += 1
+        self._last = (int(sim.steps), float(sim.t))
+        self.written.append((float(sim.t), int(sim.steps), path))
+        self.seconds += _time.perf_counter() - start
+        return path
