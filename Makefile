@@ -4,7 +4,16 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 OUT    ?= out/radial_dam
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench clean gl
+
+# Offscreen rendering (forestpy plot, tests/test_plot.py) needs Mesa's EGL; a bare
+# Debian machine lacks it.  Best effort: without it the plot tests skip with a reason.
+gl:
+	@ldconfig -p 2>/dev/null | grep -q libEGL_mesa.so.0 || { \
+	  echo "installing Mesa EGL for offscreen rendering"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    --no-install-recommends libegl1 libegl-mesa0 libgl1-mesa-dri libgbm1 libgl1 \
+	    >/dev/null) || echo "could not install Mesa: the plot tests will skip"; }
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,7 +24,7 @@ $(VENV)/.installed: pyproject.toml
 demo: $(VENV)/.installed
 	$(VENV)/bin/forestpy run demos/radial_dam.py --out $(OUT)
 
-test: $(VENV)/.installed
+test: $(VENV)/.installed gl
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q
 
