@@ -18,15 +18,18 @@ Example (``setup`` from a demo)::
 from __future__ import annotations
 
 import math
+import os
+import shutil
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 
 import numpy as np
 
 from forestpy.io.summary import write_text_atomic
 
-__all__ = ["Progress", "Gauges", "read_gauges", "Totals", "OutputTimes"]
+__all__ = ["Progress", "Gauges", "read_gauges", "Totals", "OutputTimes", "CheckpointEvery"]
 
 
 def _time_eps(sim) -> float:
@@ -193,6 +196,40 @@ class Gauges:
         if self.path is not None:
             self.write(self.path)
 
+    def state_dict(self) -> dict:
+        """The recorded samples (for checkpoints); arrays are kept bitwise."""
+        n, ng = len(self.times), len(self.ids)
+        if n:
+            values = np.stack(self._values).astype(np.float64)
+        else:
+            values = np.zeros((0, ng, len(self.field_names)))
+        return {
+            "ids": [str(g) for g in self.ids],
+            "x": self.x.copy(),
+            "y": self.y.copy(),
+            "field_names": list(self.field_names),
+            "times": np.array(self.times, dtype=np.float64),
+            "values": values,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore the samples of :meth:`state_dict`; the gauges must be the same."""
+        ids = [str(g) for g in self.ids]
+        if list(state["ids"]) != ids or not (
+            np.array_equal(state["x"], self.x) and np.array_equal(state["y"], self.y)
+        ):
+            raise ValueError(
+                f"gauges differ: checkpoint ids {list(state['ids'])} at x={state['x']}, "
+                f"y={state['y']}; here ids {ids} at x={self.x}, y={self.y}"
+            )
+        values = np.asarray(state["values"], dtype=np.float64)
+        times = np.asarray(state["times"], dtype=np.float64)
+        if values.shape[:2] != (len(times), len(ids)):
+            raise ValueError(f"gauge values of shape {values.shape} for {len(times)} times")
+        self.field_names = list(state["field_names"])
+        self.times = [float(t) for t in times]
+        self._values = [values[k].copy() for k in range(len(times))]
+
     def rows(self):
         """Yield the rows ``(t, gauge_id, x, y, value, ...)`` in time order."""
         for t, vals in zip(self.times, self._values):
@@ -283,6 +320,18 @@ class Totals:
     def __len__(self) -> int:
         return len(self.history)
 
+    def state_dict(self) -> dict:
+        """The history (for checkpoints)."""
+        return {"times": np.array(self.times, dtype=np.float64),
+                "history": [dict(h) for h in self.history]}
+
+    def load_state_dict(self, state: dict) -> None:
+        times = [float(t) for t in np.asarray(state["times"], dtype=np.float64)]
+        history = [{str(k): float(v) for k, v in h.items()} for h in state["history"]]
+        if len(times) != len(history):
+            raise ValueError(f"{len(times)} times but {len(history)} totals")
+        self.times, self.history = times, history
+
     def arrays(self) -> dict:
         """``{"t": array, field: array, ...}`` over the history."""
         out = {"t": np.array(self.times, dtype=np.float64)}
@@ -331,9 +380,35 @@ class OutputTimes:
         self.fired: list[tuple[float, float, int]] = []
         self.calls = 0
         self._next = 0
+        self._restored = False
+
+    def state_dict(self) -> dict:
+        """Output times, progress through them and the record of fired times (for
+        checkpoints; ``fn`` is not stored)."""
+        return {
+            "interval": self.interval,
+            "times": list(self.times),
+            "next": self._next,
+            "fired": [list(f) for f in self.fired],
+            "calls": self.calls,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore :meth:`state_dict`: the next ``on_start`` keeps these output times
+        instead of computing new ones from the restart time."""
+        interval = state["interval"]
+        if (interval is None) != (self.interval is None) or (
+            interval is not None and float(interval) != self.interval
+        ):
+            raise ValueError(f"output interval {interval} in the checkpoint, {self.interval} here")
+        self.times = [float(t) for t in state["times"]]
+        self._next = int(state["next"])
+        self.fired = [(float(a), float(b), int(c)) for a, b, c in state["fired"]]
+        self.calls = int(state["calls"])
+        self._restored = True
 
     def on_start(self, sim) -> None:
-        if self.interval is not None:
+        if self.interval is not None and not self._restored:
             t0, t1 = float(sim.t), float(sim.t_final)
             n = int(math.floor((t1 - t0) / self.interval + 1e-9))
             self.times = [t0 + k * self.interval for k in range(n + 1)]
@@ -341,6 +416,7 @@ class OutputTimes:
                 self.times.append(t1)
             self._next = 0
             self.fired = []
+        self._restored = False
         self._check(sim)
 
     def on_step(self, sim) -> None:
@@ -361,3 +437,73 @@ class OutputTimes:
     def pending(self) -> list[float]:
         """Output times not reached yet."""
         return self.times[self._next :]
+
+
+class CheckpointEvery:
+    """Write a checkpoint (:mod:`forestpy.io.checkpoint`) every ``every_steps`` steps.
+
+    Files are ``out_dir/checkpoint_<step>.npz`` (step zero-padded to 6 digits), each
+    written atomically, plus ``out_dir/checkpoint_latest.npz`` (a hard link, or a copy,
+    renamed into place).  Only the last ``keep`` numbered files written by this object
+    are kept.  The step count is the Simulation's (``sim.steps``), so a restarted run
+    keeps the cadence.  With ``at_end`` a checkpoint is also written at ``on_end``
+    when the last step was not one already.
+
+    Put it LAST in ``sim.callbacks``: the checkpoint then holds the state of the other
+    callbacks after the step (e.g. the gauge sample of that step).  ``meta`` (JSON-able)
+    is stored in every file.  ``written`` lists the paths written, in order.
+    """
+
+    def __init__(self, out_dir, every_steps: int, keep: int = 2, at_end: bool = True,
+                 meta: dict | None = None):
+        every_steps = int(every_steps)
+        if every_steps < 1:
+            raise ValueError(f"every_steps must be >= 1, got {every_steps}")
+        if int(keep) < 1:
+            raise ValueError(f"keep must be >= 1, got {keep}")
+        self.out_dir = Path(out_dir)
+        self.every_steps = every_steps
+        self.keep = int(keep)
+        self.at_end = bool(at_end)
+        self.meta = meta
+        self.written: list = []
+        self._last_step: int | None = None
+
+    def path_for(self, steps: int):
+        return self.out_dir / f"checkpoint_{steps:06d}.npz"
+
+    def on_step(self, sim) -> None:
+        if sim.steps % self.every_steps == 0:
+            self.write(sim)
+
+    def on_end(self, sim) -> None:
+        if self.at_end and self._last_step != sim.steps:
+            self.write(sim)
+
+    def write(self, sim):
+        """Write the checkpoint of the current step now; return its path."""
+        from forestpy.io.checkpoint import write_checkpoint
+
+        path = write_checkpoint(sim, self.path_for(sim.steps), meta=self.meta)
+        latest = self.out_dir / "checkpoint_latest.npz"
+        tmp = self.out_dir / f".checkpoint_latest.{os.getpid()}.tmp"
+        try:
+            tmp.unlink(missing_ok=True)
+            try:
+                os.link(path, tmp)
+            except OSError:
+                shutil.copyfile(path, tmp)
+            os.replace(tmp, latest)
+        finally:
+            tmp.unlink(missing_ok=True)
+        if path in self.written:
+            self.written.remove(path)
+        self.written.append(path)
+        self._last_step = sim.steps
+        while len(self.written) > self.keep:
+            old = self.written.pop(0)
+            try:
+                old.unlink()
+            except FileNotFoundError:
+                pass
+        return path

@@ -1,10 +1,16 @@
 """The ``forestpy`` command line.
 
-``forestpy run DEMO.py [--set KEY=VALUE ...] [--backend cpu|gpu] [--out DIR] [--quiet]``
+``forestpy run DEMO.py [--set KEY=VALUE ...] [--backend cpu|gpu] [--out DIR] [--quiet]
+[--checkpoint-interval N [--checkpoint-keep K]] [--restart FILE]``
     Load a demo script (a module-level ``OPTIONS`` dict of defaults and
     ``setup(**overrides) -> Simulation``), override options, run it with progress on
     stderr, print the timer breakdown, and write ``options_used.json`` (before the run)
     and ``summary.json`` (after it, also when it fails) into the output folder.
+    ``--checkpoint-interval N`` writes ``DIR/checkpoint_<step>.npz`` every N steps (the
+    last two kept, or K with ``--checkpoint-keep K``, and ``DIR/checkpoint_latest.npz``)
+    and at the end; ``--restart FILE`` builds the simulation with the same demo and
+    ``--set`` options, loads the checkpoint and continues to ``t_final``.  An
+    unreadable or unfitting checkpoint is a usage error (exit code 2) and writes nothing.
 
 ``forestpy list``
     List the registered Riemann solvers.
@@ -145,8 +151,9 @@ def _failure_summary(sim, base: dict, error: BaseException, phase: str, wall: fl
 
 
 def cmd_run(args, argv: list[str]) -> int:
-    from forestpy.callbacks import Progress
-    from forestpy.io.summary import write_json_atomic
+    from forestpy.callbacks import CheckpointEvery, Progress
+    from forestpy.io.checkpoint import CheckpointError, read_checkpoint
+    from forestpy.io.summary import to_jsonable, write_json_atomic
 
     demo_path = Path(args.demo)
     module = load_demo(demo_path)
@@ -165,6 +172,24 @@ def cmd_run(args, argv: list[str]) -> int:
             )
         overrides["backend"] = args.backend
     in_effect = {**defaults, **overrides}
+    if args.checkpoint_interval is not None and args.checkpoint_interval < 1:
+        raise CLIError(f"--checkpoint-interval must be >= 1, got {args.checkpoint_interval}")
+    if args.checkpoint_keep < 1:
+        raise CLIError(f"--checkpoint-keep must be >= 1, got {args.checkpoint_keep}")
+    checkpoint = None
+    if args.restart is not None:  # read it before anything is written
+        try:
+            checkpoint = read_checkpoint(args.restart)
+        except CheckpointError as e:
+            raise CLIError(f"--restart: {e}") from e
+        extra = checkpoint.get("extra") or {}
+        if isinstance(extra, Mapping) and "overrides" in extra:
+            if extra["overrides"] != to_jsonable(overrides):
+                print(
+                    f"{PROG} run: warning: the checkpoint was written with --set "
+                    f"{extra['overrides']}, this run has {to_jsonable(overrides)}",
+                    file=sys.stderr,
+                )
 
     out = Path(args.out) if args.out is not None else Path("out") / demo_name
     try:
@@ -177,6 +202,10 @@ def cmd_run(args, argv: list[str]) -> int:
         "command": [PROG, *argv],
         "forestpy_version": _version(),
     }
+    if checkpoint is not None:
+        base["restart"] = {
+            "file": str(args.restart), "t": checkpoint["t"], "steps": checkpoint["steps"]
+        }
 
     def fail(sim, error, phase, wall) -> int:
         write_json_atomic(out / "summary.json", _failure_summary(sim, base, error, phase, wall))
@@ -210,8 +239,26 @@ def cmd_run(args, argv: list[str]) -> int:
         write_json_atomic(out / "options_used.json", options_used(None))
         return fail(None, e, "setup", time.perf_counter() - t0)
 
+    if checkpoint is not None:
+        try:
+            sim.restore(checkpoint)
+        except CheckpointError as e:
+            raise CLIError(f"--restart: {e}") from e
+        print(
+            f"{PROG} run: restarting from {args.restart} at t={sim.t:.6g}, step {sim.steps}",
+            file=sys.stderr,
+        )
     write_json_atomic(out / "options_used.json", options_used(sim))
     sim.callbacks.append(Progress(sys.stderr, every=0.1 if args.quiet else None))
+    if args.checkpoint_interval is not None:  # last: it saves the other callbacks' state
+        sim.callbacks.append(
+            CheckpointEvery(
+                out,
+                args.checkpoint_interval,
+                keep=args.checkpoint_keep,
+                meta={"demo": demo_name, "demo_file": str(demo_path), "overrides": overrides},
+            )
+        )
     t0 = time.perf_counter()
     try:
         sim.run()
@@ -283,6 +330,28 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--traceback", action="store_true", help="print the traceback when the run fails"
+    )
+    run.add_argument(
+        "--checkpoint-interval",
+        type=int,
+        default=None,
+        metavar="N",
+        help="write DIR/checkpoint_<step>.npz every N steps and at the end (the last two "
+        "kept) and DIR/checkpoint_latest.npz",
+    )
+    run.add_argument(
+        "--checkpoint-keep",
+        type=int,
+        default=2,
+        metavar="K",
+        help="how many numbered checkpoints to keep (default 2)",
+    )
+    run.add_argument(
+        "--restart",
+        metavar="FILE",
+        default=None,
+        help="continue from a checkpoint written by a run of the same demo with the same "
+        "--set options",
     )
     run.set_defaults(func=cmd_run)
 

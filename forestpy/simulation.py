@@ -555,6 +555,89 @@ class Simulation:
         self.wall_s += time.perf_counter() - start
         return self
 
+    # ------------------------------------------------------------------ checkpoints
+    def save_checkpoint(self, path, meta: dict | None = None):
+        """Write the whole state to one ``.npz`` file (atomically); return its path.
+        See :mod:`forestpy.io.checkpoint`."""
+        from forestpy.io.checkpoint import write_checkpoint
+
+        return write_checkpoint(self, path, meta=meta)
+
+    def load_checkpoint(self, path) -> Simulation:
+        """Read a checkpoint and :meth:`restore` it; returns ``self``."""
+        from forestpy.io.checkpoint import read_checkpoint
+
+        return self.restore(read_checkpoint(path))
+
+    def restore(self, data: dict) -> Simulation:
+        """Replace forest, patch data, clock, counters, timers and callback state by
+        those of a checkpoint (from :func:`~forestpy.io.checkpoint.read_checkpoint`).
+
+        ``self`` must come from the same setup (same Riemann solver, patch size and
+        domain); the stateful callbacks (those with ``load_state_dict``) must match the
+        checkpoint's in number, order and class.  Otherwise
+        :class:`~forestpy.io.checkpoint.CheckpointError` is raised and ``self`` is
+        left unchanged.  A following :meth:`run` continues bitwise like the run that
+        wrote the checkpoint (the checkpoint's next ``dt`` is kept).
+        """
+        from forestpy.io.checkpoint import CheckpointError
+
+        where = f"checkpoint {data.get('path', '?')}"
+        mine = {
+            "riemann": self.riemann.name,
+            "num_eqn": self.riemann.num_eqn,
+            "mx": self.mx,
+            "my": self.my,
+            "mbc": self.mbc,
+        }
+        bad = [f"{k}={data.get(k)!r} (this simulation: {v!r})" for k, v in mine.items()
+               if data.get(k) != v]
+        if bad:
+            raise CheckpointError(f"{where} does not fit this simulation: {', '.join(bad)}")
+        forest = data["forest"]
+        if forest.conn != self.domain.brick():
+            raise CheckpointError(
+                f"{where} does not fit this simulation: its domain {forest.conn} differs "
+                f"from {self.domain.brick()}"
+            )
+        naux = self.riemann.num_aux
+        if data["aux"].shape[1] != naux or data["aux_setaux"].shape[1] != naux:
+            raise CheckpointError(
+                f"{where}: aux has {data['aux'].shape[1]} fields, the solver {naux}"
+            )
+        stateful = [cb for cb in self.callbacks if callable(getattr(cb, "load_state_dict", None))]
+        stored = data["callbacks"]
+        if [type(cb).__name__ for cb in stateful] != [e["class"] for e in stored]:
+            raise CheckpointError(
+                f"{where}: stateful callbacks differ: checkpoint "
+                f"{[e['class'] for e in stored]}, this simulation "
+                f"{[type(cb).__name__ for cb in stateful]}"
+            )
+
+        be = self.backend
+        self._set_forest(forest)
+        self.aux_setaux = be.to_device(np.array(data["aux_setaux"]), self.dtype)
+        self.aux = be.to_device(np.array(data["aux"]), self.dtype)
+        self.q = be.to_device(np.array(data["q"]), self.dtype)
+        self.t = float(data["t"])
+        self.steps = int(data["steps"])
+        self.rejected_steps = int(data["rejected_steps"])
+        self.regrids = int(data["regrids"])
+        self.cell_updates = int(data["cell_updates"])
+        self.dt = None if data["dt"] is None else float(data["dt"])
+        self.wall_s = float(data.get("wall_s", 0.0))
+        for phase, seconds in data.get("timers", {}).items():
+            self.timers.seconds[phase] = float(seconds)
+        self.totals_initial = {k: float(v) for k, v in data["totals_initial"].items()}
+        for cb, entry in zip(stateful, stored):
+            try:
+                cb.load_state_dict(entry["state"])
+            except (KeyError, TypeError, ValueError) as e:
+                raise CheckpointError(
+                    f"{where}: state of callback {entry['class']} does not fit: {e}"
+                ) from e
+        return self
+
     # ------------------------------------------------------------------ queries
     def sample(self, x, y) -> np.ndarray:
         """State at points ``(x, y)`` from the finest leaf containing each point.
