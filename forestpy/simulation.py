@@ -337,7 +337,11 @@ class Simulation:
         """Fill every ghost cell of ``q`` (default the current state) in place."""
         q = self.q if q is None else q
         with self.timers("ghost_fill"):
-            fill_ghosts(self.ghost_plan, q, self.riemann.positive, backend=self.backend)
+            surface = self.riemann.surface_interp
+            if surface is None:
+                fill_ghosts(self.ghost_plan, q, self.riemann.positive, backend=self.backend)
+            else:
+                self._fill_ghosts_surface(q, *surface)
             apply_physical_bc(
                 q,
                 self.geom,
@@ -349,6 +353,21 @@ class Simulation:
                 backend=self.backend,
                 sides=self.patch_arrays.sides,
             )
+
+    def _fill_ghosts_surface(self, q, i: int, j: int) -> None:
+        """Ghost fill of a depth ``q[i]`` over the bottom ``aux[j]`` through the surface
+        ``q[i] + aux[j]`` (see ``RiemannSolver.surface_interp``).  Interior depths come
+        back as ``(h + b) - b``: non-negative, equal to ``h`` to round-off."""
+        xp = self.xp
+        aux_bc = tuple("extrap" if callable(k) else k for k in self.bc)
+        apply_physical_bc(self.aux, self.geom, aux_bc, ((), ()), self.t,
+                          backend=self.backend, sides=self.patch_arrays.sides)
+        bottom = self.aux[:, j]
+        q[:, i] += bottom
+        positive = tuple(m for m in self.riemann.positive if m != i)
+        fill_ghosts(self.ghost_plan, q, positive, backend=self.backend)
+        q[:, i] -= bottom
+        xp.maximum(q[:, i], 0.0, out=q[:, i])
 
     def _centers_of(self, idx):
         x, y = self.centers
@@ -500,6 +519,11 @@ class Simulation:
             # (the transfer keeps sum(value * area)), then divide by the new kappa
             capa = self.capacity_index
             density = self.q * self.aux[:, capa : capa + 1] if capa >= 0 else self.q
+            surface = self.riemann.surface_interp
+            if surface is not None:  # transfer the surface, not the depth
+                i, j = surface
+                density = density.copy()
+                density[:, i] += self.aux[:, j]
             q_new = transfer(
                 old_forest,
                 old_geom,
@@ -509,6 +533,8 @@ class Simulation:
                 backend=self.backend,
             )
             self._set_forest(forest)
+            if surface is not None:
+                _depth_from_surface(q_new, self.aux, *surface, self.mbc, self.xp)
             if capa >= 0:
                 b = self.mbc
                 q_new[:, :, b:-b, b:-b] /= self.aux[:, capa : capa + 1, b:-b, b:-b]
@@ -683,6 +709,30 @@ class Simulation:
             "totals_final": self.totals(),
             "timers": self.timers.as_dict(),
         }
+
+
+def _depth_from_surface(q, aux, i: int, j: int, mbc: int, xp) -> None:
+    """After a regrid transfer of the surface ``q[i] + aux[j]``: subtract the new bottom
+    and repair negative depths conservatively.  Every 2x2 family of cells (the children
+    of one coarse cell, aligned in every patch) whose depths went negative is clipped at
+    zero and rescaled to its transferred volume; momenta of dry cells are zeroed.
+    Families without negative depths are left bit for bit."""
+    b = mbc
+    h = q[:, i, b:-b, b:-b]
+    h -= aux[:, j, b:-b, b:-b]
+    n, ny, nx = h.shape
+    fam = xp.ascontiguousarray(h).reshape(n, ny // 2, 2, nx // 2, 2)
+    volume = fam.sum(axis=(2, 4), keepdims=True)
+    clipped = xp.maximum(fam, 0.0)
+    positive_volume = clipped.sum(axis=(2, 4), keepdims=True)
+    bad = (fam < 0.0).any(axis=(2, 4), keepdims=True)
+    safe = xp.where(positive_volume > 0.0, positive_volume, 1.0)
+    scale = xp.where(positive_volume > 0.0, xp.maximum(volume, 0.0) / safe, 0.0)
+    h[...] = xp.where(bad, clipped * scale, fam).reshape(n, ny, nx)
+    dry = h == 0.0
+    for m in range(q.shape[1]):
+        if m != i:
+            q[:, m, b:-b, b:-b][dry] = 0.0
 
 
 def _copy_ghost_frame(src, dst, mbc: int) -> None:

@@ -81,6 +81,14 @@ class RiemannSolver:
         ``params`` the float64 array of :meth:`params_array`; the result has shape
         ``(npatch, ny, nx)``.  Functions are vectorised over all patches (no loop) and
         must not modify their inputs.  Names may not repeat ``field_names``.
+    surface_interp : (int, int) or None
+        ``(i, j)``: component ``q[i]`` is a depth over the bottom elevation ``aux[j]``.
+        Ghost filling and regrid transfer then interpolate and average the surface
+        ``q[i] + aux[j]`` instead of the depth (so a lake at rest over a varying bottom
+        stays at rest across coarse-fine interfaces and through regrids), the bottom is
+        mirrored at walls and extrapolated at the other physical sides, and depths that
+        the interpolation makes negative near a shoreline are set to zero (in regrids,
+        each 2x2 family of new cells is rescaled to keep its volume).
     """
 
     name: str
@@ -98,6 +106,7 @@ class RiemannSolver:
     positive: tuple[int, ...] = ()
     description: str = ""
     derived_fields: Mapping[str, Callable] = field(default_factory=dict)
+    surface_interp: tuple[int, int] | None = None
 
     def __post_init__(self):
         if not self.field_names:
@@ -120,6 +129,14 @@ class RiemannSolver:
             if not callable(fn):
                 raise TypeError(
                     f"Riemann solver {self.name!r}: derived field {dname!r} is not callable"
+                )
+        if self.surface_interp is not None:
+            i, j = self.surface_interp
+            if not (0 <= i < self.num_eqn and 0 <= j < self.num_aux):
+                raise ValueError(
+                    f"Riemann solver {self.name!r}: surface_interp={self.surface_interp} needs "
+                    f"0 <= depth index < num_eqn={self.num_eqn} and 0 <= bottom index < "
+                    f"num_aux={self.num_aux}"
                 )
         unknown = set(self.default_params) - set(self.param_names)
         if unknown:

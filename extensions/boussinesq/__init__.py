@@ -1,0 +1,1 @@
+"""Linearised variational Boussinesq waves (uses forestpy.solvers.rrb)."""

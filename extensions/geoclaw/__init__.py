@@ -1,0 +1,1 @@
+"""GeoClaw-like shallow water over topography: wet/dry, friction, topo files, fgmax."""

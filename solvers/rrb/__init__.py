@@ -1,0 +1,1 @@
+"""Repeated Red-Black preconditioned conjugate gradients for 5-point SPD operators."""
