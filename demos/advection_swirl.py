@@ -11,21 +11,13 @@ a smooth cos^4 bump (for convergence) and a discontinuous disc.
 import numpy as np
 
 from forestpy import Domain, Simulation
-from forestpy.options import merge_options
+from forestpy.options import Option, merge_options, standard_options
 
 OPTIONS = dict(
-    mx=16,
-    min_level=2,
-    max_level=2,
-    refine_threshold=0.05,
-    regrid_interval=2,
-    t_final=1.0,
-    period=1.0,
-    blob="both",
-    limiter="mc",
-    cfl=0.9,
-    backend="cpu",
-    dtype="float64",
+    **standard_options(max_level=2, refine_threshold=0.05, t_final=1.0, cfl=0.9),
+    period=Option(1.0, "period of the swirling velocity field", min=0.0, min_inclusive=False),
+    blob=Option("both", "initial data", choices=("smooth", "disc", "both")),
+    limiter=Option("mc", "wave limiter", choices=("none", "minmod", "superbee", "vanleer", "mc")),
 )
 
 SMOOTH_CENTER, SMOOTH_RADIUS = (0.5, 0.27), 0.18

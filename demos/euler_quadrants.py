@@ -8,19 +8,9 @@ up into a mushroom-shaped jet along the diagonal.  Extrapolation boundaries, gam
 import numpy as np
 
 from forestpy import Domain, Simulation
-from forestpy.options import merge_options
+from forestpy.options import merge_options, standard_options
 
-OPTIONS = dict(
-    mx=16,
-    min_level=2,
-    max_level=4,
-    refine_threshold=0.05,
-    regrid_interval=2,
-    t_final=0.8,
-    cfl=0.8,
-    backend="cpu",
-    dtype="float64",
-)
+OPTIONS = standard_options(max_level=4, refine_threshold=0.05, t_final=0.8, cfl=0.8)
 
 GAMMA = 1.4
 CORNER = (0.8, 0.8)

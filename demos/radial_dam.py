@@ -10,19 +10,11 @@ Courant number 0.9.  Refinement follows the undivided difference of the depth.
 import numpy as np
 
 from forestpy import Domain, Simulation
-from forestpy.options import merge_options
+from forestpy.options import Option, merge_options, standard_options
 
 OPTIONS = dict(
-    mx=16,
-    min_level=2,
-    max_level=4,
-    refine_threshold=0.02,
-    regrid_interval=2,
-    t_final=1.0,
-    solver="roe",
-    cfl=0.9,
-    backend="cpu",
-    dtype="float64",
+    **standard_options(max_level=4, refine_threshold=0.02, t_final=1.0, cfl=0.9),
+    solver=Option("roe", "Riemann solver", choices=("roe", "hlle")),
 )
 
 SOLVERS = {"roe": "shallow_roe", "hlle": "shallow_hlle"}

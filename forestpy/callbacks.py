@@ -38,7 +38,8 @@ def _time_eps(sim) -> float:
 
 
 class Progress:
-    """Progress on simulated time, written to ``stream`` (default ``sys.stderr``).
+    """Progress on simulated time, written to ``stream`` (default ``sys.stderr``):
+    fraction done, time, step, dt, patches and cell updates per second.
 
     On a terminal (``every=None`` and ``stream.isatty()``) a bar redrawn in place at
     most ten times a second; otherwise (a file, a pipe, or ``every`` given) one short
@@ -58,6 +59,7 @@ class Progress:
         self._t0 = 0.0
         self._t1 = 1.0
         self._wall0 = 0.0
+        self._cells0 = 0
         self._next = 0.0
         self._last_draw = -math.inf
 
@@ -70,6 +72,7 @@ class Progress:
     def on_start(self, sim) -> None:
         self._t0, self._t1 = float(sim.t), float(sim.t_final)
         self._wall0 = time.perf_counter()
+        self._cells0 = getattr(sim, "cell_updates", 0)
         self._next = self.every
         self._last_draw = -math.inf
         if self.bar:
@@ -95,23 +98,28 @@ class Progress:
         elif self._next <= 1.0 + 1e-12 and self.fraction(sim) >= 1.0 - 1e-12:
             self._line(sim, 1.0)  # the last interval was shorter than ``every``
 
+    def _state(self, sim) -> str:
+        """Step, dt, patches and cell updates per second since ``on_start``."""
+        wall = time.perf_counter() - self._wall0
+        rate = (getattr(sim, "cell_updates", 0) - self._cells0) / wall if wall > 0 else 0.0
+        dt = getattr(sim, "dt", None)
+        dt_text = f"dt={dt:.3g}  " if isinstance(dt, float) else ""
+        return (f"step {sim.steps}  {dt_text}patches {int(sim.geom.npatch)}  "
+                f"{rate:.3g} cells/s  wall {wall:.1f} s")
+
     def _draw(self, sim) -> None:
         frac = self.fraction(sim)
         n = int(round(frac * self.width))
-        wall = time.perf_counter() - self._wall0
         self.stream.write(
             f"\r[{'#' * n}{'.' * (self.width - n)}] {100 * frac:5.1f}%  "
-            f"t={sim.t:.4g}/{self._t1:.4g}  step {sim.steps}  {wall:6.1f} s"
+            f"t={sim.t:.4g}/{self._t1:.4g}  {self._state(sim)}\033[K"
         )
         self.stream.flush()
         self._last_draw = time.perf_counter()
 
     def _line(self, sim, frac: float) -> None:
-        wall = time.perf_counter() - self._wall0
-        self.stream.write(
-            f"{100 * frac:3.0f}%  t={sim.t:.4g}/{self._t1:.4g}  step {sim.steps}  "
-            f"patches {int(sim.geom.npatch)}  wall {wall:.1f} s\n"
-        )
+        self.stream.write(f"{100 * frac:3.0f}%  t={sim.t:.4g}/{self._t1:.4g}  "
+                          f"{self._state(sim)}\n")
         self.stream.flush()
 
 
@@ -123,15 +131,21 @@ class Gauges:
     points : sequence of (x, y), or mapping ``gauge_id -> (x, y)``
         Gauge positions; with a sequence the ids are ``0, 1, ...``.
     fields : sequence of str or int, optional
-        Fields to record (names from ``sim.riemann.field_names`` or indices); all by
-        default.
+        Fields to record: names from ``sim.riemann.field_names`` or indices, and
+        derived fields the solver declares (``sim.riemann.derived_fields``: for shallow
+        water depth, velocity_x, velocity_y, speed, surface), evaluated on the sampled
+        cell; all of ``field_names`` by default.
     path : str or path, optional
-        CSV file written at ``on_end`` (atomically).  Columns ``t, gauge, x, y`` and
+        File written at ``on_end`` (atomically).  CSV: columns ``t, gauge, x, y`` and
         one per field, named by the header line; read it back with :func:`read_gauges`.
+        A path ending in ``.nc`` is written as NetCDF through ``xarray`` (installed
+        separately) with dimensions ``(time, gauge)``; see :meth:`write_netcdf`.
 
     The state is sampled with ``sim.sample`` at ``on_start`` and after every accepted
     step.  :meth:`data` returns the samples in the same form as :func:`read_gauges`.
     """
+
+    timer_phase = "output"
 
     def __init__(self, points, fields: Sequence | None = None, path=None):
         if isinstance(points, Mapping):
@@ -154,33 +168,57 @@ class Gauges:
         self.path = path
         self.field_names: list[str] = []
         self._index: list[int] = []
+        self._derived: dict = {}
         self.times: list[float] = []
         self._values: list[np.ndarray] = []  # one (ngauges, nfields) array per sample
 
     def _resolve_fields(self, sim) -> None:
         names = list(sim.riemann.field_names)
+        derived = dict(sim.riemann.derived_fields)
+        self._derived = {}
+        self._params = np.asarray(sim.params)
         if self.requested_fields is None:
             self._index = list(range(len(names)))
+            self.field_names = list(names)
         else:
-            index = []
+            index, chosen = [], []
             for f in self.requested_fields:
                 if isinstance(f, str):
-                    if f not in names:
-                        raise ValueError(f"unknown gauge field {f!r}; valid: {names}")
-                    index.append(names.index(f))
+                    if f in derived:
+                        self._derived[f] = derived[f]
+                        index.append(-1)
+                    elif f in names:
+                        index.append(names.index(f))
+                    else:
+                        raise ValueError(
+                            f"unknown gauge field {f!r}; valid: {names + sorted(derived)}"
+                        )
+                    chosen.append(f)
                 elif 0 <= int(f) < len(names):
                     index.append(int(f))
+                    chosen.append(names[int(f)])
                 else:
                     raise ValueError(f"gauge field index {f} out of range for {names}")
             self._index = index
-        self.field_names = [names[i] for i in self._index]
+            self.field_names = chosen
         bad = {"t", "gauge", "x", "y"} & set(self.field_names)
         if bad:
             raise ValueError(f"field name(s) {sorted(bad)} clash with the gauge CSV columns")
 
     def record(self, sim) -> None:
         """Sample every gauge now (called by the hooks)."""
-        vals = np.asarray(sim.sample(self.x, self.y))[:, self._index]
+        if self._derived:
+            q, aux = sim.sample(self.x, self.y, aux=True)
+            # derived fields take (npatch, num_eqn, ny, nx): the gauges as one row
+            qd, auxd = q.T[None, :, None, :], aux.T[None, :, None, :]
+            vals = np.empty((len(self.x), len(self._index)))
+            for k, (m, name) in enumerate(zip(self._index, self.field_names)):
+                if m >= 0:
+                    vals[:, k] = q[:, m]
+                else:
+                    vals[:, k] = np.asarray(self._derived[name](qd, auxd, self._params))[0, 0]
+        else:
+            vals = np.asarray(sim.sample(self.x, self.y))[:, self._index]
         self.times.append(float(sim.t))
         self._values.append(np.array(vals, dtype=np.float64))
 
@@ -193,8 +231,48 @@ class Gauges:
         self.record(sim)
 
     def on_end(self, sim) -> None:
-        if self.path is not None:
+        if self.path is None:
+            return
+        if str(self.path).endswith(".nc"):
+            self.write_netcdf(self.path)
+        else:
             self.write(self.path)
+
+    def write_netcdf(self, path) -> None:
+        """Write the samples as NetCDF through ``xarray`` (variables per field with
+        dimensions ``(time, gauge)``, coordinates ``t``, ``gauge``, ``x``, ``y``); written
+        to a temporary name and renamed."""
+        try:
+            import xarray as xr
+        except ImportError as exc:
+            raise RuntimeError("NetCDF gauge output needs xarray: pip install xarray") from exc
+        import os
+        import tempfile
+
+        vals = np.array(self._values, dtype=np.float64).reshape(
+            len(self.times), len(self.ids), len(self.field_names)
+        )
+        ds = xr.Dataset(
+            {name: (("time", "gauge"), vals[:, :, k]) for k, name in enumerate(self.field_names)},
+            coords={
+                "time": np.array(self.times, dtype=np.float64),
+                "gauge": [str(g) for g in self.ids],
+                "x": ("gauge", self.x.copy()),
+                "y": ("gauge", self.y.copy()),
+            },
+            attrs={"source": "forestpy Gauges"},
+        )
+        path = os.fspath(path)
+        folder = os.path.dirname(os.path.abspath(path))
+        fd, tmp = tempfile.mkstemp(suffix=".nc.tmp", dir=folder)
+        os.close(fd)
+        try:
+            ds.to_netcdf(tmp)
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
 
     def state_dict(self) -> dict:
         """The recorded samples (for checkpoints); arrays are kept bitwise."""
@@ -357,12 +435,12 @@ class OutputTimes:
     ``times`` is either a sequence of times or a positive number: an interval, giving
     the times ``t_start, t_start + interval, ...`` up to ``t_final`` (both included).
 
-    The Simulation does not clip its steps to output times, so ``fn`` runs on the
-    first accepted step at or after each time (``sim.t >= time``), and sees the state
-    at ``sim.t``, not at the output time itself; when one step passes several output
-    times, ``fn`` is called once for that step.  Times at or before the start time
-    fire in ``on_start``.  ``fired`` lists ``(output_time, sim.t, sim.steps)`` for
-    every output time reached.
+    The Simulation shortens the step before each output time so that it lands on it
+    (:meth:`next_time`, Clawpack's behaviour): ``fn`` sees the state at the output
+    time.  Should a step still pass several output times (``run`` driven by hand),
+    ``fn`` is called once, on the first accepted step at or after them.  Times at or
+    before the start time fire in ``on_start``.  ``fired`` lists
+    ``(output_time, sim.t, sim.steps)`` for every output time reached.
     """
 
     def __init__(self, times, fn: Callable):
@@ -438,6 +516,10 @@ class OutputTimes:
         """Output times not reached yet."""
         return self.times[self._next :]
 
+    def next_time(self, sim) -> float | None:
+        """The next output time (the Simulation's steps land on it), or None."""
+        return self.times[self._next] if self._next < len(self.times) else None
+
 
 class CheckpointEvery:
     """Write a checkpoint (:mod:`forestpy.io.checkpoint`) every ``every_steps`` steps.
@@ -453,6 +535,8 @@ class CheckpointEvery:
     callbacks after the step (e.g. the gauge sample of that step).  ``meta`` (JSON-able)
     is stored in every file.  ``written`` lists the paths written, in order.
     """
+
+    timer_phase = "output"
 
     def __init__(self, out_dir, every_steps: int, keep: int = 2, at_end: bool = True,
                  meta: dict | None = None):

@@ -12,6 +12,14 @@
     ``--set`` options, loads the checkpoint and continues to ``t_final``.  An
     unreadable or unfitting checkpoint is a usage error (exit code 2) and writes nothing.
 
+    ``--vtk amr|flat`` with ``--output-interval DT``, ``--output-times T1,T2`` or
+    ``--output-steps N`` writes ParaView frames and ``DIR/frame.pvd`` (the steps land
+    on output times); ``--help-options`` lists the demo's typed options and exits.
+
+``forestpy plot OUT_DIR [--field F] [--frame K|last|all] [--contour V,...] [--movie M]``
+    Render frames to PNG (beside the frames, or ``--png FILE``), or every frame into
+    an animated GIF/MP4, offscreen with pyvista.
+
 ``forestpy list``
     List the registered Riemann solvers.
 
@@ -97,8 +105,9 @@ def parse_sets(items, defaults: Mapping, where: str = "the demo") -> dict:
     """Turn ``["key=value", ...]`` into typed overrides (type of each default, see
     :func:`forestpy.options.parse_value`); unknown keys and malformed items raise
     :class:`CLIError` (exit code 2)."""
-    from forestpy.options import parse_value
+    from forestpy.options import OptionError, option_defaults, parse_value
 
+    plain = option_defaults(defaults)
     overrides: dict = {}
     valid = ", ".join(sorted(map(str, defaults)))
     for item in items or ():
@@ -111,10 +120,12 @@ def parse_sets(items, defaults: Mapping, where: str = "the demo") -> dict:
         if key not in defaults:
             raise CLIError(f"unknown option {key!r} for {where}; valid keys: {valid}")
         try:
-            overrides[key] = parse_value(text, defaults[key])
+            overrides[key] = parse_value(text, defaults[key], key)
+        except OptionError as e:
+            raise CLIError(f"--set {key}={text}: {e}") from e
         except (ValueError, TypeError) as e:
             raise CLIError(
-                f"--set {key}={text}: {e} (the default is {defaults[key]!r})"
+                f"--set {key}={text}: {e} (the default is {plain[key]!r})"
             ) from e
     return overrides
 
@@ -154,10 +165,15 @@ def cmd_run(args, argv: list[str]) -> int:
     from forestpy.callbacks import CheckpointEvery, Progress
     from forestpy.io.checkpoint import CheckpointError, read_checkpoint
     from forestpy.io.summary import to_jsonable, write_json_atomic
+    from forestpy.options import describe_options, option_defaults
 
     demo_path = Path(args.demo)
     module = load_demo(demo_path)
     demo_name = demo_path.stem
+    if args.help_options:
+        print(describe_options(module.OPTIONS, f"options of demo {demo_name!r} "
+                               f"(forestpy run {args.demo} --set NAME=VALUE):"))
+        return 0
     defaults = dict(module.OPTIONS)
     overrides = parse_sets(args.set, defaults, f"demo {demo_name!r}")
     if args.backend is not None:
@@ -171,7 +187,18 @@ def cmd_run(args, argv: list[str]) -> int:
                 f"--backend {args.backend} contradicts --set backend={overrides['backend']}"
             )
         overrides["backend"] = args.backend
-    in_effect = {**defaults, **overrides}
+    in_effect = {**option_defaults(defaults), **overrides}
+    vtk_kind = args.vtk
+    output_times = None
+    if args.output_times is not None:
+        output_times = _parse_floats(args.output_times, "--output-times")
+    if args.output_interval is not None and not args.output_interval > 0:
+        raise CLIError(f"--output-interval must be > 0, got {args.output_interval}")
+    if args.output_steps is not None and args.output_steps < 1:
+        raise CLIError(f"--output-steps must be >= 1, got {args.output_steps}")
+    if vtk_kind is None and (output_times is not None or args.output_interval is not None
+                             or args.output_steps is not None):
+        vtk_kind = "amr"
     if args.checkpoint_interval is not None and args.checkpoint_interval < 1:
         raise CLIError(f"--checkpoint-interval must be >= 1, got {args.checkpoint_interval}")
     if args.checkpoint_keep < 1:
@@ -249,6 +276,11 @@ def cmd_run(args, argv: list[str]) -> int:
             file=sys.stderr,
         )
     write_json_atomic(out / "options_used.json", options_used(sim))
+    if vtk_kind is not None:
+        from forestpy.io.vtk import VTKOutput
+
+        sim.callbacks.append(VTKOutput(out, kind=vtk_kind, every_steps=args.output_steps,
+                                       times=output_times, interval=args.output_interval))
     sim.callbacks.append(Progress(sys.stderr, every=0.1 if args.quiet else None))
     if args.checkpoint_interval is not None:  # last: it saves the other callbacks' state
         sim.callbacks.append(
@@ -270,6 +302,68 @@ def cmd_run(args, argv: list[str]) -> int:
     print(sim.timers.report(sim.wall_s))
     print(_summary_line(sim))
     print(f"wrote {out / 'options_used.json'} and {out / 'summary.json'}")
+    return 0
+
+
+def _parse_floats(text: str, flag: str) -> list[float]:
+    try:
+        return [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise CLIError(f"{flag} expects comma-separated numbers, got {text!r}") from None
+
+
+def cmd_plot(args, argv: list[str]) -> int:
+    """Render frames of an output folder (or a .pvd / frame file) to PNG or a movie."""
+    target = Path(args.target)
+    if not target.exists():
+        raise CLIError(f"no such output folder or file: {target}")
+    try:
+        from forestpy.io.plot import frame_files, leaf_blocks, render_frame, render_movie
+
+        frames = frame_files(target)
+    except (FileNotFoundError, ValueError, RuntimeError) as e:
+        raise CLIError(str(e)) from e
+    if not frames:
+        raise CLIError(f"{target}: the collection lists no frames")
+    contour = None if args.contour is None else _parse_floats(args.contour, "--contour")
+    folder = target if target.is_dir() else target.parent
+    field = args.field
+    try:
+        if field is None:  # the first derived field (depth for shallow water), else q0
+            names = [n for n in leaf_blocks(frames[0][1])[0].cell_data if n != "vtkGhostType"]
+            field = "depth" if "depth" in names else names[0]
+        if args.movie is not None:
+            movie = Path(args.movie)
+            if not movie.is_absolute() and movie.parent == Path("."):
+                movie = folder / movie
+            path = render_movie(target, field, movie, fps=args.fps, contour=contour,
+                                outlines=not args.no_outlines, cmap=args.cmap)
+            print(f"{PROG} plot: wrote {path} ({len(frames)} frames of {field!r})")
+            return 0
+        if args.frame == "all":
+            chosen = list(range(len(frames)))
+        elif args.frame == "last":
+            chosen = [len(frames) - 1]
+        else:
+            try:
+                k = int(args.frame)
+            except ValueError:
+                raise CLIError(f"--frame expects an index, 'last' or 'all', got "
+                               f"{args.frame!r}") from None
+            if not -len(frames) <= k < len(frames):
+                raise CLIError(f"--frame {k}: the run has {len(frames)} frames "
+                               f"(0..{len(frames) - 1})")
+            chosen = [k % len(frames)]
+        for k in chosen:
+            t, frame = frames[k]
+            png = Path(args.png) if args.png and len(chosen) == 1 else \
+                folder / f"{frame.stem}_{field}.png"
+            title = None if t is None else f"{field}, t = {t:.6g}"
+            path = render_frame(frame, field, png, contour=contour,
+                                outlines=not args.no_outlines, cmap=args.cmap, title=title)
+            print(f"{PROG} plot: wrote {path}")
+    except (ValueError, FileNotFoundError, RuntimeError) as e:
+        raise CLIError(str(e)) from e
     return 0
 
 
@@ -332,6 +426,25 @@ def build_parser() -> argparse.ArgumentParser:
         "--traceback", action="store_true", help="print the traceback when the run fails"
     )
     run.add_argument(
+        "--vtk",
+        choices=("amr", "flat"),
+        default=None,
+        help="write ParaView frames into DIR: 'amr' (.vthb overlapping AMR) or 'flat' "
+        "(.vtm of image blocks), indexed by DIR/frame.pvd; at the start, the end and the "
+        "output times below",
+    )
+    run.add_argument("--output-interval", type=float, default=None, metavar="DT",
+                     help="a frame every DT of simulated time (steps land on the times)")
+    run.add_argument("--output-times", default=None, metavar="T1,T2,...",
+                     help="frames at these simulated times (steps land on them)")
+    run.add_argument("--output-steps", type=int, default=None, metavar="N",
+                     help="a frame every N steps")
+    run.add_argument(
+        "--help-options",
+        action="store_true",
+        help="list the demo's options (type, default, valid values, description) and exit",
+    )
+    run.add_argument(
         "--checkpoint-interval",
         type=int,
         default=None,
@@ -354,6 +467,31 @@ def build_parser() -> argparse.ArgumentParser:
         "--set options",
     )
     run.set_defaults(func=cmd_run)
+
+    plot = sub.add_parser(
+        "plot",
+        help="render output frames to PNG, or a whole run to GIF/MP4 (offscreen)",
+        description=(
+            "Render a frame of an output folder written by VTK output (forestpy run --vtk "
+            "...) with pyvista offscreen: one field with a colour bar, patch outlines and "
+            "optional contours. Needs pip install 'forestpy[plot]'."
+        ),
+    )
+    plot.add_argument("target", help="output folder, its .pvd file, or one frame file")
+    plot.add_argument("--field", default=None,
+                      help="cell field to draw (default: depth when present, else the first)")
+    plot.add_argument("--frame", default="last",
+                      help="frame index (negative counts from the end), 'last' or 'all'")
+    plot.add_argument("--contour", default=None, metavar="V1,V2,...",
+                      help="contour levels drawn as white lines")
+    plot.add_argument("--png", default=None, metavar="FILE",
+                      help="PNG file for a single frame (default: beside the frame)")
+    plot.add_argument("--movie", default=None, metavar="FILE.gif|FILE.mp4",
+                      help="render every frame into one animation instead")
+    plot.add_argument("--fps", type=float, default=5.0, help="movie frames per second")
+    plot.add_argument("--cmap", default="viridis", help="matplotlib colour map name")
+    plot.add_argument("--no-outlines", action="store_true", help="do not draw patch outlines")
+    plot.set_defaults(func=cmd_plot)
 
     lst = sub.add_parser("list", help="list the registered Riemann solvers")
     lst.set_defaults(func=cmd_list)

@@ -119,7 +119,10 @@ class Simulation:
     setaux, src2, b4step : callable, optional
         Vtable hooks (see :class:`~forestpy.vtable.SolverVtable`).
     callbacks : sequence
-        Objects with optional ``on_start(sim)``, ``on_step(sim)``, ``on_end(sim)``.
+        Objects with optional ``on_start(sim)``, ``on_step(sim)``, ``on_end(sim)``;
+        ``next_time(sim)`` (optional) names a time the steps must land on exactly (an
+        output time), ``timer_phase`` (optional) the timer their calls are charged to
+        (``"output"`` for writers; ``"callbacks"`` by default).
     backend : str or Backend
         ``"cpu"`` or ``"gpu"`` (patch arrays resident on the GPU for the whole run).
     dtype : str
@@ -339,20 +342,22 @@ class Simulation:
         with self.timers("ghost_fill"):
             surface = self.riemann.surface_interp
             if surface is None:
-                fill_ghosts(self.ghost_plan, q, self.riemann.positive, backend=self.backend)
+                fill_ghosts(self.ghost_plan, q, self.riemann.positive, backend=self.backend,
+                            timers=self.timers)
             else:
                 self._fill_ghosts_surface(q, *surface)
-            apply_physical_bc(
-                q,
-                self.geom,
-                self.bc,
-                self.riemann.wall_reflect,
-                self.t,
-                self.aux,
-                centers=self._centers_of,
-                backend=self.backend,
-                sides=self.patch_arrays.sides,
-            )
+            with self.timers("ghost_fill.physical_bc"):
+                apply_physical_bc(
+                    q,
+                    self.geom,
+                    self.bc,
+                    self.riemann.wall_reflect,
+                    self.t,
+                    self.aux,
+                    centers=self._centers_of,
+                    backend=self.backend,
+                    sides=self.patch_arrays.sides,
+                )
 
     def _fill_ghosts_surface(self, q, i: int, j: int) -> None:
         """Ghost fill of a depth ``q[i]`` over the bottom ``aux[j]`` through the surface
@@ -365,7 +370,7 @@ class Simulation:
         bottom = self.aux[:, j]
         q[:, i] += bottom
         positive = tuple(m for m in self.riemann.positive if m != i)
-        fill_ghosts(self.ghost_plan, q, positive, backend=self.backend)
+        fill_ghosts(self.ghost_plan, q, positive, backend=self.backend, timers=self.timers)
         q[:, i] -= bottom
         xp.maximum(q[:, i], 0.0, out=q[:, i])
 
@@ -453,15 +458,17 @@ class Simulation:
         """
         self.fill_ghosts()
         if self.vtable.b4step is not None:
-            self.vtable.b4step(self, dt)
+            with self.timers("sources"):
+                self.vtable.b4step(self, dt)
         with self.timers("step"):
             q_new, cfl, edge = self.vtable.step(self.q, self.aux, self.patch_arrays, dt)
         with self.timers("time_sync"):
             self.solver.time_sync(self.sync_plan, self.q, q_new, self.aux, edge, dt)
         if self.vtable.src2 is not None:
-            _copy_ghost_frame(self.q, q_new, self.mbc)  # the hook sees no unset memory
-            x, y = self.centers
-            self.vtable.src2(q_new, self.aux, x, y, self.t, dt)
+            with self.timers("sources"):
+                _copy_ghost_frame(self.q, q_new, self.mbc)  # the hook sees no unset memory
+                x, y = self.centers
+                self.vtable.src2(q_new, self.aux, x, y, self.t, dt)
         with self.timers("cfl_check"):
             status = self._step_status(q_new, cfl)
         courant = float(status[0])
@@ -548,7 +555,8 @@ class Simulation:
         start = time.perf_counter()
         for cb in self.callbacks:
             if hasattr(cb, "on_start"):
-                cb.on_start(self)
+                with self.timers(getattr(cb, "timer_phase", "callbacks")):
+                    cb.on_start(self)
         with self.timers("startup"):  # first calls compile the kernels (Numba)
             self._warm_up()
             if self.dt is None:
@@ -557,6 +565,9 @@ class Simulation:
         taken = 0
         while self.t < t_final - eps and (max_steps is None or taken < max_steps):
             dt = min(self.dt, self.dt_max, t_final - self.t)
+            stop = self._next_stop(eps)
+            if stop is not None and self.t + dt > stop:
+                dt = stop - self.t  # land on the output time, as Clawpack does
             accepted, courant = self.step(dt)
             if courant > 0:
                 self.dt = min(self.dt_max, dt * self.cfl_desired / courant)
@@ -571,15 +582,25 @@ class Simulation:
                 and self.max_level > self.min_level
             ):
                 self.regrid()
-            with self.timers("callbacks"):
-                for cb in self.callbacks:
-                    if hasattr(cb, "on_step"):
+            for cb in self.callbacks:
+                if hasattr(cb, "on_step"):
+                    with self.timers(getattr(cb, "timer_phase", "callbacks")):
                         cb.on_step(self)
         for cb in self.callbacks:
             if hasattr(cb, "on_end"):
-                cb.on_end(self)
+                with self.timers(getattr(cb, "timer_phase", "callbacks")):
+                    cb.on_end(self)
         self.wall_s += time.perf_counter() - start
         return self
+
+    def _next_stop(self, eps: float) -> float | None:
+        """The earliest time after ``t`` that a callback asks the steps to land on
+        (``cb.next_time(sim)``: output times), or None."""
+        stops = [
+            cb.next_time(self) for cb in self.callbacks if hasattr(cb, "next_time")
+        ]
+        stops = [float(t) for t in stops if t is not None and t > self.t + eps]
+        return min(stops) if stops else None
 
     # ------------------------------------------------------------------ checkpoints
     def save_checkpoint(self, path, meta: dict | None = None):
@@ -665,11 +686,22 @@ class Simulation:
         return self
 
     # ------------------------------------------------------------------ queries
-    def sample(self, x, y) -> np.ndarray:
+    def sample(self, x, y, aux: bool = False):
         """State at points ``(x, y)`` from the finest leaf containing each point.
 
-        Returns an array ``(npoints, num_eqn)``; points outside the domain raise.
+        Returns an array ``(npoints, num_eqn)``, and with ``aux=True`` also the aux
+        values ``(npoints, num_aux)`` of the same cells; points outside the domain raise.
         """
+        leaf, j, i = self._locate(x, y)
+        be = self.backend
+        leaf, j, i = be.to_device(leaf), be.to_device(j), be.to_device(i)
+        values = be.to_host(self.q[leaf, :, j, i]).astype(np.float64)
+        if not aux:
+            return values
+        return values, be.to_host(self.aux[leaf, :, j, i]).astype(np.float64)
+
+    def _locate(self, x, y):
+        """(patch, row, column) of the finest cell containing each point (host arrays)."""
         x = np.atleast_1d(np.asarray(x, dtype=np.float64))
         y = np.atleast_1d(np.asarray(y, dtype=np.float64))
         (x0, y0), (x1, y1) = self.domain.lower, self.domain.upper
@@ -683,9 +715,7 @@ class Simulation:
         g = self.geom
         i = np.clip(((x - g.xlower[leaf]) / g.dx[leaf]).astype(np.int64), 0, g.mx - 1) + g.mbc
         j = np.clip(((y - g.ylower[leaf]) / g.dy[leaf]).astype(np.int64), 0, g.my - 1) + g.mbc
-        be = self.backend
-        values = self.q[be.to_device(leaf), :, be.to_device(j), be.to_device(i)]
-        return be.to_host(values).astype(np.float64)
+        return leaf, j, i
 
     def summary(self) -> dict:
         """The run summary written to ``summary.json``."""
@@ -707,7 +737,7 @@ class Simulation:
             "patches": int(self.geom.npatch),
             "totals_initial": self.totals_initial,
             "totals_final": self.totals(),
-            "timers": self.timers.as_dict(),
+            "timers": self.timers.as_dict(self.wall_s),
         }
 
 

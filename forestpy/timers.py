@@ -1,12 +1,36 @@
-"""Wall-clock timers for the phases of a run (ghost fill, step, regrid, ...)."""
+"""Wall-clock timers for the phases of a run, in the spirit of ForestClaw's breakdown.
+
+Top-level phases partition the run (what they do not cover is reported as ``other``);
+a phase named ``parent.part`` is a sub-phase counted inside ``parent`` (the ghost fill
+by kind: same-level copy, fine-to-coarse average, coarse-to-fine interpolation,
+physical boundaries).
+"""
 
 from __future__ import annotations
 
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
-PHASES = ("startup", "ghost_fill", "step", "time_sync", "cfl_check", "regrid", "output",
-          "callbacks")
+PHASES = (
+    "startup",
+    "ghost_fill",
+    "ghost_fill.copy",
+    "ghost_fill.average",
+    "ghost_fill.interpolate",
+    "ghost_fill.physical_bc",
+    "step",
+    "time_sync",
+    "sources",
+    "cfl_check",
+    "regrid",
+    "output",
+    "callbacks",
+)
+
+
+def phase(timers, name: str):
+    """``timers(name)`` or, when ``timers`` is None, a context that does nothing."""
+    return nullcontext() if timers is None else timers(name)
 
 
 class Timers:
@@ -20,26 +44,57 @@ class Timers:
     def __init__(self, sync=None):
         self.seconds = dict.fromkeys(PHASES, 0.0)
         self.sync = sync
+        self._open: list[list] = []  # [phase, seconds of nested top-level phases]
 
     @contextmanager
     def __call__(self, phase: str):
+        """Time ``phase``.  A top-level phase opened inside another (the ghost fill of a
+        regrid) is charged to itself only: each top-level phase keeps its exclusive
+        time, so that together they never exceed the wall time."""
         if self.sync is not None:
             self.sync()
+        top = "." not in phase
+        entry = [phase, 0.0]
+        self._open.append(entry)
         t0 = time.perf_counter()
         try:
             yield
         finally:
             if self.sync is not None:
                 self.sync()
-            self.seconds[phase] = self.seconds.get(phase, 0.0) + time.perf_counter() - t0
+            elapsed = time.perf_counter() - t0
+            self._open.pop()
+            own = elapsed - entry[1] if top else elapsed
+            self.seconds[phase] = self.seconds.get(phase, 0.0) + own
+            if top:
+                for outer in reversed(self._open):
+                    if "." not in outer[0]:
+                        outer[1] += elapsed
+                        break
 
-    def as_dict(self) -> dict:
-        return {k: round(v, 6) for k, v in self.seconds.items()}
+    def other(self, wall: float) -> float:
+        """Wall time not covered by any top-level phase."""
+        covered = sum(v for k, v in self.seconds.items() if "." not in k)
+        return max(0.0, wall - covered)
+
+    def as_dict(self, wall: float | None = None) -> dict:
+        """Seconds per phase; with ``wall`` also ``other`` and ``total``."""
+        out = {k: round(v, 6) for k, v in self.seconds.items()}
+        if wall is not None:
+            out["other"] = round(self.other(wall), 6)
+            out["total"] = round(wall, 6)
+        return out
 
     def report(self, wall: float) -> str:
-        lines = [f"{'phase':<12}{'seconds':>10}{'share':>8}"]
-        for k, v in self.seconds.items():
+        """The breakdown as a table: seconds and share of the wall time per phase."""
+
+        def line(name, v):
             share = 100.0 * v / wall if wall > 0 else 0.0
-            lines.append(f"{k:<12}{v:10.3f}{share:7.1f}%")
-        lines.append(f"{'total wall':<12}{wall:10.3f}")
+            return f"{name:<24}{v:10.3f}{share:7.1f}%"
+
+        lines = [f"{'phase':<24}{'seconds':>10}{'share':>8}"]
+        for k, v in self.seconds.items():
+            lines.append(line("  " + k.split(".", 1)[1] if "." in k else k, v))
+        lines.append(line("other", self.other(wall)))
+        lines.append(f"{'total wall':<24}{wall:10.3f}")
         return "\n".join(lines)

@@ -271,3 +271,16 @@ def test_console_script_end_to_end(console_run):
     assert s["command"][1:3] == ["run", str(DEMO)]
     o = _read(out / "options_used.json")
     assert o["demo_options"]["cfl"] == 0.8 and o["simulation_options"]["cfl_desired"] == 0.8
+
+
+def test_plot_and_output_flags_reject_bad_input(tmp_path, capsys):
+    assert main(["plot", str(tmp_path / "missing")]) == 2
+    assert "no such output folder" in capsys.readouterr().err
+    assert main(["plot", str(tmp_path)]) == 2  # a folder without a .pvd
+    assert "no .pvd collection" in capsys.readouterr().err
+    for flags, match in [(["--output-interval", "0"], "--output-interval must be > 0"),
+                         (["--output-steps", "0"], "--output-steps must be >= 1"),
+                         (["--output-times", "x"], "--output-times expects")]:
+        assert main(["run", str(DEMO), *flags, "--out", str(tmp_path / "o")]) == 2
+        assert match in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()  # nothing written before the error

@@ -89,3 +89,30 @@ def test_bad_inputs(run_dir, tmp_path):
     bad.write_text("<VTKFile broken")
     with pytest.raises(ValueError, match="no cells"):
         render_frame(bad, "depth", tmp_path / "x.png")
+
+
+def test_cli_run_writes_frames_at_output_times_and_plot_renders_them(tmp_path, capsys):
+    from pathlib import Path
+
+    from forestpy.cli import main
+    from forestpy.io.vtk import read_pvd
+
+    demo = Path(__file__).resolve().parents[1] / "demos" / "radial_dam.py"
+    out = tmp_path / "run"
+    small = ["--set", "mx=8", "--set", "min_level=2", "--set", "max_level=3"]
+    assert main(["run", str(demo), *small, "--set", "t_final=0.2", "--vtk", "amr",
+                 "--output-times", "0.05,0.125", "--out", str(out), "--quiet"]) == 0
+    times = [t for t, _ in read_pvd(out / "frame.pvd")]
+    assert times == pytest.approx([0.0, 0.05, 0.125, 0.2], abs=1e-12)  # steps land on them
+    capsys.readouterr()
+    assert main(["plot", str(out), "--frame", "1", "--contour", "1.2"]) == 0
+    png = out / "frame_0001_depth.png"
+    assert png.is_file() and str(png) in capsys.readouterr().out
+    assert imageio.imread(png).ndim == 3
+    assert main(["plot", str(out), "--field", "hu", "--movie", "hu.gif"]) == 0
+    assert len(imageio.mimread(out / "hu.gif")) == 4
+    for bad, match in [(["--field", "nope"], "no cell field 'nope'"),
+                       (["--frame", "9"], "the run has 4 frames"),
+                       (["--contour", "a,b"], "--contour expects")]:
+        assert main(["plot", str(out), *bad]) == 2
+        assert match in capsys.readouterr().err

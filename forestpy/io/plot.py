@@ -26,6 +26,10 @@ _COVERED = 8 | 32
 
 
 def _pyvista():
+    import os
+
+    if not os.environ.get("DISPLAY"):  # headless: go straight to EGL, no X11 warning
+        os.environ.setdefault("VTK_DEFAULT_OPENGL_WINDOW", "vtkEGLRenderWindow")
     try:
         import pyvista
     except ImportError as exc:
@@ -101,7 +105,7 @@ def _scene(pv, blocks, field, *, clim, contour, outlines, cmap, window_size, tit
             plotter.add_mesh(block.outline(), color="black", line_width=1)
     if contour is not None:
         levels = [float(v) for v in np.atleast_1d(contour)]
-        lines = mesh.cell_data_to_point_data().contour(isosurfaces=levels, scalars=field)
+        lines = mesh.clean().cell_data_to_point_data().contour(isosurfaces=levels, scalars=field)
         if lines.n_points:
             plotter.add_mesh(lines, color="white", line_width=2)
     if title:

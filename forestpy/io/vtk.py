@@ -439,9 +439,8 @@ class VTKOutput:
     every_steps : int, optional
         Write after every ``every_steps``-th accepted step (``sim.steps`` a multiple).
     times : sequence of float, optional
-        Write on the first accepted step with ``sim.t >= time`` for each time (the
-        steps are not shortened to hit the times; several times passed in one step give
-        one frame).
+        Write at each of these times: the Simulation shortens the step before each
+        so that it lands on it (:meth:`next_time`).
     interval : float, optional
         Output times ``t_start + k * interval`` up to ``t_final``.
     coarse_levels : bool
@@ -477,6 +476,12 @@ class VTKOutput:
         self._next = 0
         self._index = 0
         self._last = None
+
+    timer_phase = "output"
+
+    def next_time(self, sim) -> float | None:
+        """The next output time (the Simulation's steps land on it), or None."""
+        return self._times[self._next] if self._next < len(self._times) else None
 
     @property
     def pvd_path(self) -> Path:

@@ -23,6 +23,8 @@ import weakref
 
 import numpy as np
 
+from forestpy.timers import phase
+
 __all__ = ["THREADS", "kernels", "component_mask", "fill_ghosts_gpu", "physical_bc_side_gpu"]
 
 THREADS = 256
@@ -138,26 +140,30 @@ def _require_device(backend, *arrays) -> None:
             )
 
 
-def fill_ghosts_gpu(plan, q, positive, backend=None) -> None:
+def fill_ghosts_gpu(plan, q, positive, backend=None, timers=None) -> None:
     """The three ghost-fill kernels over a plan of device arrays (empty lists skipped).
 
-    ``positive`` is the device boolean mask (meqn,) of components clipped at zero.
+    ``positive`` is the device boolean mask (meqn,) of components clipped at zero;
+    ``timers`` (optional) is charged per kind.
     """
     k = kernels()
     n = len(plan.copy_dst)
     if n:
         _require_device(backend, q, plan.copy_dst, plan.copy_src)
-        k["fill_copy"][_blocks(n), THREADS](q, plan.copy_dst, plan.copy_src)
+        with phase(timers, "ghost_fill.copy"):
+            k["fill_copy"][_blocks(n), THREADS](q, plan.copy_dst, plan.copy_src)
     n = len(plan.avg_dst)
     if n:
         _require_device(backend, q, plan.avg_dst, plan.avg_src)
-        k["fill_average"][_blocks(n), THREADS](q, plan.avg_dst, plan.avg_src)
+        with phase(timers, "ghost_fill.average"):
+            k["fill_average"][_blocks(n), THREADS](q, plan.avg_dst, plan.avg_src)
     n = len(plan.interp_dst)
     if n:
         arrays = (plan.interp_dst, plan.interp_center, plan.interp_nbr, plan.interp_valid,
                   plan.interp_offset, positive)
         _require_device(backend, q, *arrays)
-        k["fill_interpolate"][_blocks(n), THREADS](q, *arrays)
+        with phase(timers, "ghost_fill.interpolate"):
+            k["fill_interpolate"][_blocks(n), THREADS](q, *arrays)
 
 
 def physical_bc_side_gpu(q, idx, side: int, wall: bool, negate, mbc: int, backend=None) -> None:

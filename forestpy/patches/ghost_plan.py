@@ -34,6 +34,7 @@ import numba
 import numpy as np
 
 from forestpy.forest import MAX_LEVEL
+from forestpy.timers import phase
 
 __all__ = ["GhostPlan", "build_ghost_plan", "fill_ghosts", "positive_mask"]
 
@@ -314,7 +315,7 @@ def _is_mask(positive, meqn: int) -> bool:
     return dtype is not None and dtype == np.bool_ and tuple(positive.shape) == (meqn,)
 
 
-def fill_ghosts(plan: GhostPlan, q, positive=(), backend=None) -> None:
+def fill_ghosts(plan: GhostPlan, q, positive=(), backend=None, timers=None) -> None:
     """Fill every in-domain ghost cell of ``q`` (npatch, meqn, NY, NX) in place.
 
     ``positive`` lists components that must stay non-negative (depth, density): an
@@ -325,7 +326,8 @@ def fill_ghosts(plan: GhostPlan, q, positive=(), backend=None) -> None:
     arrays).  A GPU backend: ``plan`` must hold backend arrays (:meth:`GhostPlan.to`)
     and ``q`` be a backend array; up to three CUDA kernel launches, one thread per
     entry; nothing crosses to the host (a ``positive`` tuple becomes a device mask
-    uploaded once per backend).
+    uploaded once per backend).  ``timers``: optional :class:`~forestpy.timers.Timers`
+    charged per kind (``ghost_fill.copy``, ``.average``, ``.interpolate``).
     """
     meqn = q.shape[1]
     if backend is not None and backend.is_gpu:
@@ -333,19 +335,22 @@ def fill_ghosts(plan: GhostPlan, q, positive=(), backend=None) -> None:
 
         if not _is_mask(positive, meqn):
             positive = cuda_kernels.component_mask(backend, meqn, positive)
-        cuda_kernels.fill_ghosts_gpu(plan, q, positive, backend)
+        cuda_kernels.fill_ghosts_gpu(plan, q, positive, backend, timers)
         return
     if len(plan.copy_dst):
-        _fill_copy(q, plan.copy_dst, plan.copy_src)
+        with phase(timers, "ghost_fill.copy"):
+            _fill_copy(q, plan.copy_dst, plan.copy_src)
     if len(plan.avg_dst):
-        _fill_average(q, plan.avg_dst, plan.avg_src)
+        with phase(timers, "ghost_fill.average"):
+            _fill_average(q, plan.avg_dst, plan.avg_src)
     if len(plan.interp_dst):
-        _fill_interpolate(
-            q,
-            plan.interp_dst,
-            plan.interp_center,
-            plan.interp_nbr,
-            plan.interp_valid,
-            plan.interp_offset,
-            positive if _is_mask(positive, meqn) else positive_mask(meqn, positive),
-        )
+        with phase(timers, "ghost_fill.interpolate"):
+            _fill_interpolate(
+                q,
+                plan.interp_dst,
+                plan.interp_center,
+                plan.interp_nbr,
+                plan.interp_valid,
+                plan.interp_offset,
+                positive if _is_mask(positive, meqn) else positive_mask(meqn, positive),
+            )
