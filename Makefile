@@ -18,7 +18,7 @@ gl:
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[test]"
+	$(PY) -m pip install -q -e ".[test,mpi]"
 	touch $@
 
 demo: $(VENV)/.installed
