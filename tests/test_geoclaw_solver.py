@@ -1,0 +1,585 @@
+"""GeoClaw-like solver: wet/dry Riemann solver, lake at rest, positivity, conservation,
+Ritter dam break, Manning friction, discharge sources, Coriolis, refinement flags and
+regions, incident-wave boundary, CPU vs GPU (CUDA simulator)."""
+
+import math
+
+import numba
+import numpy as np
+import pytest
+from forestpy.extensions.geoclaw.forcing import IncidentWave, side_conditions
+from forestpy.extensions.geoclaw.model import geoclaw_simulation, manning_field
+from forestpy.extensions.geoclaw.refinement import GeoClawRefinement, Region
+from forestpy.extensions.geoclaw.riemann import geoclaw, rpn2_geoclaw, rpt2_geoclaw
+from forestpy.extensions.geoclaw.sources import Coriolis, DischargeSource
+
+from forestpy import Domain
+from forestpy.vtable import get_riemann
+
+G = 9.81
+
+
+def interior(sim, a=None):
+    b = sim.mbc
+    a = sim.q if a is None else a
+    return a[:, :, b:-b, b:-b]
+
+
+def _avg_sin(k, phase, x, d):
+    """Exact average of sin(k s + phase) over [x - d/2, x + d/2]."""
+    return (np.cos(k * (x - d / 2) + phase) - np.cos(k * (x + d / 2) + phase)) / (k * d)
+
+
+def rough_bottom(offset):
+    """Exact cell averages of a rough bottom (a sum of sine products), so that a coarse
+    cell's bottom is the mean of its children's, as with the exact topography averages
+    of the topography module.  ``offset = -1``: all wet at sea level 0; ``-0.3``:
+    islands."""
+    modes = [(7.0, 5.0, 0.3, 1.0, 0.3), (13.0, 11.0, 0.08, 0.2, 1.1), (3.0, 4.0, 0.25, 2.0, 0.5),
+             (29.0, 23.0, 0.03, 0.7, 0.1)]
+
+    def setaux(x, y, dx, dy):
+        b = offset + 0.0 * x
+        for kx, ky, a, p, r in modes:
+            b = b + a * _avg_sin(kx, p, x, dx) * _avg_sin(ky, r, y, dy)
+        return b
+
+    return setaux
+
+
+def bowl_bottom(x, y, dx, dy):
+    """Exact cell averages of the paraboloid 0.01 (x^2 + y^2) - 80."""
+    return 1e-2 * (x**2 + y**2 + (dx**2 + dy**2) / 12.0) - 80.0
+
+
+def hump(x, y):
+    return 40.0 * np.exp(-((x - 20.0) ** 2 + (y - 10.0) ** 2) / 200.0)
+
+
+# --------------------------------------------------------------------------- pointwise solver
+
+
+def solve(ixy, ql, qr, bl, br, params=None):
+    params = geoclaw.params_array(params)
+    wave, s = np.zeros((3, 3)), np.zeros(3)
+    amdq, apdq = np.zeros(3), np.zeros(3)
+    rpn2_geoclaw(ixy, np.asarray(ql, float), np.asarray(qr, float), np.array([bl]),
+                 np.array([br]), params, wave, s, amdq, apdq)
+    return wave, s, amdq, apdq
+
+
+def test_registered_with_metadata():
+    sol = get_riemann("geoclaw")
+    assert sol is geoclaw
+    assert sol.num_aux == 1 and sol.fwave and sol.surface_interp == (0, 0)
+    assert sol.positive == (0,)
+    assert set(sol.derived_fields) >= {"depth", "surface", "speed", "velocity_x", "velocity_y"}
+    q = np.array([[[[0.5]], [[1.0]], [[0.0]]]])
+    aux = np.array([[[[-0.2]]]])
+    p = sol.params_array()
+    assert sol.derived_fields["surface"](q, aux, p)[0, 0, 0] == pytest.approx(0.3)
+    assert sol.derived_fields["speed"](q, aux, p)[0, 0, 0] == pytest.approx(2.0)
+
+
+def test_lake_at_rest_gives_exactly_zero_fluctuations():
+    rng = np.random.default_rng(0)
+    for _ in range(400):
+        bl, br = rng.uniform(-3, 1, 2)
+        eta = 0.0
+        hl, hr = max(0.0, eta - bl), max(0.0, eta - br)  # dry where the bottom is above
+        for ixy in (1, 2):
+            wave, s, amdq, apdq = solve(ixy, [hl, 0, 0], [hr, 0, 0], bl, br)
+            assert np.all(amdq == 0.0) and np.all(apdq == 0.0) and np.all(wave == 0.0)
+
+
+def cell_velocity(h, hu, drytol=1e-3):
+    return hu / h if h > drytol else 0.0
+
+
+def test_mass_fluctuations_sum_to_mass_flux_difference():
+    """Conservation: amdq[0] + apdq[0] = (hu)_r - (hu)_l with the velocity of dry cells
+    taken as zero (a function of the cell alone, so the update telescopes)."""
+    rng = np.random.default_rng(1)
+    for _ in range(600):
+        bl, br = rng.uniform(-2, 0.5, 2)
+        hl, hr = rng.choice([0.0, 1e-4, 0.05, 1.0, 2.5], 2)
+        ul, ur, vl, vr = rng.normal(0, 2, 4)
+        for ixy in (1, 2):
+            ql = np.zeros(3)
+            qr = np.zeros(3)
+            ql[0], qr[0] = hl, hr
+            ql[ixy], qr[ixy] = hl * ul, hr * ur
+            ql[3 - ixy], qr[3 - ixy] = hl * vl, hr * vr
+            _, s, amdq, apdq = solve(ixy, ql, qr, bl, br)
+            flux = hr * cell_velocity(hr, qr[ixy]) - hl * cell_velocity(hl, ql[ixy])
+            assert amdq[0] + apdq[0] == pytest.approx(flux, abs=1e-13 * (1 + abs(flux)))
+            assert np.all(np.isfinite(s))
+
+
+def test_flat_bottom_is_conservative_in_all_components():
+    rng = np.random.default_rng(2)
+    for _ in range(200):
+        hl, hr = rng.uniform(0.01, 2, 2)
+        ul, ur, vl, vr = rng.normal(0, 1, 4)
+        ql, qr = [hl, hl * ul, hl * vl], [hr, hr * ur, hr * vr]
+        _, _, amdq, apdq = solve(1, ql, qr, -1.0, -1.0)
+        df = [hr * ur - hl * ul,
+              hr * ur**2 + G * hr**2 / 2 - hl * ul**2 - G * hl**2 / 2,
+              hr * ur * vr - hl * ul * vl]
+        np.testing.assert_allclose(amdq + apdq, df, rtol=1e-12, atol=1e-12)
+
+
+def test_dry_cell_above_the_surface_is_a_wall():
+    # wet left (surface 0.5) running into a dry cell whose bottom (0.8) is above it
+    hl, ul, vl = 1.0, 1.5, 0.3
+    wave, s, amdq, apdq = solve(1, [hl, hl * ul, hl * vl], [0.0, 0.0, 0.0], -0.5, 0.8)
+    assert np.all(apdq == 0.0)  # the dry cell receives nothing
+    assert hl * ul + amdq[0] == 0.0  # no mass crosses the interface
+    assert hl * ul * vl + amdq[2] == 0.0
+    # the normal momentum: the pressure of the mirror problem's middle state
+    _, _, mirror_amdq, _ = solve(1, [hl, hl * ul, hl * vl], [hl, -hl * ul, hl * vl], -0.5, -0.5)
+    assert amdq[1] == pytest.approx(mirror_amdq[1], rel=1e-14)
+    assert amdq[1] > 0  # the wall pushes back
+    # the same from the other side (ixy = 2, wall on the left)
+    wave, s, amdq, apdq = solve(2, [0.0, 0.0, 0.0], [hl, hl * vl, -hl * ul], 0.8, -0.5)
+    assert np.all(amdq == 0.0) and apdq[0] == -hl * ul
+    # a dry cell below the surface is flooded instead
+    _, _, amdq, apdq = solve(1, [hl, 0.0, 0.0], [0.0, 0.0, 0.0], -0.5, 0.2)
+    assert hl * 0.0 + amdq[0] > 0.0  # mass flows to the right
+
+
+def test_transverse_solver_zero_and_walls():
+    params = geoclaw.params_array()
+    q = np.array([1.0, 0.4, -0.2])
+    bm, bp = np.zeros(3), np.zeros(3)
+    rpt2_geoclaw(1, 1, q, q, np.array([-1.0]), np.array([-1.0]), np.array([-1.0]), params,
+                 np.zeros(3), bm, bp)
+    assert np.all(bm == 0) and np.all(bp == 0)
+    asdq = np.array([0.1, 0.05, 0.2])
+    rpt2_geoclaw(1, 2, q, q, np.array([-1.0]), np.array([-1.0]), np.array([-1.0]), params,
+                 asdq, bm, bp)
+    assert np.any(bm != 0) and np.any(bp != 0)
+    # the transverse neighbour above (aux3) is a dry bank higher than the surface (0.0)
+    rpt2_geoclaw(1, 2, q, q, np.array([-1.0]), np.array([-1.0]), np.array([0.5]), params,
+                 asdq, bm, bp)
+    assert np.any(bm != 0) and np.all(bp == 0)
+
+
+def test_compiled_solver_matches_python():
+    from forestpy.solvers.clawpack.step_kernel import jit_pointwise
+
+    rpn2 = jit_pointwise(rpn2_geoclaw)
+    rng = np.random.default_rng(3)
+    params = geoclaw.params_array()
+    for _ in range(50):
+        ql = np.array([rng.choice([0.0, 0.5, 2.0]), *rng.normal(0, 1, 2)])
+        qr = np.array([rng.choice([0.0, 0.5, 2.0]), *rng.normal(0, 1, 2)])
+        ql[1:] *= ql[0]
+        qr[1:] *= qr[0]
+        al, ar = rng.uniform(-2, 1, (2, 1))
+        out1 = [np.zeros((3, 3)), np.zeros(3), np.zeros(3), np.zeros(3)]
+        out2 = [np.zeros((3, 3)), np.zeros(3), np.zeros(3), np.zeros(3)]
+        rpn2_geoclaw(1, ql, qr, al, ar, params, *out1)
+        rpn2(1, ql, qr, al, ar, params, *out2)
+        for a, b in zip(out1, out2):
+            np.testing.assert_allclose(a, b, rtol=1e-14, atol=1e-15)
+
+
+# --------------------------------------------------------------------------- lake at rest
+
+
+def velocities(sim):
+    return float(np.abs(interior(sim)[:, 1:]).max())
+
+
+def surface_departure(sim):
+    q = interior(sim)
+    eta = q[:, 0] + interior(sim, sim.aux)[:, 0]
+    return float(np.abs(eta[q[:, 0] > 0]).max())
+
+
+def test_lake_at_rest_uniform_grid_with_islands():
+    sim = geoclaw_simulation(rough_bottom(-0.3), domain=Domain((0, 0), (1, 1)), mx=16,
+                             min_level=2, t_final=0.3)
+    dry = (interior(sim)[:, 0] == 0).mean()
+    assert 0.02 < dry < 0.5  # islands
+    sim.run()
+    assert sim.steps > 50
+    assert velocities(sim) < 1e-12 and surface_departure(sim) < 1e-12
+
+
+def moving_regions(nwin=8, dt=0.02):
+    """Refinement regions that force level 4 in a square hopping around the domain, a
+    new place every ``dt``: refinement and coarsening at every window change."""
+    regions = []
+    for k in range(nwin):
+        cx = 0.5 + 0.3 * math.cos(2 * math.pi * k / nwin)
+        cy = 0.5 + 0.3 * math.sin(2 * math.pi * k / nwin)
+        regions.append(Region(cx - 0.15, cx + 0.15, cy - 0.15, cy + 0.15, min_level=4,
+                              max_level=4, t1=k * dt, t2=(k + 1) * dt))
+    return regions
+
+
+def adaptive_lake(offset, t_final=0.16):
+    sim = geoclaw_simulation(rough_bottom(offset), domain=Domain((0, 0), (1, 1)), mx=8,
+                             min_level=2, max_level=4, regions=moving_regions(),
+                             wave_tolerance=None, regrid_interval=1, t_final=t_final)
+    levels = [tuple(sorted(sim.patches_per_level()))]
+    while sim.t < t_final - 1e-12:
+        sim.run(t_final=t_final, max_steps=1)
+        levels.append(tuple(sorted(sim.patches_per_level())))
+    return sim, levels
+
+
+def test_lake_at_rest_adaptive_grid_wet():
+    sim, levels = adaptive_lake(-1.0)
+    assert (interior(sim)[:, 0] > 0).all()
+    assert sim.regrids >= 6 and (2, 3, 4) in levels
+    assert velocities(sim) < 1e-12 and surface_departure(sim) < 1e-12
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="framework: the fine->coarse ghost average and the coarse->fine ghost "
+    "interpolation of h + b mix the surface of wet cells with h + b = b of dry ones "
+    "at shorelines (docs/geoclaw_solver.md, 'AMR'; the proposed rule passes this test)",
+)
+def test_lake_at_rest_static_adaptive_grid_with_islands():
+    sim = geoclaw_simulation(rough_bottom(-0.3), domain=Domain((0, 0), (1, 1)), mx=8,
+                             min_level=2, max_level=4, regions=moving_regions(),
+                             wave_tolerance=None, regrid_interval=0, t_final=0.16)
+    assert len(sim.patches_per_level()) == 3 and (interior(sim)[:, 0] == 0).any()
+    sim.run()
+    assert velocities(sim) < 1e-12 and surface_departure(sim) < 1e-12
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="framework: besides the ghost fill (test above), a regrid through a "
+    "shoreline cannot keep both the volume and the rest state of a family whose "
+    "children are partly dry; the per-family volume rescaling changes the surface "
+    "of the wet children (docs/geoclaw_solver.md, 'AMR')",
+)
+def test_lake_at_rest_adaptive_grid_with_islands():
+    sim, levels = adaptive_lake(-0.3)
+    assert (interior(sim)[:, 0] == 0).any()
+    assert sim.regrids >= 6
+    assert velocities(sim) < 1e-12 and surface_departure(sim) < 1e-12
+
+
+# --------------------------------------------------------------------------- positivity, mass
+
+
+def bowl(**kw):
+    opts = dict(domain=Domain((-100, -100), (100, 100)), eta_init=hump, mx=8, min_level=3,
+                t_final=12.0)
+    opts.update(kw)
+    return geoclaw_simulation(bowl_bottom, **opts)
+
+
+def test_first_order_update_keeps_depths_non_negative():
+    """A 40 m hump running up the side of an 80 m deep bowl: the first-order update
+    (donor cell, 2D Courant number <= 1/2) never makes a negative depth, so the
+    positivity fix of the source hook never acts."""
+    sim = bowl(order=1, transverse_waves=0, cfl_desired=0.45, cfl_max=0.5).run()
+    q = interior(sim)
+    assert (q[:, 0] == 0).any() and sim.steps > 100  # dry cells remain: runup happened
+    assert sim.geoclaw_sources.volume_redistributed == 0.0
+    assert q[:, 0].min() >= 0.0
+
+
+def test_strong_runup_second_order_adaptive_conserves_mass_and_positivity():
+    """Second order, transverse corrections, AMR following the wave, walls: depth never
+    negative (the state check runs every step), mass to 1e-12."""
+    sim = bowl(min_level=2, max_level=4, wave_tolerance=1.0, regrid_interval=2, t_final=10.0)
+    sim.run()
+    assert sim.regrids >= 5 and len(sim.patches_per_level()) >= 2
+    m0, m1 = sim.totals_initial["h"], sim.totals()["h"]
+    assert abs(m1 - m0) <= 1e-12 * m0
+    assert interior(sim)[:, 0].min() >= 0.0
+    # the corrections did make negative depths that the hook repaired conservatively
+    assert sim.geoclaw_sources.volume_redistributed > 0.0
+
+
+# --------------------------------------------------------------------------- Ritter
+
+
+def test_dam_break_on_dry_bed_matches_ritter():
+    h0, x0, T = 1.0, 20.0, 4.0
+    sim = geoclaw_simulation(lambda x, y, dx, dy: 0.0 * x,
+                             domain=Domain((0, 0), (50, 50 / 16), ntrees=(16, 1)),
+                             eta_init=lambda x, y: np.where(x < x0, h0, 0.0), mx=16,
+                             min_level=0, t_final=T, dry_tolerance=1e-6, wave_tolerance=None)
+    sim.run()
+    b = sim.mbc
+    x = sim.centers_host[0][:, b:-b, b:-b]
+    row = sim.centers_host[1][:, b:-b, b:-b] < sim.geom.dy[0]
+    xs, hs = x[row], interior(sim)[:, 0][row]
+    order = np.argsort(xs)
+    xs, hs = xs[order], hs[order]
+    dx = sim.geom.dx[0]
+    c0 = math.sqrt(G * h0)
+    # Ritter: h = (2 c0 - (x - x0)/t)^2 / (9 g) between x0 - c0 t and x0 + 2 c0 t
+    for level in (0.5, 0.2, 0.05):
+        exact = x0 + T * (2 * c0 - math.sqrt(9 * G * level * h0))
+        k = np.flatnonzero(hs >= level * h0).max()  # last cell above the level
+        # linear interpolation between cell centres
+        num = xs[k] + (hs[k] - level * h0) / (hs[k] - hs[k + 1]) * dx
+        assert abs(num - exact) < 2 * dx, (level, num, exact)
+    # the wet front advanced (it lags the exact tip x0 + 2 c0 t, where h -> 0)
+    front = xs[hs > 1e-6].max()
+    assert x0 + 1.5 * c0 * T < front < x0 + 2 * c0 * T
+    assert interior(sim)[:, 0].min() >= 0.0
+
+
+# --------------------------------------------------------------------------- sources
+
+
+def uniform_flow(u0, v0=0.0, h0=0.5, **kw):
+    return geoclaw_simulation(
+        lambda x, y, dx, dy: -h0 + 0.0 * x,
+        domain=Domain((0, 0), (100, 100), periodic=(True, True)),
+        qinit=lambda x, y, b: np.stack([h0 + 0 * x, h0 * u0 + 0 * x, h0 * v0 + 0 * x]),
+        bc="periodic", mx=8, min_level=1, **kw)
+
+
+def test_manning_friction_matches_the_exact_deceleration():
+    """du/dt = -g n^2 u|u| / h^(4/3) at constant depth: 1/u(t) = 1/u0 + g n^2 t / h^(4/3)."""
+    u0, h0, n, T = 2.0, 0.5, 0.03, 20.0
+    sim = uniform_flow(u0, h0=h0, manning=n, t_final=T).run()
+    u = interior(sim)[:, 1] / interior(sim)[:, 0]
+    exact = 1.0 / (1.0 / u0 + G * n**2 * T / h0 ** (4.0 / 3.0))
+    assert exact < 0.8 * u0  # a real deceleration
+    np.testing.assert_allclose(u, exact, rtol=1e-12)
+
+
+def test_manning_per_region_uses_an_aux_field():
+    """Strips along the flow with different n (a rectangle, a polygon, the default):
+    the strips do not interact (equal depth, no transverse velocity), so each follows
+    the exact decay of its own n."""
+    u0, h0, T = 1.0, 0.5, 10.0
+    polygon = np.array([[-1, 60], [101, 60], [101, 80], [-1, 80]])
+    spec = (0.02, [((-1, 101, 0, 30), 0.05), (polygon, 0.0)])
+    sim = uniform_flow(u0, h0=h0, manning=spec, t_final=T)
+    assert sim.riemann.num_aux == 2
+    n_aux = interior(sim, sim.aux)[:, 1]
+    x, y = (c[:, sim.mbc:-sim.mbc, sim.mbc:-sim.mbc] for c in sim.centers_host)
+    np.testing.assert_array_equal(n_aux, manning_field(spec, x, y))
+    np.testing.assert_array_equal(n_aux, np.where(y < 30, 0.05, np.where((y > 60) & (y < 80),
+                                                                         0.0, 0.02)))
+    sim.run()
+    u = interior(sim)[:, 1] / interior(sim)[:, 0]
+    exact = 1.0 / (1.0 / u0 + G * n_aux**2 * T / h0 ** (4.0 / 3.0))
+    np.testing.assert_allclose(u, exact, rtol=1e-12)
+
+
+def test_manning_spec_errors():
+    x = np.zeros(3)
+    with pytest.raises(ValueError, match="Manning"):
+        manning_field(-0.1, x, x)
+    with pytest.raises(ValueError, match="rectangle"):
+        manning_field((0.02, [((1, 0, 0, 1), 0.1)]), x, x)
+    with pytest.raises(ValueError, match="polygon"):
+        manning_field((0.02, [(np.zeros((2, 2)), 0.1)]), x, x)
+
+
+@pytest.mark.parametrize("radius", [0.0, 7.0])
+def test_discharge_source_adds_the_exact_volume(radius):
+    Q = 19.7
+    src = DischargeSource(30.0, 40.0, Q, radius=radius)
+    sim = geoclaw_simulation(lambda x, y, dx, dy: 0.0 * x + 0.01 * x,
+                             domain=Domain((0, 0), (100, 100)), eta_init=lambda x, y: 0.3,
+                             sources=[src], mx=8, min_level=2, max_level=3,
+                             regions=[Region(20, 40, 30, 50, min_level=3)],
+                             wave_tolerance=0.01, t_final=3.0, regrid_interval=2)
+    v0 = sim.totals()["h"]
+    sim.run()
+    assert len(sim.patches_per_level()) == 2 and sim.regrids >= 0
+    added = sim.totals()["h"] - v0
+    assert added == pytest.approx(Q * sim.t, rel=1e-12)
+    assert sim.geoclaw_sources.volume_added == pytest.approx(Q * sim.t, rel=1e-13)
+
+
+def test_discharge_source_bad_input():
+    with pytest.raises(ValueError, match="radius"):
+        DischargeSource(0, 0, 1.0, radius=-1)
+    with pytest.raises(ValueError, match="discharge"):
+        DischargeSource(0, 0, -1.0)
+    with pytest.raises(ValueError, match="outside"):
+        geoclaw_simulation(lambda x, y, dx, dy: -1 + 0 * x, domain=Domain((0, 0), (1, 1)),
+                           sources=[DischargeSource(5, 5, 1.0)], mx=8, min_level=1).run(
+                               max_steps=1)
+
+
+def test_coriolis_inertial_oscillation():
+    u0, f, T = 1.0, 1e-3, 1500.0
+    sim = uniform_flow(u0, coriolis=Coriolis(f), t_final=T).run()
+    q = interior(sim)
+    u, v = q[:, 1] / q[:, 0], q[:, 2] / q[:, 0]
+    np.testing.assert_allclose(u, u0 * math.cos(f * T), rtol=1e-12)
+    np.testing.assert_allclose(v, -u0 * math.sin(f * T), rtol=1e-12)
+    c = Coriolis.at_latitude(45.0)
+    assert c.f0 == pytest.approx(1.0313e-4, rel=1e-3) and c.beta > 0
+
+
+def test_speed_limit_and_dry_momentum():
+    sim = uniform_flow(30.0, speed_limit=10.0, t_final=1.0)
+    sim.run(max_steps=1)
+    q = interior(sim)
+    np.testing.assert_allclose(q[:, 1] / q[:, 0], 10.0, rtol=1e-12)
+    # a thin layer below dry_tolerance loses its momentum
+    sim = uniform_flow(1.0, h0=1e-4, t_final=1.0)
+    sim.run(max_steps=1)
+    assert np.all(interior(sim)[:, 1:] == 0.0)
+
+
+# --------------------------------------------------------------------------- refinement
+
+
+def test_regions_force_and_forbid_refinement_in_their_time_window():
+    regions = [Region(0.0, 0.25, 0.0, 0.25, min_level=4, t2=0.05),
+               Region(0.5, 1.0, 0.5, 1.0, max_level=3)]
+    sim = geoclaw_simulation(rough_bottom(-1.0), domain=Domain((0, 0), (1, 1)),
+                             eta_init=lambda x, y: 0.5 * np.exp(-40 * ((x - 0.6) ** 2
+                                                                      + (y - 0.6) ** 2)),
+                             mx=8, min_level=2, max_level=4, regions=regions,
+                             wave_tolerance=0.01, regrid_interval=1, t_final=0.1)
+
+    def in_box(x1, x2, y1, y2):
+        g = sim.geom
+        return ((g.xlower < x2) & (g.xlower + g.mx * g.dx > x1)
+                & (g.ylower < y2) & (g.ylower + g.my * g.dy > y1))
+
+    def levels_in(*box):
+        return sim.geom.level[in_box(*box)]
+
+    assert np.all(levels_in(0, 0.25, 0, 0.25) == 4)  # forced
+    assert levels_in(0.3, 0.5, 0.3, 0.5).max() == 4  # the wave, outside the second region
+    assert levels_in(0.5, 1, 0.5, 1).max() == 3  # the wave inside it: at most level 3
+    sim.run()
+    assert levels_in(0.5, 1, 0.5, 1).max() <= 3
+    assert levels_in(0, 0.125, 0, 0.125).max() < 4  # the window is over: coarsened
+    assert sim.geom.level.max() == 4  # the wave elsewhere is refined
+
+
+def test_topography_gradient_refines_the_initial_grid_only():
+    def cliff(x, y, dx, dy):
+        return np.where(x < 0.5, -1.0, -0.2)
+
+    sim = geoclaw_simulation(cliff, domain=Domain((0, 0), (1, 1)), mx=8, min_level=2,
+                             max_level=4, topo_tolerance=0.1, wave_tolerance=None,
+                             regrid_interval=1, t_final=0.05)
+    g = sim.geom
+    x0, x1 = g.xlower, g.xlower + g.mx * g.dx
+    assert np.all(g.level[(x0 <= 0.5) & (x1 >= 0.5)] == 4)  # every patch at the cliff
+    assert np.all(g.level[(x1 < 0.2) | (x0 > 0.8)] == 2)  # far from it: coarse
+    sim.run()
+    assert sim.geom.level.max() < 4  # t > 0: calm water, coarsened again
+
+
+def test_speed_flags_per_level():
+    r = GeoClawRefinement(wave_tolerance=None, speed_tolerance=[1.0, 2.0])
+    q = np.zeros((3, 3, 6, 6))
+    q[:, 0] = 1.0
+    q[:, 1] = 1.5
+    aux = np.full((3, 1, 6, 6), -1.0)
+
+    class Geom:
+        mbc = 1
+        level = np.array([0, 1, 5])
+
+    flags = r.tag(q, aux, Geom, 0.0)
+    assert flags.tolist() == [True, False, False]
+
+
+def test_refinement_bad_input():
+    with pytest.raises(ValueError, match="x1 < x2"):
+        Region(1, 0, 0, 1)
+    with pytest.raises(ValueError, match="min_level"):
+        Region(0, 1, 0, 1, min_level=3, max_level=2)
+    with pytest.raises(ValueError, match="speed_tolerance"):
+        GeoClawRefinement(speed_tolerance=[-1.0])
+    with pytest.raises(TypeError, match="Region"):
+        GeoClawRefinement(regions=[(0, 1, 0, 1)])
+
+
+# --------------------------------------------------------------------------- forcing
+
+
+def test_incident_wave_enters_a_flat_tank():
+    """Linear long wave on x_lower: the surface at x is eta(t - x / c0)."""
+    h0, a, period = 1.0, 0.01, 4.0
+    times = np.linspace(0, 20, 401)
+    eta = a * np.sin(2 * np.pi * times / period)
+    wave = IncidentWave(times, eta, grav=G)
+    sim = geoclaw_simulation(lambda x, y, dx, dy: -h0 + 0 * x,
+                             domain=Domain((0, 0), (64, 4), ntrees=(16, 1)),
+                             bc=side_conditions(x_lower=wave, x_upper="extrap"), mx=16,
+                             min_level=0, t_final=8.0)
+    sim.run()
+    c0 = math.sqrt(G * h0)
+    xs = np.array([4.0, 8.0, 12.0])
+    got = sim.sample(xs, np.full(3, 2.0))[:, 0] - h0
+    expect = a * np.sin(2 * np.pi * (sim.t - xs / c0) / period)
+    np.testing.assert_allclose(got, expect, atol=0.15 * a)
+    # ghost cells: h = eta(t) - b, hu = h * eta * sqrt(g / h0)
+    sim.fill_ghosts()
+    left = sim.geom.on_side(0)
+    e = float(np.interp(sim.t, times, eta))
+    ghost = sim.q[left, :, 2:-2, 0]
+    np.testing.assert_allclose(ghost[:, 0], h0 + e, rtol=1e-13)
+    np.testing.assert_allclose(ghost[:, 1], (h0 + e) * e * math.sqrt(G / h0), rtol=1e-12)
+
+
+def test_incident_wave_bad_input():
+    with pytest.raises(ValueError, match="increase"):
+        IncidentWave([0, 0], [0, 1])
+    with pytest.raises(ValueError, match="same length"):
+        IncidentWave([0, 1], [0])
+    with pytest.raises(ValueError, match="unknown side"):
+        side_conditions(left="wall")
+
+
+# --------------------------------------------------------------------------- model errors
+
+
+def test_model_bad_topography_and_options():
+    dom = Domain((0, 0), (1, 1))
+    with pytest.raises(ValueError, match="shape"):
+        geoclaw_simulation(lambda x, y, dx, dy: np.zeros(3), domain=dom, mx=8, min_level=1)
+    with pytest.raises(ValueError, match="NaN"):
+        geoclaw_simulation(lambda x, y, dx, dy: np.nan + x, domain=dom, mx=8, min_level=1)
+    with pytest.raises(TypeError, match="src2"):
+        geoclaw_simulation(lambda x, y, dx, dy: x, domain=dom, src2=print)
+
+
+# --------------------------------------------------------------------------- CPU vs GPU
+
+
+@pytest.mark.skipif(not numba.config.ENABLE_CUDASIM, reason="the CUDA simulator is off")
+def test_cpu_and_gpu_simulator_agree_on_a_wet_dry_case():
+    def run(backend):
+        sim = geoclaw_simulation(bowl_bottom, domain=Domain((-100, -100), (100, 100)),
+                                 eta_init=hump, mx=4, min_level=1, manning=0.02,
+                                 speed_limit=20.0, backend=backend, t_final=3.0)
+        return sim.run(max_steps=2)
+
+    cpu, gpu = run("cpu"), run("gpu")
+    assert cpu.steps == gpu.steps == 2
+    qc = interior(cpu)
+    qg = interior(gpu, gpu.backend.to_host(gpu.q))
+    assert (qc[:, 0] == 0).any() and (qc[:, 0] > 0).any()  # wet and dry
+    assert np.abs(qg - qc).max() <= 1e-12 * np.abs(qc).max()
+    assert gpu.totals()["h"] == pytest.approx(cpu.totals()["h"], rel=1e-13)
+
+
+def test_shoreline_flag_keeps_the_shore_fine():
+    sim = geoclaw_simulation(rough_bottom(-0.3), domain=Domain((0, 0), (1, 1)), mx=8,
+                             min_level=2, max_level=3, shoreline=True, wave_tolerance=None,
+                             regrid_interval=1, t_final=0.02)
+    sim.run()
+    q = interior(sim)
+    wet = q[:, 0] > 1e-3
+    mixed = wet.any(axis=(1, 2)) & ~wet.all(axis=(1, 2))
+    assert mixed.any() and np.all(sim.geom.level[mixed] == 3)
+    assert np.any(sim.geom.level == 2)
