@@ -1,0 +1,371 @@
+"""Performance of the RRB-PCG solver and of one VBM time frame.  One JSON record a line:
+
+* ``iters``: Poisson (u = x(x-1)y(y-1)exp(xy)), N cells a side, (N-1)^2 unknowns: RRB-PCG
+  iterations to a relative M^-1 residual of 1e-8, solve time (CPU and/or GPU), max error;
+* ``scipy``: scipy CG preconditioned by threshold ILU (spilu, drop_tol 1e-2 and 1e-4)
+  and by RRB through its LinearOperator view, on the same problems: iterations;
+* ``copy``: device-to-device copy bandwidth (bytes read + written), the roofline;
+* ``routine``: each GPU routine alone (Schur matvec + dot, vector updates, dot, every
+  preconditioner kernel by level): time and achieved bandwidth from the bytes it must
+  move, against the copy;
+* ``vbm``: one full VBM frame (explicit updates + one warm-started RRB solve).
+
+Usage::
+
+    python benchmarks/rrb.py [--parts iters,scipy,routines,vbm] [--gpu] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+
+def emit(rec):
+    print(json.dumps(rec), flush=True)
+
+
+def poisson(N):
+    from forestpy.solvers import rrb
+
+    h = 1.0 / N
+    x = np.arange(1, N) * h
+    X, Y = np.meshgrid(x, x)
+    E = np.exp(X * Y)
+    Xp, Yp = X * X - X, Y * Y - Y
+    u = Xp * Yp * E
+    f = -(
+        Yp * E * (2 + 2 * Y * (2 * X - 1) + Y * Y * Xp)
+        + Xp * E * (2 + 2 * X * (2 * Y - 1) + X * X * Yp)
+    )
+    st = rrb.stencil_poisson(N - 1, N - 1, h)
+    return st, f, u
+
+
+def part_iters(Ns, backends, tol=1e-8, reps=3):
+    from forestpy.solvers import rrb
+
+    for N in Ns:
+        st, f, u = poisson(N)
+        t0 = time.perf_counter()
+        solvers = {}
+        for b in backends:
+            solvers[b] = rrb.RRBSolver(st, backend=b)
+        t_build = time.perf_counter() - t0
+        for b, s in solvers.items():
+            xp = s.backend.xp
+            rhs = xp.asarray(f)
+            x, info = s.solve(rhs, tol=tol)  # warm-up (compile)
+            times = []
+            for _ in range(reps):
+                x, info = s.solve(rhs, tol=tol)
+                times.append(info["time_s"])
+            err = float(np.abs(s.backend.to_host(x) - u).max())
+            emit(
+                {
+                    "bench": "iters",
+                    "backend": b,
+                    "N": N,
+                    "unknowns": (N - 1) ** 2,
+                    "levels": s.levels,
+                    "max_levels": s.max_levels,
+                    "iterations": info["iterations"],
+                    "solve_ms": 1e3 * min(times),
+                    "solve_ms_median": 1e3 * float(np.median(times)),
+                    "max_error": err,
+                    "build_s": t_build,
+                }
+            )
+        del solvers
+
+
+def part_scipy(Ns, tol=1e-8):
+    from forestpy.solvers import rrb
+    from scipy.sparse import diags
+    from scipy.sparse.linalg import LinearOperator, cg, spilu
+
+    for N in Ns:
+        st, f, u = poisson(N)
+        n = N - 1
+        c, e, nn = st
+        A = diags(
+            [c.ravel(), e.ravel()[:-1], e.ravel()[:-1], nn.ravel()[:-n], nn.ravel()[:-n]],
+            [0, 1, -1, n, -n],
+            format="csc",
+        )
+        b = f.ravel()
+        for name, kw in (
+            ("ilut_1e-2", dict(fill_factor=4, drop_tol=1e-2)),
+            ("ilut_1e-4", dict(fill_factor=10, drop_tol=1e-4)),
+        ):
+            t0 = time.perf_counter()
+            ilu = spilu(A, permc_spec="NATURAL", **kw)
+            M = LinearOperator(A.shape, ilu.solve)
+            k = [0]
+            x, flag = cg(
+                A,
+                b,
+                rtol=tol,
+                M=M,
+                maxiter=5000,
+                callback=lambda _, k=k: k.__setitem__(0, k[0] + 1),
+            )
+            emit(
+                {
+                    "bench": "scipy",
+                    "precond": name,
+                    "N": N,
+                    "iterations": k[0],
+                    "flag": flag,
+                    "time_s": time.perf_counter() - t0,
+                    "nnz_factor": int(ilu.nnz),
+                }
+            )
+        s = rrb.RRBSolver(st)
+        k = [0]
+        x, flag = cg(
+            A,
+            b,
+            rtol=tol,
+            M=s.aslinearoperator(),
+            maxiter=5000,
+            callback=lambda _, k=k: k.__setitem__(0, k[0] + 1),
+        )
+        emit(
+            {
+                "bench": "scipy",
+                "precond": "rrb (as LinearOperator)",
+                "N": N,
+                "iterations": k[0],
+                "flag": flag,
+            }
+        )
+
+
+def _events():
+    from numba import cuda
+
+    class T:
+        def __enter__(self):
+            self.a, self.b = cuda.event(), cuda.event()
+            self.a.record()
+            return self
+
+        def __exit__(self, *exc):
+            self.b.record()
+            self.b.synchronize()
+            self.ms = cuda.event_elapsed_time(self.a, self.b)
+
+    return T()
+
+
+def part_copy(nbytes=1 << 30):
+    import cupy
+
+    a = cupy.random.random(nbytes // 8)
+    b = cupy.empty_like(a)
+    b[:] = a
+    ts = []
+    for _ in range(10):
+        with _events() as t:
+            b[:] = a
+        ts.append(t.ms)
+    bw = 2 * nbytes / (min(ts) * 1e-3) / 1e9
+    emit({"bench": "copy", "bytes": nbytes, "ms": min(ts), "GBps": bw})
+    return bw
+
+
+def part_routines(N, copy_bw, reps=20):
+    from forestpy.solvers import rrb
+    from forestpy.solvers.rrb.gpu_kernels import TPB, _blocks
+
+    st, f, u = poisson(N)
+    s = rrb.RRBSolver(st, backend="gpu")
+    g = s._gpu
+    k, v = g.k, g.v
+    x, info = s.solve(s.backend.xp.asarray(f), tol=1e-8)
+    n = g.h * g.w
+    vec = g.vec
+    nf = 2 * n
+
+    def timeit(name, launch, words, level=1, count=reps):
+        launch()
+        with _events() as t:
+            for _ in range(count):
+                launch()
+        ms = t.ms / count
+        bw = words * 8 / (ms * 1e-3) / 1e9
+        emit(
+            {
+                "bench": "routine",
+                "N": N,
+                "routine": name,
+                "level": level,
+                "ms": ms,
+                "GBps": bw,
+                "fraction_of_copy": bw / copy_bw,
+                "bytes": words * 8,
+            }
+        )
+
+    bl = _blocks(n)
+    timeit(
+        "schur_matvec+dot",
+        lambda: k["matvec_dot"][bl, TPB](v(g.S9), v(vec["p"]), v(vec["q"]), v(g.sc), 5),
+        14 * n,
+    )
+    fl = g.flat
+    timeit(
+        "update_xr",
+        lambda: k["update_xr"][_blocks(nf), TPB](
+            v(fl["x"]), v(fl["r"]), v(fl["p"]), v(fl["q"]), v(g.sc)
+        ),
+        12 * n,
+    )
+    timeit(
+        "update_p", lambda: k["update_p"][_blocks(nf), TPB](v(fl["p"]), v(fl["z"]), v(g.sc)), 6 * n
+    )
+    timeit("dot", lambda: k["dot"][_blocks(nf), TPB](v(fl["r"]), v(fl["z"]), v(g.sc), 6), 4 * n)
+    timeit(
+        "precondition (all levels)",
+        lambda: g.precondition(vec["r"], vec["z"], slot=6),
+        0,
+        count=reps,
+    )
+    nl = len(g.P)
+    src = vec["r"]
+    for lev in range(nl):
+        dst = g.W[lev + 1] if lev + 1 < nl else g.Wlast
+        m = src.shape[1] * src.shape[2]
+        timeit(
+            "r2_forward",
+            lambda P=g.P[lev], a=src, b=dst, m=m: k["r2_forward"][_blocks(m), TPB](
+                v(P), v(a), v(b)
+            ),
+            8 * m,
+            lev + 1,
+        )
+        if lev >= 1:
+            timeit(
+                "black_forward",
+                lambda B=g.BL[lev], a=src, m=m: k["black_forward"][_blocks(m), TPB](v(B), v(a)),
+                16 * m,
+                lev + 1,
+            )
+            X = g.W[lev + 1] if lev + 1 < nl else g.Xlast
+            timeit(
+                "r2_backward",
+                lambda P=g.P[lev], a=src, X=X, m=m: k["r2_backward"][_blocks(m), TPB](
+                    v(P), v(a), v(X), v(a)
+                ),
+                9 * m,
+                lev + 1,
+            )
+            timeit(
+                "black_backward",
+                lambda B=g.BL[lev], a=src, m=m: k["black_backward"][_blocks(m), TPB](
+                    v(B), v(a), v(a)
+                ),
+                16 * m,
+                lev + 1,
+            )
+        src = dst
+    X = g.W[1] if nl > 1 else g.Xlast
+    timeit(
+        "r2_backward+dot",
+        lambda: k["r2_backward_dot"][bl, TPB](
+            v(g.P[0]), v(vec["r"]), v(X), v(vec["z"]), v(g.sc), 6
+        ),
+        10 * n,
+        1,
+    )
+
+
+def part_vbm(N, backend, frames=5):
+    from forestpy.extensions.boussinesq import VBM
+
+    dx = 1.0
+    U = 5.0
+
+    def path(t):
+        return 0.25 * N * dx + U * t, 0.5 * N * dx, 0.0
+
+    t0 = time.perf_counter()
+    m = VBM(
+        np.full((N, N), 5.0),
+        dx,
+        path=path,
+        ship={"length": 8.0, "beam": 4.0, "p0": 0.5},
+        sponge={"west": 40, "east": 40, "south": 40, "north": 40},
+        backend=backend,
+        tol=1e-6,
+    )
+    t_build = time.perf_counter() - t0
+    for _ in range(3):
+        m.step()
+    m.timers = {"solve": 0.0, "explicit": 0.0}
+    m.backend.synchronize()
+    t0 = time.perf_counter()
+    its = []
+    for _ in range(frames):
+        its.append(m.step())
+    m.backend.synchronize()
+    ms = 1e3 * (time.perf_counter() - t0) / frames
+    emit(
+        {
+            "bench": "vbm",
+            "backend": backend,
+            "N": N,
+            "unknowns": N * N,
+            "frame_ms": ms,
+            "solve_ms": 1e3 * m.timers["solve"] / frames,
+            "explicit_ms": 1e3 * m.timers["explicit"] / frames,
+            "cg_iterations": its,
+            "levels": m.solver.levels,
+            "build_s": t_build,
+            "real_time_20fps": ms < 50.0,
+        }
+    )
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--parts", default="iters,scipy,routines,vbm")
+    ap.add_argument("--gpu", action="store_true", help="also run the GPU backend")
+    ap.add_argument("--quick", action="store_true", help="tiny sizes (simulator smoke test)")
+    ap.add_argument("--sizes", default=None, help="comma list of N for 'iters'")
+    ap.add_argument("--cpu-max", type=int, default=2048, help="largest N on the CPU")
+    ap.add_argument("--vbm", default="4096", help="comma list of N for 'vbm'")
+    a = ap.parse_args(argv)
+    parts = set(a.parts.split(","))
+    from forestpy.backend import cuda_simulator_enabled
+
+    sim = cuda_simulator_enabled()
+    Ns = [16, 32] if a.quick else [64, 128, 256, 512, 1024, 1225, 2048, 4096]
+    if a.sizes:
+        Ns = [int(s) for s in a.sizes.split(",")]
+    if "iters" in parts:
+        for N in Ns:
+            bks = (["cpu"] if N <= a.cpu_max else []) + (["gpu"] if a.gpu else [])
+            if bks:
+                part_iters([N], bks)
+    if "scipy" in parts:
+        part_scipy([16, 32] if a.quick else [64, 128, 256, 512])
+    if a.gpu and not sim and "routines" in parts:
+        bw = part_copy()
+        for N in [1225, 4096] if not a.quick else [64]:
+            part_routines(N, bw)
+    if "vbm" in parts:
+        for N in [32] if a.quick else [int(s) for s in a.vbm.split(",")]:
+            part_vbm(N, "gpu" if a.gpu else "cpu")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,337 @@
+"""RRB-PCG on the GPU (Numba-CUDA), compiled from the same pointwise bodies as the CPU.
+
+One thread per quarter index ``(J, I)`` of a level (1D blocks of 256 threads over the
+row-major quarter rectangle), so consecutive threads touch consecutive addresses of
+every quarter array.  Inner products are fused into the kernel that produces their
+second factor (``p.Sp`` into the Schur matvec, ``r.z`` into the last preconditioner
+kernel): a block reduction in shared memory and one atomic add per block into a small
+device array of CG scalars.  ``alpha`` and ``beta`` are computed on the device from those
+scalars, so an iteration needs one 8-byte read on the host (the convergence test).
+
+All arrays live on the device for the life of the solver; on a machine without a GPU
+the same kernels run in Numba's CUDA simulator (tests, tiny grids).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+from numba import cuda, float64
+
+from forestpy.backend import cuda_simulator_enabled
+from forestpy.cuda_device import cuda_device
+
+from . import kernels as K
+from .ordering import from_quarters, quarter_shape, to_quarters
+
+__all__ = ["GPUSolverState", "gpu_kernels"]
+
+TPB = 256
+_KERNELS: dict = {}
+
+
+def gpu_kernels():
+    """The compiled kernels (a dict, built once per process)."""
+    if _KERNELS:
+        return _KERNELS
+    mv = cuda_device(K.body_schur_matvec)
+    bf = cuda_device(K.body_black_forward)
+    rf = cuda_device(K.body_r2_forward)
+    rb = cuda_device(K.body_r2_backward)
+    bb = cuda_device(K.body_black_backward)
+
+    @cuda.jit(device=True)
+    def block_add(v, sc, slot):
+        sh = cuda.shared.array(TPB, float64)
+        t = cuda.threadIdx.x
+        sh[t] = v
+        cuda.syncthreads()
+        s = TPB // 2
+        while s > 0:
+            if t < s:
+                sh[t] += sh[t + s]
+            cuda.syncthreads()
+            s //= 2
+        if t == 0:
+            cuda.atomic.add(sc, slot, sh[0])
+
+    @cuda.jit
+    def matvec_dot(S, x, y, sc, slot):
+        h, w = x.shape[1], x.shape[2]
+        k = cuda.grid(1)
+        v = 0.0
+        if k < h * w:
+            J = k // w
+            v = mv(S, x, y, J, k - J * w, h, w)
+        block_add(v, sc, slot)
+
+    @cuda.jit
+    def black_forward(BL, y):
+        h, w = y.shape[1], y.shape[2]
+        k = cuda.grid(1)
+        if k < h * w:
+            J = k // w
+            bf(BL, y, J, k - J * w, h, w)
+
+    @cuda.jit
+    def r2_forward(P, y, X):
+        h, w = y.shape[1], y.shape[2]
+        k = cuda.grid(1)
+        if k < h * w:
+            J = k // w
+            rf(P, y, X, J, k - J * w, h, w)
+
+    @cuda.jit
+    def r2_backward(P, y, X, o):
+        h, w = y.shape[1], y.shape[2]
+        k = cuda.grid(1)
+        if k < h * w:
+            J = k // w
+            rb(P, y, X, o, J, k - J * w, h, w)
+
+    @cuda.jit
+    def r2_backward_dot(P, y, X, o, sc, slot):
+        h, w = y.shape[1], y.shape[2]
+        k = cuda.grid(1)
+        v = 0.0
+        if k < h * w:
+            J = k // w
+            v = rb(P, y, X, o, J, k - J * w, h, w)
+        block_add(v, sc, slot)
+
+    @cuda.jit
+    def black_backward(BL, y, x):
+        h, w = y.shape[1], y.shape[2]
+        k = cuda.grid(1)
+        if k < h * w:
+            J = k // w
+            bb(BL, y, x, J, k - J * w, h, w)
+
+    @cuda.jit
+    def dense_apply(Minv, y, o):
+        m = Minv.shape[0]
+        i = cuda.threadIdx.x + cuda.blockIdx.x * cuda.blockDim.x
+        if i < m:
+            s = 0.0
+            for j in range(m):
+                s += Minv[i, j] * y[j]
+            o[i] = s
+
+    @cuda.jit
+    def update_xr(x, r, p, q, sc):
+        k = cuda.grid(1)
+        if k < x.size:
+            alpha = sc[0] / sc[1]
+            x[k] += alpha * p[k]
+            r[k] -= alpha * q[k]
+
+    @cuda.jit
+    def update_p(p, z, sc):
+        k = cuda.grid(1)
+        if k < p.size:
+            p[k] = z[k] + (sc[2] / sc[0]) * p[k]
+
+    @cuda.jit
+    def roll(sc):
+        if cuda.grid(1) == 0:
+            sc[0] = sc[2]
+            sc[1] = 0.0
+            sc[2] = 0.0
+
+    @cuda.jit
+    def dot(a, b, sc, slot):
+        k = cuda.grid(1)
+        v = 0.0
+        if k < a.size:
+            v = a[k] * b[k]
+        block_add(v, sc, slot)
+
+    @cuda.jit
+    def copy(a, b):
+        k = cuda.grid(1)
+        if k < a.size:
+            b[k] = a[k]
+
+    _KERNELS.update(
+        matvec_dot=matvec_dot,
+        black_forward=black_forward,
+        r2_forward=r2_forward,
+        r2_backward=r2_backward,
+        r2_backward_dot=r2_backward_dot,
+        black_backward=black_backward,
+        dense_apply=dense_apply,
+        update_xr=update_xr,
+        update_p=update_p,
+        roll=roll,
+        dot=dot,
+        copy=copy,
+    )
+    return _KERNELS
+
+
+def _blocks(n):
+    return max(1, -(-n // TPB))
+
+
+class GPUSolverState:
+    """Device-resident factorisation and CG workspace; see :class:`.solver.RRBSolver`."""
+
+    def __init__(self, data):
+        self.sim = cuda_simulator_enabled()
+        if self.sim:
+            self.xp = np
+        else:
+            import cupy
+
+            self.xp = cupy
+        xp = self.xp
+        self.k = gpu_kernels()
+        self.nx, self.ny = data["shape"]
+        h, w = quarter_shape(self.nx, self.ny)
+        self.h, self.w = h, w
+
+        def put(a):
+            return xp.ascontiguousarray(xp.asarray(np.ascontiguousarray(a)))
+
+        self.S9 = put(data["schur9"])
+        self.P = [put(p) for p in data["rot"]]
+        self.BL = [put(b) for b in data["black"]]
+        self.W = [None] + [
+            xp.zeros((4,) + quarter_shape(nx, ny)) for nx, ny in data["shapes"][1:-1]
+        ]
+        hk, wk = quarter_shape(*data["shapes"][-1])
+        self.Wlast = xp.zeros((4, hk, wk))
+        self.Xlast = xp.zeros((4, hk, wk))
+        self.Minv = put(data["last_inv"])
+        self.vec = {k: xp.zeros((2, h, w)) for k in ("x", "r", "z", "p", "q")}
+        self.full = xp.zeros((4, h, w))
+        self.sc = xp.zeros(8)
+        m = self.Minv.shape[0]
+        self.Wlast_flat = self.Wlast.reshape(m)
+        self.Xlast_flat = self.Xlast.reshape(m)
+        nf = 2 * h * w
+        self.flat = {k: a.reshape(nf) for k, a in self.vec.items()}
+        self._views: dict = {}
+
+    def v(self, a):
+        """Numba view of an array (CuPy -> device array, cached for the solver's own
+        arrays; NumPy as is in the simulator)."""
+        if self.sim:
+            return a
+        got = self._views.get(id(a))
+        if got is not None and got[0] is a:
+            return got[1]
+        view = cuda.as_cuda_array(a)
+        self._views[id(a)] = (a, view)
+        return view
+
+    # ------------------------------------------------------------------ routines
+    def matvec_dot(self, x, y, slot=1):
+        n = x.shape[1] * x.shape[2]
+        self.k["matvec_dot"][_blocks(n), TPB](
+            self.v(self.S9), self.v(x), self.v(y), self.v(self.sc), slot
+        )
+
+    def precondition(self, r, z, slot=2):
+        """``z = M^-1 r`` (red level-1 vectors); adds ``r . z`` into ``sc[slot]``."""
+        k, v = self.k, self.v
+        nl = len(self.P)
+        src = r
+        for lev in range(nl):
+            dst = self.W[lev + 1] if lev + 1 < nl else self.Wlast
+            n = src.shape[1] * src.shape[2]
+            k["r2_forward"][_blocks(n), TPB](v(self.P[lev]), v(src), v(dst))
+            if lev + 1 < nl:
+                k["black_forward"][_blocks(dst.shape[1] * dst.shape[2]), TPB](
+                    v(self.BL[lev + 1]), v(dst)
+                )
+            src = dst
+        m = self.Minv.shape[0]
+        k["dense_apply"][_blocks(m), TPB](v(self.Minv), v(self.Wlast_flat), v(self.Xlast_flat))
+        X = self.Xlast
+        for lev in range(nl - 1, 0, -1):
+            y = self.W[lev]
+            n = y.shape[1] * y.shape[2]
+            k["r2_backward"][_blocks(n), TPB](v(self.P[lev]), v(y), v(X), v(y))
+            k["black_backward"][_blocks(n), TPB](v(self.BL[lev]), v(y), v(y))
+            X = y
+        n = r.shape[1] * r.shape[2]
+        k["r2_backward_dot"][_blocks(n), TPB](v(self.P[0]), v(r), v(X), v(z), v(self.sc), slot)
+
+    def precondition_full(self, b, nx, ny):
+        xp = self.xp
+        y = xp.ascontiguousarray(to_quarters(xp.asarray(b), xp=xp))
+        n = self.h * self.w
+        self.k["black_forward"][_blocks(n), TPB](self.v(self.BL[0]), self.v(y))
+        r = xp.ascontiguousarray(y[:2])
+        z = xp.zeros_like(r)
+        self.precondition(r, z, slot=7)
+        y[:2] = z
+        self.k["black_backward"][_blocks(n), TPB](self.v(self.BL[0]), self.v(y), self.v(y))
+        out = from_quarters(y, nx, ny, xp=xp)
+        return out if self.sim else out.get()
+
+    def scalar(self, i):
+        return float(self.sc[i])
+
+    # ------------------------------------------------------------------ PCG
+    def solve(self, rhs, x0, tol, maxiter, nx, ny):
+        t0 = time.perf_counter()
+        xp, k, v = self.xp, self.k, self.v
+        x, r, z, p, q = (self.vec[n] for n in ("x", "r", "z", "p", "q"))
+        n = self.h * self.w
+        full = self.full
+        full[...] = to_quarters(rhs, xp=xp)
+        rhs_q = full.copy()
+        k["black_forward"][_blocks(n), TPB](v(self.BL[0]), v(full))
+        bS = full[:2]
+        self.sc[:] = 0.0
+        if x0 is None:
+            x[...] = 0.0
+            r[...] = bS
+            self.precondition(r, z, slot=2)
+            rz = self.scalar(2)
+            normb = math.sqrt(max(rz, 0.0))
+        else:
+            x[...] = to_quarters(x0, xp=xp)[:2]
+            z[...] = bS
+            self.precondition(z, p, slot=3)
+            normb = math.sqrt(max(self.scalar(3), 0.0))
+            self.matvec_dot(x, q, slot=4)
+            r[...] = bS - q
+            self.precondition(r, z, slot=2)
+            rz = self.scalar(2)
+        res = math.sqrt(max(rz, 0.0)) / normb if normb > 0 else 0.0
+        converged = res <= tol
+        hist = []
+        it = 0
+        p[...] = z
+        k["roll"][1, 1](v(self.sc))  # sc[0] = r.z, sc[1] = sc[2] = 0
+        nf = 2 * n
+        xf, rf, pf, qf, zf = (self.flat[k] for k in ("x", "r", "p", "q", "z"))
+        while not converged and it < maxiter:
+            self.matvec_dot(p, q, slot=1)
+            k["update_xr"][_blocks(nf), TPB](v(xf), v(rf), v(pf), v(qf), v(self.sc))
+            self.precondition(r, z, slot=2)
+            it += 1
+            res = math.sqrt(max(self.scalar(2), 0.0)) / normb
+            hist.append(res)
+            if res <= tol:
+                converged = True
+                break
+            k["update_p"][_blocks(nf), TPB](v(pf), v(zf), v(self.sc))
+            k["roll"][1, 1](v(self.sc))
+        full[:2] = x
+        k["black_backward"][_blocks(n), TPB](v(self.BL[0]), v(rhs_q), v(full))
+        out = from_quarters(full, nx, ny, xp=xp)
+        if not self.sim:
+            cuda.synchronize()
+        return out, {
+            "iterations": it,
+            "converged": converged,
+            "residual": res,
+            "history": hist,
+            "time_s": time.perf_counter() - t0,
+        }

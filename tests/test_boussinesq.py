@@ -1,0 +1,126 @@
+"""Linearised VBM: discrete dispersion relation, mass conservation with walls and land,
+the sponge, the ship_wake demo, bad input."""
+
+import importlib.util
+import math
+import pathlib
+
+import numpy as np
+import pytest
+from forestpy.extensions.boussinesq import VBM, dispersion_omega, profile_coefficients
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+G = 9.81
+
+
+def test_profile_coefficients_and_pade_dispersion():
+    h = 3.0
+    D, M, N = profile_coefficients(h)
+    # integrals of f(z) = z + z^2/(2h) over (-h, 0), by quadrature
+    z = np.linspace(-h, 0.0, 200001)
+    f = z + z * z / (2 * h)
+    fp = 1 + z / h
+    assert np.isclose(D, -np.trapezoid(f, z), rtol=1e-8)
+    assert np.isclose(M, np.trapezoid(fp * fp, z), rtol=1e-8)
+    assert np.isclose(N, np.trapezoid(f * f, z), rtol=1e-8)
+    k = np.array([0.1, 0.5, 0.8]) / h
+    exact = np.sqrt(G * k * np.tanh(k * h))
+    assert np.allclose(dispersion_omega(k, h), exact, rtol=2e-4)  # Pade accuracy
+    k = 2.0 / h
+    assert abs(dispersion_omega(k, h) / math.sqrt(G * k * math.tanh(k * h)) - 1) < 0.006
+
+
+@pytest.mark.parametrize("m", [2, 5])
+def test_standing_wave_follows_discrete_dispersion_relation(m):
+    """A cos mode of the closed basin is an eigenvector of the discrete operators, so
+    the leapfrog gives zeta^{n+1} + zeta^{n-1} = 2 cos(w dt) zeta^n with w from the
+    discrete VBM relation (psi included; without it the frequency is off by percents)."""
+    nx, ny, dx, h = 48, 3, 0.5, 2.0
+    model = VBM(np.full((ny, nx), h), dx, tol=1e-12)
+    x = (np.arange(nx) + 0.5) * dx
+    model.zeta[:] = np.cos(math.pi * m * x / (nx * dx))[None, :]
+    kap2 = (2 / dx) ** 2 * math.sin(math.pi * m / (2 * nx)) ** 2
+    D, M, N = profile_coefficients(h)
+    lam = h * kap2 - D * D * kap2**2 / (M + N * kap2)
+    cos_wdt = 1 - 0.5 * model.dt**2 * G * lam
+    series = []
+    for _ in range(40):
+        series.append(model.zeta[1, 7])
+        model.step()
+    s = np.array(series)
+    ratio = (s[2:] + s[:-2]) / s[1:-1]
+    ok = np.abs(s[1:-1]) > 0.05
+    assert np.allclose(ratio[ok], 2 * cos_wdt, rtol=0, atol=1e-8)
+    lam_sw = h * kap2  # shallow water (no psi): clearly different
+    assert abs((1 - 0.5 * model.dt**2 * G * lam_sw) - cos_wdt) > 1e-4  # >> 1e-8 above
+    # the mode stays a mode: zeta is uniform in y and proportional to cos
+    assert np.allclose(model.zeta[0], model.zeta[2], atol=1e-13)
+
+
+def test_mass_conserved_with_walls_land_and_moving_ship():
+    ny, nx, dx = 24, 40, 1.0
+    yy, xx = np.mgrid[0:ny, 0:nx]
+    depth = 2.0 + 1.5 * np.sin(xx / 7.0) * np.cos(yy / 5.0)
+    depth[8:12, 25:30] = -1.0  # an island (land cells)
+    model = VBM(
+        depth,
+        dx,
+        path=lambda t: (5.0 + 2.0 * t, 12.0, 0.1),
+        ship={"length": 6.0, "beam": 3.0, "p0": 0.5},
+        tol=1e-10,
+    )
+    for _ in range(60):
+        model.step()
+    z = model.field("zeta")
+    assert np.abs(z).max() > 1e-3  # the ship made waves
+    assert abs(z.sum()) < 1e-12 * np.abs(z).sum() * nx  # mass to round-off
+    assert np.all(z[8:12, 25:30] == 0.0)  # nothing on land
+    assert model.iterations[-1] <= 20
+
+
+def test_sponge_absorbs():
+    def run(sponge):
+        m = VBM(np.full((40, 40), 2.0), 1.0, sponge=sponge, tol=1e-8)
+        yy, xx = np.mgrid[0:40, 0:40]
+        m.zeta[:] = 0.1 * np.exp(-((xx - 20.0) ** 2 + (yy - 20.0) ** 2) / 8.0)
+        e0 = m.energy()
+        for _ in range(150):
+            m.step()
+        return m.energy() / e0
+
+    kept = run(None)
+    absorbed = run({"west": 10, "east": 10, "south": 10, "north": 10, "strength": 3.0})
+    assert kept > 0.9  # closed basin: energy stays (leapfrog, no damping)
+    assert absorbed < 0.1 * kept
+
+
+def test_ship_wake_demo_measures_an_angle(tmp_path):
+    spec = importlib.util.spec_from_file_location(
+        "demo_ship_wake", ROOT / "demos" / "boussinesq" / "ship_wake.py"
+    )
+    demo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(demo)
+    res = demo.main(
+        cells_per_wavelength=8,
+        length_wavelengths=16.0,
+        width_wavelengths=8.0,
+        t_wavelengths=10.0,
+        sponge_wavelengths=1.5,
+        out=str(tmp_path),
+    )
+    assert 10.0 < res["angle_deg"] < 35.0
+    assert abs(res["exact_dispersion_angle_deg"] - 20.67) < 0.05  # stationary phase, k0h=2
+    assert (tmp_path / "summary.json").exists() and (tmp_path / "zeta.npz").exists()
+    with pytest.raises(KeyError, match="unknown option"):
+        demo.setup(speeed=3.0)
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="2D array"):
+        VBM(np.ones(5), 1.0)
+    with pytest.raises(ValueError, match="no wet cell"):
+        VBM(-np.ones((4, 4)), 1.0)
+    with pytest.raises(ValueError, match="stability limit"):
+        VBM(np.ones((4, 4)), 1.0, dt=10.0)
+    with pytest.raises(KeyError, match="unknown sponge side"):
+        VBM(np.ones((4, 4)), 1.0, sponge={"up": 3})
