@@ -1,0 +1,146 @@
+"""HWFV1: Haar MRA on the Z-order hierarchy, parallel traversal, FV1 update."""
+
+import importlib.util
+import pathlib
+
+import numpy as np
+import pytest
+from forestpy.solvers.hwfv1 import mra
+from forestpy.solvers.hwfv1.solver import HWFV1, stoker
+
+DEMOS = pathlib.Path(__file__).resolve().parents[1] / "demos" / "hwfv1"
+
+
+def load(name):
+    spec = importlib.util.spec_from_file_location(f"hwfv1_{name}", DEMOS / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def hierarchy(a):
+    L = int(a.shape[1]).bit_length() - 1
+    s = np.zeros((a.shape[0], mra.ntotal(L)))
+    s[:, mra.offset(L):] = mra.to_zorder(a)
+    d = np.zeros((a.shape[0], 3, mra.offset(L)))
+    mra.encode(s, d, L)
+    return s, d, L
+
+
+def test_zorder_round_trip_and_children_contiguous():
+    a = np.random.default_rng(1).random((2, 16, 16))
+    assert np.array_equal(mra.from_zorder(mra.to_zorder(a)), a)
+    for n in range(4):
+        for j in range(2**n):
+            for i in range(2**n):
+                m = int(mra.morton(i, j))
+                assert tuple(int(v) for v in mra.demorton(m)) == (i, j)
+                kids = sorted(mra.offset(n + 1) + int(mra.morton(2 * i + di, 2 * j + dj))
+                              for di in (0, 1) for dj in (0, 1))
+                assert kids == list(range(mra.offset(n + 1) + 4 * m, mra.offset(n + 1) + 4 * m + 4))
+
+
+def test_encode_preserves_mass_and_decode_at_eps0_reproduces_data():
+    a = np.random.default_rng(2).normal(size=(3, 32, 32))
+    s, d, L = hierarchy(a)
+    for n in range(L + 1):  # every level carries the same integral (cell area 4^-n)
+        np.testing.assert_allclose(s[:, mra.offset(n):mra.offset(n + 1)].sum(axis=1) / 4**n,
+                                   a.sum(axis=(1, 2)) / 4**L, rtol=0, atol=1e-12)
+    sig = np.zeros(mra.offset(L), dtype=np.bool_)
+    mra.significance(d, np.ones(3), 0.0, L, np.arange(3), sig)
+    assert sig.all()
+    rebuilt = s.copy()
+    rebuilt[:, 1:] = np.nan  # only the root and the details may be used
+    mra.decode(rebuilt, d, sig, L)
+    np.testing.assert_allclose(rebuilt, s, rtol=0, atol=1e-13)
+    # dropping a significant detail does change the data (the test can fail)
+    sig[0] = False
+    mra.decode(rebuilt, d, sig, L)
+    assert np.abs(rebuilt[:, mra.offset(L):] - s[:, mra.offset(L):]).max() > 0.1
+
+
+def test_significance_threshold_scales_with_level():
+    a = np.zeros((1, 4, 4))
+    a[0, 0, 0] = 1.0  # details 0.25 at level 1 and 1/16 at level 0
+    s, d, L = hierarchy(a)
+    sig = np.zeros(mra.offset(L), dtype=np.bool_)
+    mra.significance(d, np.ones(1), 0.2, L, np.arange(1), sig)  # thresholds 0.05, 0.1
+    assert sig[0] and sig[1] and not sig[2:].any()
+    mra.significance(d, np.ones(1), 0.3, L, np.arange(1), sig)  # thresholds 0.075, 0.15
+    assert not sig[0] and sig[1]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_parallel_traversal_matches_recursive_reference(seed):
+    rng = np.random.default_rng(seed)
+    L = 5
+    sig = rng.random(mra.offset(L)) < rng.uniform(0.3, 0.9)
+    lev, code = mra.traverse(sig, L)
+    rlev, rcode = mra.traverse_recursive(sig, L)
+    assert np.array_equal(lev, rlev) and np.array_equal(code, rcode)
+    # leaves tile the finest grid exactly once
+    assert np.sum(4.0 ** (L - lev)) == 4**L
+    pred = np.zeros_like(sig)
+    mra.predict(sig, L, pred)
+    assert np.all(pred[sig])  # prediction only adds cells
+    plev, _ = mra.traverse(pred, L)
+    assert plev.size >= lev.size
+
+
+def test_uniform_flow_under_manning_friction_decays_implicitly():
+    n = 8
+    h = np.ones((n, n))
+    sim = HWFV1(h, 2.0 * h, 0 * h, 0 * h, (0, 8, 0, 8), eps=None, bc="open", n_manning=0.03)
+    dt = sim.step()
+    expect = 2.0 / (1.0 + dt * sim.g * 0.03**2 * 2.0)
+    np.testing.assert_allclose(sim.state()[1], expect, rtol=1e-13)
+    np.testing.assert_allclose(sim.state()[0], 1.0, rtol=1e-14)
+
+
+@pytest.mark.parametrize("eps", [None, 1e-3])
+def test_lake_at_rest_over_humps_with_wet_dry(eps):
+    humps = load("humps")
+    res = humps.main(L=5, eps=eps, t_final=3.0, out="")
+    assert res["max_discharge"] < 1e-10
+    if eps is not None:
+        assert res["leaves"] < 4**5
+
+
+def test_adaptive_at_eps0_equals_uniform_and_converges_as_eps_shrinks():
+    dam = load("dam_break_2d")
+    ref = dam.setup(L=5, eps=None).run(1.0).state()[0]
+    exact = dam.setup(L=5, eps=0.0).run(1.0).state()[0]
+    assert np.array_equal(ref, exact)
+    errs = [np.abs(dam.setup(L=5, eps=e).run(1.0).state()[0] - ref).max()
+            for e in (1e-1, 1e-3, 1e-5)]
+    assert errs[2] <= errs[1] <= errs[0] and errs[2] < 1e-4
+
+
+def test_pseudo_2d_dam_break_first_order_against_stoker():
+    dam = load("dam_break_2d")
+    errs = [dam.main(L=L, t_final=1.0, out="")["l1_error_h"] for L in (5, 6)]
+    assert errs[1] < 0.12 and 1.3 < errs[0] / errs[1] < 2.6
+    h, u = stoker(np.array([0.0, 9.0, 30.0]), 1.0, 6.0, 2.0, 10.0)
+    assert h[0] == 6.0 and 2.0 < h[1] < 6.0 and h[2] == 2.0
+
+
+def test_circular_dam_break_conserves_volume_with_walls():
+    circ = load("circular_dam")
+    sim = circ.setup(L=5, eps=None)
+    v0 = sim.state()[0].sum()
+    sim.run(1.0)
+    assert sim.state()[0].sum() == pytest.approx(v0, rel=1e-13)
+    h = sim.state()[0]
+    np.testing.assert_allclose(h, h.T, atol=1e-12)  # symmetric under x <-> y
+
+
+def test_bad_input_is_rejected():
+    z = np.zeros((4, 4))
+    with pytest.raises(ValueError, match="shape"):
+        HWFV1(np.zeros((4, 5)), np.zeros((4, 5)), np.zeros((4, 5)), np.zeros((4, 5)), (0, 1, 0, 1))
+    with pytest.raises(ValueError, match="non-negative"):
+        HWFV1(z - 1, z, z, z, (0, 1, 0, 1))
+    with pytest.raises(ValueError, match="bc"):
+        HWFV1(z + 1, z, z, z, (0, 1, 0, 1), bc="periodic")
+    with pytest.raises(ValueError, match="eps"):
+        HWFV1(z + 1, z, z, z, (0, 1, 0, 1), eps=-1.0)

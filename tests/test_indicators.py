@@ -1,0 +1,84 @@
+"""indicator_wavelet: normalised Haar details as the patch-forest refinement flag."""
+
+import types
+
+import numpy as np
+import pytest
+
+from forestpy import Domain, Simulation
+from forestpy.indicators import haar_details, indicator_wavelet
+
+
+def patches(values, mbc=2):
+    """q[npatch, 1, 8 + 2 mbc, 8 + 2 mbc] with the given interiors (ghosts garbage)."""
+    q = np.full((len(values), 1, 8 + 2 * mbc, 8 + 2 * mbc), 1e6)
+    for p, v in enumerate(values):
+        q[p, 0, mbc:-mbc, mbc:-mbc] = v
+    return q, types.SimpleNamespace(mbc=mbc)
+
+
+def test_haar_details_match_brute_force():
+    f = np.random.default_rng(0).normal(size=(3, 8, 8))
+    got = haar_details(f)
+    assert [lev for lev, _ in got] == [2, 1, 0]
+    g = f.copy()
+    for _lev, dmax in got:
+        n = g.shape[1] // 2
+        expect = np.zeros(3)
+        coarse = np.zeros((3, n, n))
+        for p in range(3):
+            for a in range(n):
+                for b in range(n):
+                    blk = g[p, 2 * a:2 * a + 2, 2 * b:2 * b + 2]
+                    coarse[p, a, b] = blk.mean()
+                    d = [blk[1].sum() - blk[0].sum(), blk[:, 1].sum() - blk[:, 0].sum(),
+                         blk[0, 0] + blk[1, 1] - blk[0, 1] - blk[1, 0]]
+                    expect[p] = max(expect[p], max(abs(x) for x in d) / 4)
+        np.testing.assert_allclose(dmax, expect, rtol=1e-13)
+        g = coarse
+
+
+def test_flags_follow_the_level_scaled_threshold():
+    spike = np.zeros((8, 8))
+    spike[3, 5] = 0.4  # finest detail 0.1; threshold there eps / 2
+    step = np.zeros((8, 8))
+    step[:, 4:] = 1e-3
+    q, geom = patches([np.full((8, 8), 0.7), spike, step])
+    assert indicator_wavelet(0, 0.19)(q, None, geom, 0.0).tolist() == [False, True, False]
+    assert indicator_wavelet(0, 0.21)(q, None, geom, 0.0).tolist() == [False, False, False]
+    # the step's only detail, 2.5e-4 at patch level 0 (threshold eps / 8)
+    assert indicator_wavelet(0, 1.9e-3)(q, None, geom, 0.0).tolist() == [False, True, True]
+
+
+def test_wavelet_tagging_drives_the_forest_to_the_front():
+    r0 = 0.5
+
+    def qinit(x, y):
+        h = np.where(np.hypot(x, y) < r0, 2.0, 1.0)
+        return np.stack([h, np.zeros_like(x), np.zeros_like(x)])
+
+    sim = Simulation("shallow_roe", qinit=qinit, tag=indicator_wavelet(0, 1e-2),
+                     domain=Domain((-2.5, -2.5), (2.5, 2.5)), bc="wall", mx=8,
+                     min_level=1, max_level=3)
+    g = sim.geom
+    fine = g.level == 3
+    cx = g.xlower + 0.5 * g.mx * g.dx
+    cy = g.ylower + 0.5 * g.my * g.dy
+    half = 0.5 * g.mx * g.dx * np.sqrt(2)
+    dist = np.abs(np.hypot(cx, cy) - r0)
+    # refined patches come as 4 siblings: each lies within its parent that the front crosses
+    assert fine.any() and (~fine).any() and np.all(dist[fine] <= 3 * half[fine])
+    crossing = dist <= half
+    assert np.all(g.level[crossing] == 3)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="eps"):
+        indicator_wavelet(0, 0.0)
+    with pytest.raises(ValueError, match="field"):
+        indicator_wavelet(-1)
+    q, geom = patches([np.zeros((8, 8))])
+    with pytest.raises(ValueError, match="out of range"):
+        indicator_wavelet(3)(q, None, geom, 0.0)
+    with pytest.raises(ValueError, match="power-of-two"):
+        haar_details(np.zeros((1, 6, 6)))
