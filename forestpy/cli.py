@@ -16,6 +16,15 @@
     ``--output-steps N`` writes ParaView frames and ``DIR/frame.pvd`` (the steps land
     on output times); ``--help-options`` lists the demo's typed options and exits.
 
+    A demo may also define ``report(sim, out) -> dict`` (validation against data,
+    written after the run: the dict is printed as JSON and stored in
+    ``DIR/report.json`` and in the summary).  A demo that is not a Simulation (HWFV1,
+    Boussinesq) defines ``main(out, **overrides) -> dict`` instead of using ``setup``'s
+    result: it is called with the output folder and its dict becomes ``report.json``.
+    Under ``mpirun``/``srun`` (more than one MPI rank) the Simulation is distributed
+    over the ranks (``forestpy.parallel.distribute``; with ``--backend gpu`` each rank
+    first selects its own GPU) and rank 0 alone writes the summary files.
+
 ``forestpy plot OUT_DIR [--field F] [--frame K|last|all] [--contour V,...] [--movie M]``
     Render frames to PNG (beside the frames, or ``--png FILE``), or every frame into
     an animated GIF/MP4, offscreen with pyvista.
@@ -31,6 +40,9 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import inspect
+import json
+import os
 import re
 import sys
 import time
@@ -92,13 +104,39 @@ def load_demo(path) -> object:
         for what, ok in (
             ("OPTIONS (a dict of option defaults)", isinstance(getattr(module, "OPTIONS", None),
                                                               Mapping)),
-            ("setup(**overrides) -> Simulation", callable(getattr(module, "setup", None))),
+            ("setup(**overrides) -> Simulation or main(out, **overrides) -> dict",
+             callable(getattr(module, "setup", None)) or is_standalone(module)),
         )
         if not ok
     ]
     if missing:
         raise CLIError(f"{path} is not a forestpy demo: it must define {' and '.join(missing)}")
     return module
+
+
+def is_standalone(module) -> bool:
+    """A demo that runs itself (not a Simulation): it defines ``main`` with an ``out``
+    parameter."""
+    main = getattr(module, "main", None)
+    if not callable(main):
+        return False
+    try:
+        return "out" in inspect.signature(main).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def mpi_world_size() -> int:
+    """Ranks of the launch (mpirun/mpiexec of MPICH or Open MPI, srun), from the
+    environment, so that a serial run never imports mpi4py."""
+    for key in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", "PMIX_SIZE"):
+        value = os.environ.get(key)
+        if value and value.isdigit() and key != "SLURM_NTASKS":
+            return int(value)
+    # srun sets SLURM_NTASKS for every job step; only count it inside a task
+    if os.environ.get("SLURM_PROCID") is not None and os.environ.get("SLURM_NTASKS", "").isdigit():
+        return int(os.environ["SLURM_NTASKS"])
+    return 1
 
 
 def parse_sets(items, defaults: Mapping, where: str = "the demo") -> dict:
@@ -218,6 +256,13 @@ def cmd_run(args, argv: list[str]) -> int:
                     file=sys.stderr,
                 )
 
+    nranks, rank = mpi_world_size(), 0
+    if nranks > 1:
+        from mpi4py import MPI
+
+        rank = MPI.COMM_WORLD.rank
+    write_json = write_json_atomic if rank == 0 else _no_write  # rank 0 writes the files
+
     out = Path(args.out) if args.out is not None else Path("out") / demo_name
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -235,7 +280,7 @@ def cmd_run(args, argv: list[str]) -> int:
         }
 
     def fail(sim, error, phase, wall) -> int:
-        write_json_atomic(out / "summary.json", _failure_summary(sim, base, error, phase, wall))
+        write_json(out / "summary.json", _failure_summary(sim, base, error, phase, wall))
         if args.traceback:
             traceback.print_exception(type(error), error, error.__traceback__, file=sys.stderr)
         what = "interrupted" if isinstance(error, KeyboardInterrupt) else "failed"
@@ -254,6 +299,14 @@ def cmd_run(args, argv: list[str]) -> int:
             "simulation_options": None if sim is None else sim.options,
         }
 
+    if is_standalone(module):
+        return _run_standalone(module, args, out, base, overrides, in_effect, fail)
+
+    if nranks > 1 and in_effect.get("backend") == "gpu":
+        from forestpy.parallel import select_device
+
+        select_device()
+
     t0 = time.perf_counter()
     try:
         sim = module.setup(**overrides)
@@ -263,7 +316,7 @@ def cmd_run(args, argv: list[str]) -> int:
                     f"setup() returned {type(sim).__name__}, not a Simulation (no {attr!r})"
                 )
     except (Exception, KeyboardInterrupt) as e:
-        write_json_atomic(out / "options_used.json", options_used(None))
+        write_json(out / "options_used.json", options_used(None))
         return fail(None, e, "setup", time.perf_counter() - t0)
 
     if checkpoint is not None:
@@ -275,13 +328,12 @@ def cmd_run(args, argv: list[str]) -> int:
             f"{PROG} run: restarting from {args.restart} at t={sim.t:.6g}, step {sim.steps}",
             file=sys.stderr,
         )
-    write_json_atomic(out / "options_used.json", options_used(sim))
+    write_json(out / "options_used.json", options_used(sim))
     if vtk_kind is not None:
         from forestpy.io.vtk import VTKOutput
 
         sim.callbacks.append(VTKOutput(out, kind=vtk_kind, every_steps=args.output_steps,
                                        times=output_times, interval=args.output_interval))
-    sim.callbacks.append(Progress(sys.stderr, every=0.1 if args.quiet else None))
     if args.checkpoint_interval is not None:  # last: it saves the other callbacks' state
         sim.callbacks.append(
             CheckpointEvery(
@@ -291,17 +343,73 @@ def cmd_run(args, argv: list[str]) -> int:
                 meta={"demo": demo_name, "demo_file": str(demo_path), "overrides": overrides},
             )
         )
+    if nranks > 1:
+        from forestpy.parallel import distribute
+
+        try:
+            sim = distribute(sim)  # wraps the callbacks above: they run on rank 0
+        except (Exception, KeyboardInterrupt) as e:
+            return fail(sim, e, "setup", time.perf_counter() - t0)
+        base["mpi_ranks"] = nranks
+    if rank == 0:  # after distribute: progress needs no gathered state
+        sim.callbacks.insert(0, Progress(sys.stderr, every=0.1 if args.quiet else None))
     t0 = time.perf_counter()
     try:
         sim.run()
+        if nranks > 1:
+            sim.gather_state()  # collective; afterwards rank 0 reads without communicating
     except (Exception, KeyboardInterrupt) as e:
         return fail(sim, e, "run", time.perf_counter() - t0)
 
     summary = {**base, **sim.summary(), "status": "ok"}
-    write_json_atomic(out / "summary.json", summary)
-    print(sim.timers.report(sim.wall_s))
-    print(_summary_line(sim))
-    print(f"wrote {out / 'options_used.json'} and {out / 'summary.json'}")
+    report = getattr(module, "report", None)
+    if callable(report) and rank == 0:
+        try:
+            result = report(sim, out)
+        except (Exception, KeyboardInterrupt) as e:
+            return fail(sim, e, "report", time.perf_counter() - t0)
+        summary["report"] = to_jsonable(result)
+        write_json(out / "report.json", summary["report"])
+        print(json.dumps(summary["report"], indent=1))
+    write_json(out / "summary.json", summary)
+    if rank == 0:
+        print(sim.timers.report(sim.wall_s))
+        print(_summary_line(sim))
+        print(f"wrote {out / 'options_used.json'} and {out / 'summary.json'}")
+    return 0
+
+
+def _no_write(path, data) -> None:
+    """Stand-in for write_json_atomic on MPI ranks other than 0."""
+
+
+def _run_standalone(module, args, out, base, overrides, in_effect, fail) -> int:
+    """Run a demo that is not a Simulation: ``main(out=..., **overrides) -> dict``."""
+    from forestpy.io.summary import to_jsonable, write_json_atomic
+
+    unsupported = [flag for flag, value in (
+        ("--vtk/--output-*", args.vtk or args.output_times or args.output_interval
+         or args.output_steps),
+        ("--checkpoint-interval", args.checkpoint_interval),
+        ("--restart", args.restart),
+    ) if value is not None and value is not False]
+    if unsupported:
+        raise CLIError(f"{', '.join(unsupported)}: not available for {base['demo']!r}, "
+                       "which runs its own solver (main(out, ...)), not a Simulation")
+    write_json_atomic(out / "options_used.json",
+                      {**base, "overrides": overrides, "demo_options": in_effect})
+    t0 = time.perf_counter()
+    try:
+        result = module.main(out=out, **overrides)
+    except (Exception, KeyboardInterrupt) as e:
+        return fail(None, e, "run", time.perf_counter() - t0)
+    wall = time.perf_counter() - t0
+    result = to_jsonable(result if result is not None else {})
+    write_json_atomic(out / "report.json", result)
+    write_json_atomic(out / "summary.json", {**base, "status": "ok", "wall_s": wall,
+                                             "report": result})
+    print(json.dumps(result, indent=1))
+    print(f"wrote {out / 'report.json'} and {out / 'summary.json'} ({wall:.3g} s)")
     return 0
 
 

@@ -284,3 +284,98 @@ def test_plot_and_output_flags_reject_bad_input(tmp_path, capsys):
         assert main(["run", str(DEMO), *flags, "--out", str(tmp_path / "o")]) == 2
         assert match in capsys.readouterr().err
     assert not (tmp_path / "o").exists()  # nothing written before the error
+
+
+# --------------------------------------------------------------------------- report, main, MPI
+def test_report_hook_is_called_after_the_run(tmp_path, capsys):
+    demo = _demo_file(tmp_path, """
+        def report(sim, out):
+            (out / "gauge.csv").write_text("t,h\\n")
+            return {"mass": sim.totals()["h"], "t": sim.t}
+        """, name="reported.py")
+    out = tmp_path / "o"
+    rc = main(["run", str(demo), "--out", str(out)])
+    captured = capsys.readouterr()
+    assert rc == 0, captured.err
+    rep = _read(out / "report.json")
+    assert rep["mass"] == pytest.approx(4.0, rel=1e-12) and rep["t"] == pytest.approx(0.05)
+    assert _read(out / "summary.json")["report"] == rep
+    assert (out / "gauge.csv").exists() and '"mass"' in captured.out
+
+
+def test_failing_report_is_reported_as_such(tmp_path, capsys):
+    demo = _demo_file(tmp_path, """
+        def report(sim, out):
+            raise ValueError("measured file missing")
+        """, name="badreport.py")
+    out = tmp_path / "o"
+    rc = main(["run", str(demo), "--out", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 1 and "during report" in err and "measured file missing" in err
+    assert _read(out / "summary.json")["status"] == "failed"
+
+
+STANDALONE = """
+from forestpy.options import Option, merge_options
+
+OPTIONS = dict(n=Option(4, "cells", min=1), backend="cpu")
+
+def main(out, **overrides):
+    o = merge_options(OPTIONS, overrides, "standalone")
+    (out / "field.txt").write_text("x" * o["n"])
+    return {"n": o["n"], "sum": float(sum(range(o["n"])))}
+"""
+
+
+def test_standalone_demo_runs_main_with_the_output_folder(tmp_path, capsys):
+    demo = tmp_path / "standalone.py"
+    demo.write_text(STANDALONE)
+    out = tmp_path / "o"
+    rc = main(["run", str(demo), "--set", "n=6", "--out", str(out)])
+    captured = capsys.readouterr()
+    assert rc == 0, captured.err
+    assert _read(out / "report.json") == {"n": 6, "sum": 15.0}
+    assert (out / "field.txt").read_text() == "x" * 6
+    assert _read(out / "options_used.json")["overrides"] == {"n": 6}
+    assert _read(out / "summary.json")["status"] == "ok"
+    # typed options still validated, and Simulation-only flags refused
+    assert main(["run", str(demo), "--set", "n=0", "--out", str(out)]) == 2
+    assert main(["run", str(demo), "--vtk", "amr", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "n" in err and "--vtk" in err and "not a Simulation" in err
+
+
+def test_mpi_world_size_from_launcher_environment(monkeypatch):
+    from forestpy.cli import mpi_world_size
+
+    for key in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", "SLURM_PROCID", "PMIX_SIZE"):
+        monkeypatch.delenv(key, raising=False)
+    assert mpi_world_size() == 1
+    monkeypatch.setenv("SLURM_NTASKS", "4")  # an sbatch allocation, outside srun's tasks
+    assert mpi_world_size() == 1
+    monkeypatch.setenv("SLURM_PROCID", "2")
+    assert mpi_world_size() == 4
+    monkeypatch.setenv("PMI_SIZE", "3")
+    assert mpi_world_size() == 3
+
+
+def test_mpirun_forestpy_run_matches_the_serial_run(tmp_path):
+    import shutil
+
+    pytest.importorskip("mpi4py")
+    mpirun = shutil.which("mpirun", path=str(Path(sys.executable).parent))
+    if mpirun is None:
+        pytest.skip("mpirun not installed (pip install mpich)")
+    opts = [*SMALL[:-2], "--set", "mx=8", "--set", "max_level=4", "--quiet"]
+    serial, par = tmp_path / "serial", tmp_path / "par"
+    assert main(["run", str(DEMO), *opts, "--out", str(serial)]) == 0
+    env = {**os.environ, "NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(
+        [mpirun, "-n", "2", *_console_script(), "run", str(DEMO), *opts, "--out", str(par)],
+        capture_output=True, text=True, timeout=180, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("total wall") == 1  # rank 0 alone prints
+    s, p = _read(serial / "summary.json"), _read(par / "summary.json")
+    assert p["mpi_ranks"] == 2
+    assert p["steps"] == s["steps"] and p["patches_per_level"] == s["patches_per_level"]
+    assert p["totals_final"] == s["totals_final"]  # bitwise
