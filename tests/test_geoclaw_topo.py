@@ -85,9 +85,7 @@ def test_okushiri_asc_is_cell_registered():
 
 
 def test_eden_dem_geotiff_lzw_tiles():
-    path = SHARED / "eden_dem" / "DEM.tif"
-    if not path.exists():
-        pytest.skip("eden DEM not available")
+    path = VENDORED / "eden_dem" / "DEM.tif"
     r = read_geotiff(path)
     assert r.shape == (1855, 1813) and r.dx == r.dy == 5.0
     assert r.meta["epsg"] == 27700
