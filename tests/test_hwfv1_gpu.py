@@ -32,3 +32,23 @@ def test_gpu_kernels_match_cpu(eps):
     for a, b in zip(cpu.state(), gpu.state()):
         np.testing.assert_allclose(b, a, rtol=0, atol=1e-12)
     assert np.abs(cpu.state()[1]).max() > 0.1  # the flow moved
+
+
+@pytest.mark.parametrize("eps", [None, 1e-3])
+def test_gpu_run_batches_steps_on_the_device_and_matches_cpu(eps):
+    """``run`` launches several steps between clock read-backs (dt, t, leaf counts stay
+    on the device); steps launched after t_final must do nothing."""
+    h, z = humps_state()
+    zero = np.zeros_like(h)
+    kw = dict(extent=(0.0, 70.0, 0.0, 30.0), eps=eps, bc=("open", "wall", "wall", "wall"),
+              n_manning=0.018)
+    cpu = HWFV1(h, zero, zero, z, **kw).run(3.0)
+    gpu = HWFV1GPU(h, zero, zero, z, **kw).run(3.0)
+    assert gpu.t == cpu.t == 3.0 and gpu.steps == cpu.steps > 3
+    if eps is not None:
+        assert gpu.leaf_history == cpu.leaf_history
+    for _ in range(2):  # launched past t_final: no-ops
+        gpu._launch(3.0)
+    assert gpu._sync() == 0.0 and gpu.steps == cpu.steps
+    for a, b in zip(cpu.state(), gpu.state()):
+        np.testing.assert_allclose(b, a, rtol=0, atol=1e-12)

@@ -1,11 +1,11 @@
 """Pseudo-2D dam break (HWFV1 paper): 50 m x 25 m, dam at x = 10 m, 6 m upstream and
 2 m downstream, open ends and walls along y, compared with the exact Stoker solution.
 
-    python demos/hwfv1/dam_break_2d.py     # writes out/hwfv1_dam_break_2d.npz
+    python demos/hwfv1/dam_break_2d.py     # writes out/hwfv1_dam_break_2d/dam_break_2d.npz
 """
 
 import json
-import os
+from pathlib import Path
 
 import numpy as np
 from forestpy.solvers.hwfv1.solver import HWFV1, stoker
@@ -17,7 +17,6 @@ OPTIONS = dict(
     eps=Option(1e-3, "wavelet threshold (None: uniform FV1)", type=float, min=0.0, none_ok=True),
     t_final=Option(2.5, "end time [s] (paper: 2.5 against the exact solution, 40 for timing)",
                    min=0.0),
-    out=Option("out/hwfv1_dam_break_2d", "output prefix"),
 )
 X0, HL, HR = 10.0, 6.0, 2.0
 
@@ -32,7 +31,9 @@ def setup(**overrides) -> HWFV1:
                  bc=("open", "open", "wall", "wall"))
 
 
-def main(**overrides) -> dict:
+def main(out=None, **overrides) -> dict:
+    """Run; with a folder ``out``, write the fields (``.npz``) and the result (``.json``)
+    there (``forestpy run`` passes its ``--out``)."""
     o = merge_options(OPTIONS, overrides, "dam_break_2d")
     sim = setup(**overrides).run(o["t_final"])
     x, _ = sim.cell_centres()
@@ -41,13 +42,13 @@ def main(**overrides) -> dict:
     err = float(np.abs(h - he[None, :]).mean())
     result = dict(L=o["L"], eps=o["eps"], t=sim.t, steps=sim.steps, l1_error_h=err,
                   leaves=int(getattr(sim, "nleaves", h.size)))
-    if o["out"]:
-        os.makedirs(os.path.dirname(o["out"]) or ".", exist_ok=True)
-        np.savez(o["out"] + ".npz", x=x, h=h, h_exact=he)
-        with open(o["out"] + ".json", "w") as f:
-            json.dump(result, f)
+    if out:
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        np.savez(out / "dam_break_2d.npz", x=x, h=h, h_exact=he)
+        (out / "dam_break_2d.json").write_text(json.dumps(result))
     return result
 
 
 if __name__ == "__main__":
-    print(json.dumps(main()))
+    print(json.dumps(main(out="out/hwfv1_dam_break_2d")))

@@ -5,11 +5,11 @@ hump and a rectangular hump that emerge from the water (wet/dry fronts).
 ``case="dam"``: frictional dam break (n = 0.018), 1.875 m behind x = 16 m, dry beyond,
 12 s.
 
-    python demos/hwfv1/humps.py            # writes out/hwfv1_humps.npz
+    python demos/hwfv1/humps.py            # writes out/hwfv1_humps/humps.npz
 """
 
 import json
-import os
+from pathlib import Path
 
 import numpy as np
 from forestpy.solvers.hwfv1.solver import HWFV1
@@ -21,7 +21,6 @@ OPTIONS = dict(
     L=Option(8, "finest level: 2^L x 2^L cells", min=2, max=12),
     eps=Option(1e-3, "wavelet threshold (None: uniform FV1)", type=float, min=0.0, none_ok=True),
     t_final=Option(None, "end time [s]; None: 100 (lake) or 12 (dam)", type=float, min=0.0),
-    out=Option("out/hwfv1_humps", "output prefix"),
 )
 ETA_LAKE, H_DAM, X_DAM, N_DAM = 0.875, 1.875, 16.0, 0.018
 
@@ -53,7 +52,9 @@ def setup(**overrides) -> HWFV1:
                  n_manning=nm)
 
 
-def main(**overrides) -> dict:
+def main(out=None, **overrides) -> dict:
+    """Run; with a folder ``out``, write the fields (``.npz``) and the result (``.json``)
+    there (``forestpy run`` passes its ``--out``)."""
     o = merge_options(OPTIONS, overrides, "humps")
     t_final = o["t_final"] if o["t_final"] is not None else (100.0 if o["case"] == "lake" else 12.0)
     sim = setup(**overrides).run(t_final)
@@ -62,13 +63,13 @@ def main(**overrides) -> dict:
                   max_discharge=float(max(np.abs(qx).max(), np.abs(qy).max())),
                   volume=float(h.sum() * sim.dx * sim.dy),
                   leaves=int(getattr(sim, "nleaves", h.size)))
-    if o["out"]:
-        os.makedirs(os.path.dirname(o["out"]) or ".", exist_ok=True)
-        np.savez(o["out"] + ".npz", h=h, qx=qx, qy=qy, z=z)
-        with open(o["out"] + ".json", "w") as f:
-            json.dump(result, f)
+    if out:
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        np.savez(out / "humps.npz", h=h, qx=qx, qy=qy, z=z)
+        (out / "humps.json").write_text(json.dumps(result))
     return result
 
 
 if __name__ == "__main__":
-    print(json.dumps(main()))
+    print(json.dumps(main(out="out/hwfv1_humps")))

@@ -86,6 +86,31 @@ def ghost(h, qx, qy, z, normal_x, wall):
     return h, qx, qy, z
 
 
+WALL, OPEN, INFLOW = 1, 0, 2  # boundary kinds of ghost_bc
+
+
+@numba.njit(cache=True, inline="always")
+def ghost_bc(h, qx, qy, z, normal_x, kind, eta_in, g):
+    """Outside state beyond a boundary face of kind WALL, OPEN or INFLOW.  INFLOW (a
+    west side) generates the incident surface elevation ``eta_in`` (above still water
+    at z = 0) and absorbs outgoing waves: the ghost state joins the incoming Riemann
+    invariant of the incident simple wave, u + 2c with u_in = 2 (c_in - c_0), to the
+    outgoing one of the inside cell, u - 2c.  Dry cells (still water depth 0) get a
+    dry ghost."""
+    if kind == INFLOW:
+        h0 = max(0.0, -z)
+        if h0 <= TOL_DRY:
+            return 0.0, 0.0, 0.0, z
+        c0 = math.sqrt(g * h0)
+        cin = math.sqrt(g * max(0.0, h0 + eta_in))
+        rplus = 2.0 * (cin - c0) + 2.0 * cin
+        rminus = _vel(h, qx) - 2.0 * math.sqrt(g * h)
+        cg = max(0.0, 0.25 * (rplus - rminus))
+        hg = cg * cg / g
+        return hg, hg * 0.5 * (rplus + rminus), hg * _vel(h, qy), z
+    return ghost(h, qx, qy, z, normal_x, kind == WALL)
+
+
 @numba.njit(cache=True)
 def cell_update(c, e, w, n, s, dx, dy, dt, g, n_manning, out):
     """New (h, qx, qy) of a cell from its state ``c`` and its east, west, north and
@@ -147,9 +172,10 @@ def dt_uniform(q, z, dx, dy, g, cfl):
 
 
 @numba.njit(cache=True, parallel=True)
-def step_uniform(q, z, qn, dx, dy, dt, g, n_manning, walls):
-    """One FV1 step on the uniform grid: ``q[3, ny, nx]`` -> ``qn``.  ``walls`` is
-    (west, east, south, north) with True for a reflecting wall, False for open."""
+def step_uniform(q, z, qn, dx, dy, dt, g, n_manning, bc, eta_in):
+    """One FV1 step on the uniform grid: ``q[3, ny, nx]`` -> ``qn``.  ``bc`` is
+    (west, east, south, north) of WALL, OPEN or INFLOW (see :func:`ghost_bc`, with the
+    incident surface elevation ``eta_in``)."""
     ny, nx = z.shape
     for j in numba.prange(ny):
         c = np.empty(4)
@@ -163,19 +189,23 @@ def step_uniform(q, z, qn, dx, dy, dt, g, n_manning, walls):
             if i + 1 < nx:
                 e[0], e[1], e[2], e[3] = q[0, j, i + 1], q[1, j, i + 1], q[2, j, i + 1], z[j, i + 1]
             else:
-                e[0], e[1], e[2], e[3] = ghost(c[0], c[1], c[2], c[3], True, walls[1])
+                e[0], e[1], e[2], e[3] = ghost_bc(c[0], c[1], c[2], c[3], True, bc[1],
+                                                        eta_in, g)
             if i > 0:
                 w[0], w[1], w[2], w[3] = q[0, j, i - 1], q[1, j, i - 1], q[2, j, i - 1], z[j, i - 1]
             else:
-                w[0], w[1], w[2], w[3] = ghost(c[0], c[1], c[2], c[3], True, walls[0])
+                w[0], w[1], w[2], w[3] = ghost_bc(c[0], c[1], c[2], c[3], True, bc[0],
+                                                        eta_in, g)
             if j + 1 < ny:
                 n[0], n[1], n[2], n[3] = q[0, j + 1, i], q[1, j + 1, i], q[2, j + 1, i], z[j + 1, i]
             else:
-                n[0], n[1], n[2], n[3] = ghost(c[0], c[1], c[2], c[3], False, walls[3])
+                n[0], n[1], n[2], n[3] = ghost_bc(c[0], c[1], c[2], c[3], False, bc[3],
+                                                        eta_in, g)
             if j > 0:
                 s[0], s[1], s[2], s[3] = q[0, j - 1, i], q[1, j - 1, i], q[2, j - 1, i], z[j - 1, i]
             else:
-                s[0], s[1], s[2], s[3] = ghost(c[0], c[1], c[2], c[3], False, walls[2])
+                s[0], s[1], s[2], s[3] = ghost_bc(c[0], c[1], c[2], c[3], False, bc[2],
+                                                        eta_in, g)
             cell_update(c, e, w, n, s, dx, dy, dt, g, n_manning, out)
             qn[0, j, i] = out[0]
             qn[1, j, i] = out[1]

@@ -9,11 +9,11 @@ import numba
 import numpy as np
 
 from . import mra
-from .fv1 import cell_update, dt_uniform, ghost, step_uniform, wave_speed
+from .fv1 import INFLOW, OPEN, WALL, cell_update, dt_uniform, ghost_bc, step_uniform, wave_speed
 
 __all__ = ["HWFV1", "stoker"]
 
-BCS = ("wall", "open")
+BCS = {"wall": WALL, "open": OPEN, "inflow": INFLOW}
 
 
 @numba.njit(cache=True, inline="always")
@@ -37,7 +37,9 @@ def _dt_leaves(s, lev, code, L, dx, dy, g, cfl):
 
 
 @numba.njit(cache=True, parallel=True)
-def _update_leaves(s, lev, code, L, dx, dy, dt, g, n_manning, walls, new):
+def _update_leaves(s, lev, code, L, dx, dy, dt, g, n_manning, bc, eta_in, new):
+    """FV1 update of every leaf from its neighbours at its own level; the new (h, qx, qy)
+    of leaf (n, m) goes to ``new[:, offset(n) + m]`` (a hierarchy-sized buffer)."""
     for k in numba.prange(lev.size):
         c = np.empty(4)
         e = np.empty(4)
@@ -53,40 +55,47 @@ def _update_leaves(s, lev, code, L, dx, dy, dt, g, n_manning, walls, new):
         if i + 1 < size:
             _load(s, off + mra.morton(i + 1, j), e)
         else:
-            e[0], e[1], e[2], e[3] = ghost(c[0], c[1], c[2], c[3], True, walls[1])
+            e[0], e[1], e[2], e[3] = ghost_bc(c[0], c[1], c[2], c[3], True,
+                                                        bc[1], eta_in, g)
         if i > 0:
             _load(s, off + mra.morton(i - 1, j), w)
         else:
-            w[0], w[1], w[2], w[3] = ghost(c[0], c[1], c[2], c[3], True, walls[0])
+            w[0], w[1], w[2], w[3] = ghost_bc(c[0], c[1], c[2], c[3], True,
+                                                        bc[0], eta_in, g)
         if j + 1 < size:
             _load(s, off + mra.morton(i, j + 1), no)
         else:
-            no[0], no[1], no[2], no[3] = ghost(c[0], c[1], c[2], c[3], False, walls[3])
+            no[0], no[1], no[2], no[3] = ghost_bc(c[0], c[1], c[2], c[3], False,
+                                                        bc[3], eta_in, g)
         if j > 0:
             _load(s, off + mra.morton(i, j - 1), so)
         else:
-            so[0], so[1], so[2], so[3] = ghost(c[0], c[1], c[2], c[3], False, walls[2])
+            so[0], so[1], so[2], so[3] = ghost_bc(c[0], c[1], c[2], c[3], False,
+                                                        bc[2], eta_in, g)
         fac = 2.0 ** (L - n)
         cell_update(c, e, w, no, so, dx * fac, dy * fac, dt, g, n_manning, out)
-        new[0, k] = out[0]
-        new[1, k] = out[1]
-        new[2, k] = out[2]
+        p = off + code[k]
+        new[0, p] = out[0]
+        new[1, p] = out[1]
+        new[2, p] = out[2]
 
 
 @numba.njit(cache=True, parallel=True)
-def _project(new, lev, code, L, s):
-    """Write every leaf's value to its contiguous block of finest cells: the free
-    surface eta = h + z and the discharges are constant over the block (zero details),
-    so a lake at rest stays at rest over a varying bed; the depth is eta - z_fine."""
+def _project(new, level, L, s):
+    """Write every leaf's value to its contiguous block of finest cells, one finest cell
+    per iteration (``level[m]`` is the level of the leaf over finest cell m, from the
+    traversal): the free surface eta = h + z and the discharges are constant over the
+    block (zero details), so a lake at rest stays at rest over a varying bed; the depth
+    is eta - z_fine."""
     oL = (4**L - 1) // 3
-    for k in numba.prange(lev.size):
-        w = 2 * (L - lev[k])
-        first = oL + (code[k] << w)
-        eta = new[0, k] + s[3, (4 ** lev[k] - 1) // 3 + code[k]]
-        for m in range(first, first + (1 << w)):
-            s[0, m] = max(0.0, eta - s[3, m]) if w > 0 and new[0, k] > 0.0 else new[0, k]
-            s[1, m] = new[1, k]
-            s[2, m] = new[2, k]
+    for m in numba.prange(4**L):
+        n = level[m]
+        w = 2 * (L - n)
+        p = (4**n - 1) // 3 + (m >> w)
+        hn = new[0, p]
+        s[0, oL + m] = max(0.0, hn + s[3, p] - s[3, oL + m]) if w > 0 and hn > 0.0 else hn
+        s[1, oL + m] = new[1, p]
+        s[2, oL + m] = new[2, p]
 
 
 class HWFV1:
@@ -99,12 +108,16 @@ class HWFV1:
     eps : float or None
         Wavelet threshold; ``None`` runs the uniform FV1 baseline, ``0`` full resolution
         through the adaptive machinery.
-    bc : "wall" or "open", or a 4-tuple (west, east, south, north) of those
+    bc : "wall" or "open", or a 4-tuple (west, east, south, north) of those; the west
+        side may be "inflow" (incident wave, see :func:`~solvers.hwfv1.fv1.ghost_bc`)
+    inflow : callable ``t -> eta`` (incident surface elevation at time t above still
+        water at z = 0), required with an "inflow" side; evaluated at the start of each
+        step
     n_manning, g, cfl : Manning coefficient, gravity, Courant number (0.5)
     """
 
     def __init__(self, h, qx, qy, z, extent, eps=1e-3, bc="wall", n_manning=0.0,
-                 g=9.80665, cfl=0.5):
+                 g=9.80665, cfl=0.5, inflow=None):
         q = np.stack([np.asarray(a, dtype=np.float64) for a in (h, qx, qy, z)])
         q, self.L = mra._check_grid(q, "h, qx, qy, z")
         if self.L < 1 or self.L > 14:
@@ -115,8 +128,16 @@ class HWFV1:
             raise ValueError(f"eps must be >= 0 or None (uniform), got {eps}")
         bcs = (bc,) * 4 if isinstance(bc, str) else tuple(bc)
         if len(bcs) != 4 or any(b not in BCS for b in bcs):
-            raise ValueError(f"bc must be one of {BCS} or a 4-tuple of them, got {bc!r}")
+            raise ValueError(f"bc must be one of {tuple(BCS)} or a 4-tuple of them, got {bc!r}")
+        if "inflow" in bcs[1:]:
+            raise ValueError(f"only the west side can be 'inflow', got bc={bc!r}")
+        if (bcs[0] == "inflow") != (inflow is not None) or not (inflow is None
+                                                                or callable(inflow)):
+            raise ValueError("an 'inflow' west side needs inflow=callable(t) -> eta, and "
+                             "inflow= needs bc[0] == 'inflow'")
         self.walls = np.array([b == "wall" for b in bcs])
+        self.bc = np.array([BCS[b] for b in bcs], dtype=np.int64)
+        self.inflow = inflow
         x0, x1, y0, y1 = extent
         n = 2**self.L
         self.extent = extent
@@ -136,6 +157,9 @@ class HWFV1:
             self.d = np.zeros((4, 3, mra.offset(L)))
             self.sig = np.zeros(mra.offset(L), dtype=np.bool_)
             self.raw = np.zeros(mra.offset(L), dtype=np.bool_)
+            self.new = np.zeros((3, mra.ntotal(L)))
+            self.is_leaf = np.empty(4**L, dtype=np.bool_)
+            self.level = np.empty(4**L, dtype=np.int8)
             self.nleaves = 4**L
 
     # -- state ------------------------------------------------------------------
@@ -153,12 +177,17 @@ class HWFV1:
 
     # -- stepping ---------------------------------------------------------------
     def _mra(self):
-        """Encode, flag and traverse; returns the leaves (level, morton)."""
+        """Encode, flag and traverse; returns the leaves (level, morton) and keeps the
+        leaf level over every finest cell in ``self.level``."""
         L, s = self.L, self.s
         mra.encode(s, self.d, L)
         mra.significance_swe(s, self.d, float(self.eps), L, self.raw)
         mra.predict(self.raw, L, self.sig)
-        return mra.traverse(self.sig, L)
+        mra._walk(self.sig, L, self.is_leaf, self.level)
+        return mra._compact_leaves(self.is_leaf, self.level, L)
+
+    def _eta_in(self):
+        return 0.0 if self.inflow is None else float(self.inflow(self.t))
 
     def step(self, t_end=np.inf):
         if self.eps is None:
@@ -166,7 +195,7 @@ class HWFV1:
             dt = min(dt_uniform(self.q, self.z, self.dx, self.dy, self.g, self.cfl),
                      t_end - self.t)
             step_uniform(self.q, self.z, self._qn, self.dx, self.dy, dt, self.g,
-                         self.n_manning, self.walls)
+                         self.n_manning, self.bc, self._eta_in())
             self.q, self._qn = self._qn, self.q
             self.time_fv += time.perf_counter() - t0
         else:
@@ -175,10 +204,9 @@ class HWFV1:
             t1 = time.perf_counter()
             dt = min(_dt_leaves(self.s, lev, code, self.L, self.dx, self.dy, self.g,
                                 self.cfl), t_end - self.t)
-            new = np.empty((3, lev.size))
             _update_leaves(self.s, lev, code, self.L, self.dx, self.dy, dt, self.g,
-                           self.n_manning, self.walls, new)
-            _project(new, lev, code, self.L, self.s)
+                           self.n_manning, self.bc, self._eta_in(), self.new)
+            _project(self.new, self.level, self.L, self.s)
             self.time_mra += t1 - t0
             self.time_fv += time.perf_counter() - t1
             self.nleaves = lev.size
