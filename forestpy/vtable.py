@@ -86,9 +86,29 @@ class RiemannSolver:
         Ghost filling and regrid transfer then interpolate and average the surface
         ``q[i] + aux[j]`` instead of the depth (so a lake at rest over a varying bottom
         stays at rest across coarse-fine interfaces and through regrids), the bottom is
-        mirrored at walls and extrapolated at the other physical sides, and depths that
-        the interpolation makes negative near a shoreline are set to zero (in regrids,
-        each 2x2 family of new cells is rescaled to keep its volume).
+        mirrored at walls and extrapolated at the other physical sides.  At shorelines
+        the ghost cells that are averages or interpolations use the rest surface
+        ``min(b, eta_ref)`` of the dry cells (``eta_ref``: mean surface of the wet cells
+        of the stencil; :mod:`forestpy.patches.surface_ghosts`), so a lake at rest
+        with dry land stays at rest across coarse-fine interfaces; interior cells are
+        never modified by a ghost fill.
+    surface_dry : str or None
+        Name of the parameter (in ``param_names``) holding the depth at or below which
+        a cell is dry (e.g. ``"dry_tolerance"``); ``None``: dry means ``h == 0``.
+        Only with ``surface_interp``.
+    surface_regrid : {"conserve", "rest"}
+        How a regrid treats a 2x2 family at a shoreline (some child dry in the
+        family's rest state).  A coarse cell at rest holds less water than its partly
+        dry children at rest (``sum max(0, eta - b_c) > 4 (eta - mean b_c)``), so no
+        transfer can keep both the volume and the rest state there.  ``"conserve"``
+        (default): volume and momentum of every family exact; a refined shore family
+        gets the rest state of the surface ``eta*`` that holds the parent's volume, a
+        coarsened family the average depth (its surface then stands above the lake's
+        by the mean height of its dry children above it).  ``"rest"`` (GeoClaw's
+        choice): a refined shore family gets ``max(0, eta - b_c)`` with ``eta`` the
+        parent's surface (a dry parent: the mean wet surface of its face neighbours),
+        a coarsened partly dry family ``min(mean h, max(0, eta_wet - b))``; volume
+        changes at shorelines only.  Only with ``surface_interp``.
     """
 
     name: str
@@ -107,6 +127,8 @@ class RiemannSolver:
     description: str = ""
     derived_fields: Mapping[str, Callable] = field(default_factory=dict)
     surface_interp: tuple[int, int] | None = None
+    surface_dry: str | None = None
+    surface_regrid: str = "conserve"
 
     def __post_init__(self):
         if not self.field_names:
@@ -138,6 +160,23 @@ class RiemannSolver:
                     f"0 <= depth index < num_eqn={self.num_eqn} and 0 <= bottom index < "
                     f"num_aux={self.num_aux}"
                 )
+        if self.surface_regrid not in ("conserve", "rest"):
+            raise ValueError(
+                f"Riemann solver {self.name!r}: surface_regrid={self.surface_regrid!r}; "
+                "use 'conserve' or 'rest'"
+            )
+        if self.surface_interp is None and (
+            self.surface_dry is not None or self.surface_regrid != "conserve"
+        ):
+            raise ValueError(
+                f"Riemann solver {self.name!r}: surface_dry and surface_regrid need "
+                "surface_interp"
+            )
+        if self.surface_dry is not None and self.surface_dry not in self.param_names:
+            raise ValueError(
+                f"Riemann solver {self.name!r}: surface_dry={self.surface_dry!r} is not one "
+                f"of param_names {list(self.param_names)}"
+            )
         unknown = set(self.default_params) - set(self.param_names)
         if unknown:
             raise ValueError(

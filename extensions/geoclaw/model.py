@@ -116,6 +116,7 @@ def geoclaw_simulation(
     shoreline: bool = False,
     regions: Sequence[Region] = (),
     bc="wall",
+    shore_regrid: str = "conserve",
     **sim_options,
 ) -> Simulation:
     """A :class:`~forestpy.simulation.Simulation` of the ``geoclaw`` solver.
@@ -145,6 +146,10 @@ def geoclaw_simulation(
     bc : str, sequence or dict
         Boundary conditions per side; callables (e.g. :class:`.forcing.IncidentWave`)
         allowed.
+    shore_regrid : ``"conserve"`` or ``"rest"``
+        What a regrid keeps in families of cells that are partly dry: the volume exactly
+        (default) or the rest state, as GeoClaw does (volume then changes at shores);
+        see docs/geoclaw_solver.md, "AMR".
     **sim_options :
         Any other :class:`~forestpy.simulation.Simulation` option (``mx``,
         ``min_level``, ``max_level``, ``t_final``, ``b4step``, ``callbacks``,
@@ -164,6 +169,8 @@ def geoclaw_simulation(
     variable_n = not isinstance(manning, (int, float))
     naux = 2 if variable_n else 1
     riemann = geoclaw if naux == 1 else dataclasses.replace(geoclaw, num_aux=naux)
+    if shore_regrid != riemann.surface_regrid:  # validated by the record
+        riemann = dataclasses.replace(riemann, surface_regrid=shore_regrid)
     last = {}
 
     def full_setaux(x, y, dx, dy):

@@ -346,6 +346,7 @@ geoclaw = RiemannSolver(
     "reconstruction + HLLE (well-balanced, positive)",
     derived_fields=GEOCLAW_DERIVED_FIELDS,
     surface_interp=(0, 0),
+    surface_dry="dry_tolerance",
 )
 
 register_riemann(geoclaw)

@@ -1,0 +1,259 @@
+"""Ghost filling through a surface ``h + b`` that is aware of dry cells.
+
+For Riemann solvers that declare ``surface_interp=(i, j)`` (a depth ``h = q[i]`` over a
+bottom ``b = aux[j]``, see :class:`~forestpy.vtable.RiemannSolver`).  The ghost plan of
+:mod:`forestpy.patches.ghost_plan` is executed entry kind by entry kind:
+
+* **copy** entries copy every component, the depth included (exact copies: same-level
+  faces see the neighbour's state bit for bit, thin films included);
+* **average** and **interpolate** entries treat the components other than the depth as
+  usual, and the depth through the *rest surface* ``W`` of their source cells:
+  ``W = h + b`` in wet cells (``h > dry_tolerance``) and ``W = min(h + b, eta_ref)`` in
+  dry cells (dry land takes the neighbouring surface, a film below it keeps its own),
+  with ``eta_ref`` the mean surface of the wet cells of the same stencil (the 4 fine
+  cells of an average; the coarse cell and its valid neighbours of an interpolation).
+  The ghost depth is ``max(0, W_ghost - b_ghost)`` with ``b_ghost`` the ghost cell's
+  own ``aux[j]``.  A stencil without wet cells averages/interpolates the
+  depth itself (clipped at zero), so dry land gets no water from an interpolated bottom.
+
+So a lake at rest meeting dry land inside a coarse or a fine ghost stencil gives the
+rest state ``max(0, eta - b_ghost)`` in the ghost cell (the dry neighbours do not lift
+or lower the surface), and no interior cell is touched.  The rule needs no sea level:
+``eta_ref`` is local, so lakes above sea level work the same.
+
+Execution as the plain ghost fill: per-entry ``numba.njit`` bodies written once, Numba
+loops parallel over the entries on the CPU, and the same bodies compiled by
+:func:`forestpy.cuda_device.cuda_device` in CUDA kernels (one thread per entry) on the
+GPU backend.
+"""
+
+from __future__ import annotations
+
+import numba
+
+from forestpy.patches.ghost_plan import _fill_copy, _is_mask, _limited_slope, positive_mask
+from forestpy.timers import phase
+
+__all__ = ["fill_ghosts_surface"]
+
+
+@numba.njit(inline="always")
+def _value(q, aux, p, y, x, m, ib, drytol, eta_ref, rest):
+    """Component ``m`` of cell ``(p, y, x)``; with ``rest`` (``m`` is then the depth)
+    its rest surface: ``h + b`` where wet, ``min(h + b, eta_ref)`` where dry."""
+    v = q[p, m, y, x]
+    if not rest:
+        return v
+    w = v + aux[p, ib, y, x]
+    if v > drytol:
+        return w
+    return min(w, eta_ref)
+
+
+@numba.njit(inline="always")
+def _mean4_value(q, aux, s, k, d, m, ib, drytol, eta_ref, rest):
+    """Mean over the 4 cells ``s[k, d, 0..3]`` (triplets), summed as ``_mean4`` does
+    (``s`` is ``(n, ndir, 4, 3)``: the neighbours of an interpolation, or an average's
+    sources viewed with ``ndir = 1``).  One call site of ``_value`` (compile time)."""
+    a = 0.0
+    b = 0.0
+    for c in range(4):
+        v = _value(q, aux, s[k, d, c, 0], s[k, d, c, 1], s[k, d, c, 2], m, ib, drytol, eta_ref,
+                   rest)
+        if c < 2:
+            a += v
+        else:
+            b += v
+    return 0.25 * (a + b)
+
+
+@numba.njit(inline="always")
+def _wet_surfaces(q, aux, s, k, d, ih, ib, drytol):
+    """(sum of the surfaces, number) of the wet cells among the 4 cells ``s[k, d]``."""
+    total = 0.0
+    n = 0.0
+    for c in range(4):
+        p, y, x = s[k, d, c, 0], s[k, d, c, 1], s[k, d, c, 2]
+        h = q[p, ih, y, x]
+        if h > drytol:
+            total += h + aux[p, ib, y, x]
+            n += 1.0
+    return total, n
+
+
+@numba.njit(inline="always")
+def _average_surface_entry(q, aux, dst, src4, ih, ib, drytol, k):
+    """Average entry ``k`` (``src4``: the plan's ``avg_src`` as ``(n, 1, 4, 3)``): plain
+    means, the depth through the rest surface."""
+    p, y, x = dst[k, 0], dst[k, 1], dst[k, 2]
+    total, nwet = _wet_surfaces(q, aux, src4, k, 0, ih, ib, drytol)
+    eta_ref = total / nwet if nwet > 0.0 else 0.0
+    for m in range(q.shape[1]):
+        rest = m == ih and nwet > 0.0
+        v = _mean4_value(q, aux, src4, k, 0, m, ib, drytol, eta_ref, rest)
+        if rest:
+            v = max(0.0, v - aux[p, ib, y, x])
+        elif m == ih:
+            v = max(0.0, v)
+        q[p, m, y, x] = v
+
+
+@numba.njit(inline="always")
+def _interpolate_surface_entry(q, aux, dst, center, nbr, valid, offset, positive, ih, ib,
+                               drytol, k):
+    """Interpolation entry ``k``: as the plain entry (limited-linear from the coarse
+    cell and its neighbours), the depth through the rest surface."""
+    c0, c1, c2 = center[k, 0], center[k, 1], center[k, 2]
+    p, y, x = dst[k, 0], dst[k, 1], dst[k, 2]
+    h = q[c0, ih, c1, c2]
+    total = 0.0
+    nwet = 0.0
+    if h > drytol:
+        total = h + aux[c0, ib, c1, c2]
+        nwet = 1.0
+    for d in range(4):
+        if valid[k, d]:
+            t, n = _wet_surfaces(q, aux, nbr, k, d, ih, ib, drytol)
+            total += t
+            nwet += n
+    eta_ref = total / nwet if nwet > 0.0 else 0.0
+    for m in range(q.shape[1]):
+        rest = m == ih and nwet > 0.0
+        vc = _value(q, aux, c0, c1, c2, m, ib, drytol, eta_ref, rest)
+        xm = xp = ym = yp = 0.0
+        for d in range(4):  # one call site (compile time)
+            v = _mean4_value(q, aux, nbr, k, d, m, ib, drytol, eta_ref, rest)
+            if d == 0:
+                xm = v
+            elif d == 1:
+                xp = v
+            elif d == 2:
+                ym = v
+            else:
+                yp = v
+        sx = _limited_slope(vc, xm, xp, valid[k, 0], valid[k, 1])
+        sy = _limited_slope(vc, ym, yp, valid[k, 2], valid[k, 3])
+        v = vc + offset[k, 0] * sx + offset[k, 1] * sy
+        if rest:
+            v = max(0.0, v - aux[p, ib, y, x])
+        elif m == ih:  # dry land: the depth itself (films), never below zero
+            v = max(0.0, v)
+        elif positive[m] and v < 0.0 <= vc:
+            v = 0.0
+        q[p, m, y, x] = v
+
+
+@numba.njit(parallel=True, cache=True)
+def _fill_average_surface(q, aux, dst, src4, ih, ib, drytol):
+    for k in numba.prange(dst.shape[0]):
+        _average_surface_entry(q, aux, dst, src4, ih, ib, drytol, k)
+
+
+@numba.njit(parallel=True, cache=True)
+def _fill_interpolate_surface(q, aux, dst, center, nbr, valid, offset, positive, ih, ib,
+                              drytol):
+    for k in numba.prange(dst.shape[0]):
+        _interpolate_surface_entry(q, aux, dst, center, nbr, valid, offset, positive, ih, ib,
+                                   drytol, k)
+
+
+# --------------------------------------------------------------------------------------
+# GPU: kernels built on first use (see forestpy.patches.cuda_kernels for the pattern)
+# --------------------------------------------------------------------------------------
+
+_KERNELS: dict = {}
+# ``numba.cuda``, bound on first use; a module global so that Numba's CUDA simulator can
+# swap it for its fake module while a simulated kernel runs
+cuda = None
+
+
+def _kernels() -> dict:
+    global cuda
+    if _KERNELS:
+        return _KERNELS
+    import numba.cuda
+
+    cuda = numba.cuda
+    from forestpy.cuda_device import cuda_device
+
+    average_entry = cuda_device(_average_surface_entry)
+    interpolate_entry = cuda_device(_interpolate_surface_entry)
+
+    @cuda.jit
+    def fill_average_surface(q, aux, dst, src4, ih, ib, drytol):
+        k = cuda.grid(1)
+        if k < dst.shape[0]:
+            average_entry(q, aux, dst, src4, ih, ib, drytol, k)
+
+    @cuda.jit
+    def fill_interpolate_surface(q, aux, dst, center, nbr, valid, offset, positive, ih, ib,
+                                 drytol):
+        k = cuda.grid(1)
+        if k < dst.shape[0]:
+            interpolate_entry(q, aux, dst, center, nbr, valid, offset, positive, ih, ib,
+                              drytol, k)
+
+    _KERNELS.update(fill_average_surface=fill_average_surface,
+                    fill_interpolate_surface=fill_interpolate_surface)
+    return _KERNELS
+
+
+def _fill_gpu(plan, q, aux, ih, ib, drytol, positive, backend, timers) -> None:
+    from forestpy.patches import cuda_kernels as ck
+
+    if not _is_mask(positive, q.shape[1]):
+        positive = ck.component_mask(backend, q.shape[1], positive)
+    base, mine = ck.kernels(), _kernels()
+    n = len(plan.copy_dst)
+    if n:
+        ck._require_device(backend, q, plan.copy_dst, plan.copy_src)
+        with phase(timers, "ghost_fill.copy"):
+            base["fill_copy"][ck._blocks(n), ck.THREADS](q, plan.copy_dst, plan.copy_src)
+    n = len(plan.avg_dst)
+    if n:
+        ck._require_device(backend, q, aux, plan.avg_dst, plan.avg_src)
+        with phase(timers, "ghost_fill.average"):
+            mine["fill_average_surface"][ck._blocks(n), ck.THREADS](
+                q, aux, plan.avg_dst, plan.avg_src.reshape(n, 1, 4, 3), ih, ib, drytol)
+    n = len(plan.interp_dst)
+    if n:
+        arrays = (plan.interp_dst, plan.interp_center, plan.interp_nbr, plan.interp_valid,
+                  plan.interp_offset, positive)
+        ck._require_device(backend, q, aux, *arrays)
+        with phase(timers, "ghost_fill.interpolate"):
+            mine["fill_interpolate_surface"][ck._blocks(n), ck.THREADS](
+                q, aux, *arrays, ih, ib, drytol)
+
+
+def fill_ghosts_surface(plan, q, aux, depth: int, bottom: int, dry_tolerance: float = 0.0,
+                        positive=(), backend=None, timers=None) -> None:
+    """Fill every in-domain ghost cell of ``q`` in place, the depth ``q[:, depth]``
+    through the rest surface over ``aux[:, bottom]`` (see the module docstring).
+
+    ``aux`` must hold the bottom in every ghost cell (``setaux`` evaluates it there;
+    physical sides are the caller's business).  Interior cells are not modified.
+    ``positive``: other components clipped at zero when interpolated (tuple or mask).
+    ``backend``/``timers`` as in :func:`~forestpy.patches.ghost_plan.fill_ghosts`.
+    """
+    meqn = q.shape[1]
+    if not (0 <= depth < meqn and 0 <= bottom < aux.shape[1]):
+        raise ValueError(f"fill_ghosts_surface: depth index {depth} (num_eqn={meqn}) or "
+                         f"bottom index {bottom} (num_aux={aux.shape[1]}) out of range")
+    ih, ib, drytol = int(depth), int(bottom), float(dry_tolerance)
+    if backend is not None and backend.is_gpu:
+        _fill_gpu(plan, q, aux, ih, ib, drytol, positive, backend, timers)
+        return
+    if len(plan.copy_dst):
+        with phase(timers, "ghost_fill.copy"):
+            _fill_copy(q, plan.copy_dst, plan.copy_src)
+    if len(plan.avg_dst):
+        with phase(timers, "ghost_fill.average"):
+            _fill_average_surface(q, aux, plan.avg_dst,
+                                  plan.avg_src.reshape(len(plan.avg_dst), 1, 4, 3), ih, ib,
+                                  drytol)
+    if len(plan.interp_dst):
+        mask = positive if _is_mask(positive, meqn) else positive_mask(meqn, positive)
+        with phase(timers, "ghost_fill.interpolate"):
+            _fill_interpolate_surface(q, aux, plan.interp_dst, plan.interp_center,
+                                      plan.interp_nbr, plan.interp_valid, plan.interp_offset,
+                                      mask, ih, ib, drytol)
