@@ -1,0 +1,165 @@
+"""Okushiri (Monai valley) to 22.5 s: speed, uniform vs adaptive, gauge errors; JSON lines.
+
+Runs ``demos/geoclaw/okushiri.py`` as it is (gauges and the runup fgmax included),
+each case in a fresh process so that ``NUMBA_NUM_THREADS`` takes effect:
+
+* ``uniform``  -- the finest grid everywhere (``adaptive=false``);
+* ``adaptive`` -- the demo's default AMR (flags + regions), same finest level;
+
+after a warm-up run that compiles the kernels (a 0.112 m grid for 0.2 s).  Reported:
+wall time of the run, cell updates per second (cell updates / wall time of the run),
+steps, regrids, patches per level, timers, and per gauge the RMS difference to the
+measurement over 10-22.5 s and the errors in peak height and time.  ``--series DIR``
+keeps each run's ``gauges.csv`` (``DIR/<backend>_<case>/``) for CPU-vs-GPU comparisons
+(:func:`compare_series`).
+
+    python benchmarks/okushiri.py                                 # 1 thread and all cores
+    python benchmarks/okushiri.py --threads 1 --case uniform --dx 0.028
+    python benchmarks/okushiri.py --backend gpu --threads 1 --series out/series
+    python benchmarks/okushiri.py --compare out/series/cpu_uniform out/series/gpu_uniform
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CASES = ("uniform", "adaptive")
+
+
+def _demo():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "okushiri", ROOT / "demos" / "geoclaw" / "okushiri.py")
+    demo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(demo)
+    return demo
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _device(backend: str) -> str:
+    if backend != "gpu":
+        return _cpu_model()
+    try:
+        from numba import cuda
+
+        name = cuda.get_current_device().name
+        return name.decode() if isinstance(name, bytes) else str(name)
+    except Exception:  # noqa: BLE001 - a description only
+        return "gpu"
+
+
+def run_case(case: str, backend: str, dx: float, t_final: float, series: str | None,
+             mx: int, max_level: int) -> dict:
+    import numba
+
+    demo = _demo()
+    common = dict(backend=backend, mx=mx, max_level=max_level)
+    demo.setup(dx_finest=0.112, t_final=0.2, **common).run()  # compile the kernels
+    sim = demo.setup(dx_finest=dx, t_final=t_final, adaptive=(case == "adaptive"), **common)
+    load_before = round(os.getloadavg()[0], 2)
+    t0 = time.perf_counter()
+    sim.run()
+    wall = time.perf_counter() - t0
+    out = Path(series) / f"{backend}_{case}" if series else Path("/tmp") / f"okushiri_{os.getpid()}"
+    rep = demo.report(sim, out, plot=False)
+    gauges = {g: {k: round(v, 6) for k, v in e.items()
+                  if k in ("rms", "peak_error", "peak_time_error", "rms_best_shift",
+                           "best_time_shift")}
+              for g, e in rep["gauges"].items()}
+    return {
+        "benchmark": "okushiri",
+        "case": case,
+        "backend": backend,
+        "device": _device(backend),
+        "dx_finest": dx,
+        "mx": mx,
+        "max_level": max_level,
+        "t_final": sim.t,
+        "threads": numba.config.NUMBA_NUM_THREADS,
+        "cpus": os.cpu_count(),
+        "load_avg_1min_before": load_before,
+        "load_avg_1min_after": round(os.getloadavg()[0], 2),
+        "steps": sim.steps,
+        "regrids": sim.regrids,
+        "patches_per_level": sim.patches_per_level(),
+        "cell_updates": sim.cell_updates,
+        "wall_s": round(wall, 3),
+        "cell_updates_per_s": round(sim.cell_updates / wall),
+        "timers": sim.timers.as_dict(),
+        "gauges": gauges,
+        "runup": rep["runup"],
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    }
+
+
+def compare_series(a, b) -> dict:
+    """Largest absolute difference (m) per gauge between the model columns of two
+    ``gauges.csv`` files (same times), e.g. a CPU and a GPU run."""
+    def read(d):
+        with open(Path(d) / "gauges.csv") as f:
+            rows = list(csv.DictReader(f))
+        return {k: [float(r[k]) for r in rows] for k in rows[0] if k.endswith("_model")}
+
+    sa, sb = read(a), read(b)
+    n = min(len(next(iter(sa.values()))), len(next(iter(sb.values()))))
+    return {k[:-6]: max(abs(x - y) for x, y in zip(sa[k][:n], sb[k][:n])) for k in sa}
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--case", choices=CASES, action="append")
+    p.add_argument("--backend", choices=("cpu", "gpu"), default="cpu")
+    p.add_argument("--threads", type=int, action="append",
+                   help="NUMBA_NUM_THREADS values (default: 1 and all cores)")
+    p.add_argument("--dx", type=float, default=0.014, help="finest cell size (m)")
+    p.add_argument("--mx", type=int, default=16)
+    p.add_argument("--max-level", type=int, default=2)
+    p.add_argument("--t-final", type=float, default=22.5)
+    p.add_argument("--series", help="keep the gauge CSV of every run under this folder")
+    p.add_argument("--compare", nargs=2, metavar="DIR", help="compare two gauges.csv folders")
+    p.add_argument("--inline", action="store_true", help="run in this process")
+    args = p.parse_args(argv)
+    if args.compare:
+        print(json.dumps({"benchmark": "okushiri_series_difference", "a": args.compare[0],
+                          "b": args.compare[1],
+                          "max_abs_diff_m": compare_series(*args.compare)}))
+        return
+    cases = args.case or list(CASES)
+    if args.inline:
+        for case in cases:
+            print(json.dumps(run_case(case, args.backend, args.dx, args.t_final, args.series,
+                                      args.mx, args.max_level)), flush=True)
+        return
+    for threads in args.threads or [1, os.cpu_count()]:
+        for case in cases:
+            env = {**os.environ, "NUMBA_NUM_THREADS": str(threads)}
+            cmd = [sys.executable, __file__, "--inline", "--case", case, "--backend",
+                   args.backend, "--dx", str(args.dx), "--t-final", str(args.t_final),
+                   "--mx", str(args.mx), "--max-level", str(args.max_level)]
+            if args.series:
+                cmd += ["--series", args.series]
+            out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True)
+            print(out.stdout.strip().splitlines()[-1], flush=True)
+
+
+if __name__ == "__main__":
+    main()
