@@ -237,6 +237,28 @@ class Gauges:
             self.write_netcdf(self.path)
         else:
             self.write(self.path)
+        try:
+            self.write_vtp(Path(self.path).with_suffix(".vtp"))
+        except ImportError:  # vtk is optional
+            pass
+
+    def write_vtp(self, path) -> Path:
+        """The gauges as points for ParaView (``.vtp``): per field its last sampled
+        value (``<field>``) and its maximum over the run (``max_<field>``), and the gauge
+        ids as ``label``.  The time series themselves are in the CSV, which ParaView
+        also opens."""
+        from forestpy.io.vtk import write_points
+
+        vals = np.array(self._values, dtype=np.float64).reshape(
+            len(self.times), len(self.ids), len(self.field_names))
+        data = {}
+        for k, name in enumerate(self.field_names):
+            series = vals[:, :, k]
+            empty = len(self.times) == 0
+            data[name] = np.full(len(self.ids), np.nan) if empty else series[-1]
+            data[f"max_{name}"] = (np.full(len(self.ids), np.nan) if empty
+                                   else np.fmax.reduce(series, axis=0))
+        return write_points(path, self.x, self.y, data, labels=self.ids)
 
     def write_netcdf(self, path) -> None:
         """Write the samples as NetCDF through ``xarray`` (variables per field with

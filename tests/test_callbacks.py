@@ -55,6 +55,28 @@ def test_gauges_csv_round_trip(radial_run):
             np.testing.assert_array_equal(a, data[gid][key])
 
 
+def test_gauges_vtp_for_paraview(radial_run):
+    pytest.importorskip("vtk")
+    from vtkmodules.util.numpy_support import vtk_to_numpy
+    from vtkmodules.vtkIOXML import vtkXMLPolyDataReader
+
+    reader = vtkXMLPolyDataReader()
+    reader.SetFileName(str(radial_run.path.with_suffix(".vtp")))
+    reader.Update()
+    poly = reader.GetOutput()
+    data = read_gauges(radial_run.path)
+    assert poly.GetNumberOfPoints() == len(POINTS)
+    labels = poly.GetPointData().GetAbstractArray("label")
+    pts = vtk_to_numpy(poly.GetPoints().GetData())
+    for k, gid in enumerate(POINTS):
+        assert labels.GetValue(k) == str(gid)
+        assert tuple(pts[k, :2]) == POINTS[gid]
+        for name in ("h", "hu", "hv"):
+            last = vtk_to_numpy(poly.GetPointData().GetArray(name))[k]
+            peak = vtk_to_numpy(poly.GetPointData().GetArray(f"max_{name}"))[k]
+            assert last == data[gid][name][-1] and peak == data[gid][name].max()
+
+
 def test_gauge_field_subset(radial_run):
     d = radial_run.depth.data()[0]
     assert set(d) == {"t", "x", "y", "h"}

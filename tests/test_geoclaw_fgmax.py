@@ -85,6 +85,21 @@ def test_fgmax_matches_brute_force(radial_dam, tmp_path):
     assert tif.x0 == pytest.approx(X[0, 0]) and tif.y0 == pytest.approx(Y[0, 0])
     with np.load(tmp_path / "fgmax.npz") as z:
         assert np.array_equal(z["arrival_time"], res["arrival_time"], equal_nan=True)
+    # ParaView: the points with every field, read back with VTK's reader
+    pytest.importorskip("vtk")
+    from vtkmodules.util.numpy_support import vtk_to_numpy
+    from vtkmodules.vtkIOXML import vtkXMLPolyDataReader
+
+    reader = vtkXMLPolyDataReader()
+    reader.SetFileName(str(tmp_path / "fgmax.vtp"))
+    reader.Update()
+    poly = reader.GetOutput()
+    assert poly.GetNumberOfPoints() == X.size and poly.GetNumberOfVerts() == X.size
+    pts = vtk_to_numpy(poly.GetPoints().GetData())
+    assert np.array_equal(pts[:, 0], xs) and np.array_equal(pts[:, 1], ys)
+    for k in ("max_depth", "max_speed", "max_surface", "arrival_time"):
+        got = vtk_to_numpy(poly.GetPointData().GetArray(k))
+        assert np.array_equal(got, res[k].ravel(), equal_nan=True), k
 
 
 def test_fgmax_square_grid_writes_ascii(tmp_path):

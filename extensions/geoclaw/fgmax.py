@@ -101,14 +101,22 @@ class FGMax:
         return out
 
     def write(self, path) -> list[Path]:
-        """``path.npz`` with every field, and for a uniform 2D grid ``path_<field>.asc``
-        and ``.tif`` (NaN as NODATA).  Returns the files written."""
+        """``path.npz`` with every field, ``path.vtp`` (the points and their maxima, for
+        ParaView, when the ``vtk`` package is installed), and for a uniform 2D grid
+        ``path_<field>.asc`` and ``.tif`` (NaN as NODATA).  Returns the files written."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         res = self.results()
         base = path.with_suffix("")
         files = [base.with_suffix(".npz")]
         np.savez(files[0], **res)
+        try:
+            from forestpy.io.vtk import write_points
+
+            files.append(write_points(base.with_suffix(".vtp"), res["x"], res["y"],
+                                      {k: res[k] for k in (*FIELDS, "bed")}))
+        except ImportError:  # vtk is optional
+            pass
         X, Y = res["x"], res["y"]
         if X.ndim == 2 and min(X.shape) >= 2:
             dx, dy = X[0, 1] - X[0, 0], Y[1, 0] - Y[0, 0]

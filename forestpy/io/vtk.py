@@ -60,6 +60,7 @@ __all__ = [
     "PVDCollection",
     "read_pvd",
     "VTKOutput",
+    "write_points",
 ]
 
 #: Frame kinds and the extension of their index file.
@@ -324,6 +325,64 @@ def _write_atomic(vtk, dataset, kind: str, stem: Path) -> Path:
         shutil.rmtree(tmp, ignore_errors=True)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
+
+
+def write_points(path, x, y, point_data: dict, labels: Sequence | None = None,
+                 z=None) -> Path:
+    """Write points (gauges, fgmax points) with one value per point for each entry of
+    ``point_data`` as a VTK PolyData file (``.vtp``) that ParaView opens beside the
+    frames; ``labels`` become a string array ``label``.  NaN values are kept (ParaView
+    shows them as NaN colour).  Written to a temporary name and renamed."""
+    try:
+        from vtkmodules.util.numpy_support import numpy_to_vtk
+        from vtkmodules.vtkCommonCore import vtkPoints, vtkStringArray
+        from vtkmodules.vtkCommonDataModel import vtkCellArray, vtkPolyData
+        from vtkmodules.vtkIOXML import vtkXMLPolyDataWriter
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError("point output needs the 'vtk' package: pip install vtk") from exc
+    path = Path(path)
+    x = np.asarray(x, np.float64).ravel()
+    y = np.asarray(y, np.float64).ravel()
+    z = np.zeros_like(x) if z is None else np.asarray(z, np.float64).ravel()
+    if not x.size == y.size == z.size:
+        raise ValueError(f"write_points: {x.size} x, {y.size} y and {z.size} z values")
+    points = vtkPoints()
+    points.SetData(numpy_to_vtk(np.stack([x, y, z], axis=1), deep=True))
+    verts = vtkCellArray()
+    for k in range(x.size):  # output only, once per file
+        verts.InsertNextCell(1)
+        verts.InsertCellPoint(k)
+    poly = vtkPolyData()
+    poly.SetPoints(points)
+    poly.SetVerts(verts)
+    for name, values in point_data.items():
+        values = np.asarray(values, np.float64).ravel()
+        if values.size != x.size:
+            raise ValueError(f"write_points: {name!r} has {values.size} values for "
+                             f"{x.size} points")
+        arr = numpy_to_vtk(values, deep=True)
+        arr.SetName(str(name))
+        poly.GetPointData().AddArray(arr)
+    if labels is not None:
+        names = vtkStringArray()
+        names.SetName("label")
+        for label in labels:
+            names.InsertNextValue(str(label))
+        poly.GetPointData().AddArray(names)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        writer = vtkXMLPolyDataWriter()
+        writer.SetInputData(poly)
+        writer.SetFileName(tmp)
+        if not writer.Write() or writer.GetErrorCode():
+            raise OSError(f"VTK could not write {path}")
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    return path
 
 
 def write_frame(sim, path_stem, time: float | None = None, kind: str = "amr",
