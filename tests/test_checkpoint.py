@@ -55,7 +55,8 @@ def test_restart_half_way_is_bitwise(radial_dam, reference, tmp_path):
     first.run(max_steps=half)
     assert first.steps == half and first.t < ref.t and first.regrids < ref.regrids
     ck = first.save_checkpoint(tmp_path / "ck.npz")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["ck.npz", "first.csv"]  # no tmp
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["ck.npz", "first.csv", "first.vtp"]  # no temporary file left behind
 
     sim, gauges, totals, outputs = _build(radial_dam, gauge_path=tmp_path / "gauges.csv")
     sim.load_checkpoint(ck)
