@@ -40,16 +40,41 @@ from forestpy.backend import get_backend
 __all__ = ["VBM", "profile_coefficients", "dispersion_omega", "ship_pressure"]
 
 
-def profile_coefficients(h):
-    """``(D, M, N)`` of the parabolic profile for depth ``h`` (arrays or scalars)."""
+def profile_coefficients(h, kappa=None):
+    """``(D, M, N)`` for depth ``h`` (arrays or scalars).
+
+    ``kappa=None``: the parabolic profile, ``D = h^2/3``, ``M = h/3``, ``N = 2h^3/15``.
+    ``kappa > 0``: the cosh profile ``f(z) = cosh(kappa (z+h)) / cosh(kappa h) - 1``
+    (Klopman et al. 2010, section 3.2), whose VBM dispersion relation is exact at
+    ``k = kappa``: ``D = h - tanh(kappa h)/kappa``,
+    ``M = kappa^2 (sinh(2 kappa h)/(4 kappa) - h/2) / cosh^2(kappa h)``,
+    ``N = (h/2 + sinh(2 kappa h)/(4 kappa)) / cosh^2(kappa h) - 2 tanh(kappa h)/kappa + h``
+    (written overflow-free; land, ``h = 0``, gives zeros).
+    """
     h = np.asarray(h, dtype=np.float64)
-    return h * h / 3.0, h / 3.0, 2.0 * h**3 / 15.0
+    if kappa is None:
+        return h * h / 3.0, h / 3.0, 2.0 * h**3 / 15.0
+    if not kappa > 0:
+        raise ValueError(f"kappa must be positive, got {kappa!r}")
+    a = kappa * h
+    T = np.tanh(a)
+    e = np.exp(-2.0 * a)
+    sech2 = 4.0 * e / (1.0 + e) ** 2  # 1 / cosh^2
+    D = h - T / kappa
+    M = 0.5 * kappa * (T - a * sech2)  # sinh(2a) / (2 cosh^2 a) = tanh(a)
+    N = 0.5 * h * sech2 + 0.5 * T / kappa - 2.0 * T / kappa + h
+    return D, M, N
 
 
-def dispersion_omega(k, h, g=9.81):
-    """Angular frequency of the linear parabolic VBM (continuous)."""
-    kh2 = (k * h) ** 2
-    return np.sqrt(g * h * k * k * (1 + kh2 / 15.0) / (1 + 0.4 * kh2))
+def dispersion_omega(k, h, g=9.81, kappa=None):
+    """Angular frequency of the linear VBM (continuous) for either profile:
+    ``w^2 = g k^2 (h - D^2 k^2 / (M + N k^2))``."""
+    k = np.asarray(k, dtype=np.float64)
+    if kappa is None:
+        kh2 = (k * h) ** 2
+        return np.sqrt(g * h * k * k * (1 + kh2 / 15.0) / (1 + 0.4 * kh2))
+    D, M, N = profile_coefficients(h, kappa)
+    return np.sqrt(g * k * k * (h - D * D * k * k / (M + N * k * k)))
 
 
 def ship_pressure(X, Y, xs, ys, heading, length, beam, p0, xp=np):
@@ -84,6 +109,9 @@ class VBM:
     backend : "cpu" | "gpu"
         Fields and the RRB solver live there.
     rrb_level, tol : RRB stopping level and the relative M^-1-norm tolerance.
+    kappa : float, optional
+        None: parabolic vertical profile; a wave number: the cosh profile tuned to it
+        (:func:`profile_coefficients`), exact dispersion at ``k = kappa``.
     """
 
     def __init__(
@@ -101,6 +129,7 @@ class VBM:
         backend="cpu",
         rrb_level=None,
         tol=1e-6,
+        kappa=None,
     ):
         depth = np.asarray(depth, dtype=np.float64)
         if depth.ndim != 2 or min(depth.shape) < 2:
@@ -124,9 +153,10 @@ class VBM:
         hx[:, :-1] = np.where(wet[:, :-1] & wet[:, 1:], 0.5 * (h[:, :-1] + h[:, 1:]), 0.0)
         hy = np.zeros_like(h)
         hy[:-1, :] = np.where(wet[:-1, :] & wet[1:, :], 0.5 * (h[:-1, :] + h[1:, :]), 0.0)
-        Dx, _, Nx = profile_coefficients(hx)
-        Dy, _, Ny = profile_coefficients(hy)
-        _, Mc, _ = profile_coefficients(h)
+        Dx, _, Nx = profile_coefficients(hx, kappa)
+        Dy, _, Ny = profile_coefficients(hy, kappa)
+        _, Mc, _ = profile_coefficients(h, kappa)
+        self.kappa = kappa
         # psi operator: M psi - div(N grad psi); land cells: identity
         c = Mc + Nx / dx**2 + Ny / dy**2
         c[:, 1:] += Nx[:, :-1] / dx**2
@@ -155,6 +185,7 @@ class VBM:
         self.zeta = xp.zeros((self.ny, self.nx))
         self.phi = xp.zeros((self.ny, self.nx))
         self.psi = xp.zeros((self.ny, self.nx))
+        self._removed = xp.zeros(())
         self.t = 0.0
         self.steps = 0
         self.iterations = []
@@ -218,8 +249,10 @@ class VBM:
         self.psi, info = self.solver.solve(rhs, x0=self.psi, tol=self.tol)
         self.backend.synchronize()
         t2 = time.perf_counter()
-        self.zeta = (self.zeta - dt * (self._div("h", self.phi) - self._div("D", self.psi))) * damp
-        self.zeta *= self.wet
+        zn = self.zeta - dt * (self._div("h", self.phi) - self._div("D", self.psi))
+        self.zeta = zn * damp * self.wet
+        # what the sponge took out (the fluxes conserve sum(zeta) to round-off)
+        self._removed = self._removed + (zn - self.zeta).sum()
         self.backend.synchronize()
         t3 = time.perf_counter()
         self.t += dt
@@ -235,6 +268,12 @@ class VBM:
         while self.t < t_final - 1e-12 * max(1.0, t_final):
             self.step()
         return self
+
+    def mass(self):
+        """``(volume, removed)``: ``sum(zeta) dx dy`` and the volume the sponge has
+        taken out so far; ``volume + removed`` stays at its initial value (round-off)."""
+        a = self.dx * self.dy
+        return float(self.zeta.sum()) * a, float(self._removed) * a
 
     def energy(self):
         """Discrete energy ``sum(g zeta^2 - phi div(h grad phi - D grad psi)) dx dy / 2``
