@@ -1,17 +1,30 @@
-"""Weak and strong scaling of forestpy.parallel (MPI ranks, CPU or one GPU per rank).
+"""Weak and strong scaling of forestpy.parallel (MPI ranks, CPU or one GPU per rank),
+with and without communication overlap.
 
 Launch with mpirun; rank 0 prints one JSON record per run (and appends it to --out)::
 
     mpirun -n 2 python benchmarks/scaling.py --mode weak --mx 32 --level 3 --trees 1
-    mpirun -n 2 python benchmarks/scaling.py --backend gpu --mx 128 --level 5 --trees 1
+    mpirun -n 2 python benchmarks/scaling.py --backend gpu --mx 64 --level 6 --trees 1 \\
+        --sizes 1,2 --mode weak,strong --overlap off,on
 
 Problem: a shallow-water dam break (shallow_roe, walls) on a uniform grid of
-``trees_x x 1`` unit trees at ``level`` with ``mx x mx`` cells per patch, no regrid,
-fixed dt.  ``--mode weak``: ``trees`` trees per rank (cells per rank fixed);
-``--mode strong``: ``trees`` trees in all.  Timers synchronise the device per phase;
-phase seconds are per step, the largest over ranks: exchange (whole halo exchange:
-post, pack, wait, unpack), exchange.pack, exchange.wait, ghost_fill, step, time_sync,
-cfl_check (with the Allreduce).
+``trees_x x 1`` unit trees at ``level`` with ``mx x mx`` cells per patch, no regrid.
+``--mode weak``: ``trees`` trees per rank (cells per rank fixed); ``--mode strong``:
+``trees`` trees in all.  ``--sizes``: run on the first k ranks of the job for each k
+(the others wait), so one launch measures 1 and 2 GPUs with the kernels compiled once.
+
+One rank runs the plain serial :class:`~forestpy.Simulation` (the reference); with
+several ranks one simulation is timed with overlap off, then goes on with it on.
+Per run: ``s_per_step`` is the wall time per step with timers that do not synchronise
+the device (what a user sees; on the GPU the overlapped exchange runs while the early
+patches' kernel runs).  ``phase_s_per_step`` comes from a second timed segment whose
+timers synchronise the device per phase (on the CPU the two are one segment), the
+largest over ranks: exchange (halo and edge-flux exchanges: post + pack + wait +
+unpack), exchange.pack, exchange.wait, exchange.unpack, ghost_fill, step, time_sync,
+cfl_check.  A weak run records ``efficiency`` = s_per_step on 1 rank / s_per_step here
+and a strong run ``speedup``, when the 1-rank run was in the same launch.  An overlap-on
+run records ``exchange_hidden`` = (s_per_step off - s_per_step on) / exchange of the
+off run (1 when overlap hides the whole exchange).
 """
 
 import argparse
@@ -22,77 +35,152 @@ import time
 
 import numpy as np
 
+PHASES = ("exchange", "exchange.pack", "exchange.wait", "exchange.unpack", "ghost_fill",
+          "step", "time_sync", "cfl_check")
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--mode", choices=("weak", "strong"), default="weak")
-    ap.add_argument("--backend", choices=("cpu", "gpu"), default="cpu")
-    ap.add_argument("--mx", type=int, default=32)
-    ap.add_argument("--level", type=int, default=3)
-    ap.add_argument("--trees", type=int, default=1)
-    ap.add_argument("--steps", type=int, default=10)
-    ap.add_argument("--out", default=None)
-    a = ap.parse_args(argv)
 
-    from mpi4py import MPI
+def _list(kind):
+    def parse(text):
+        return [kind(v) for v in text.split(",") if v]
 
-    comm = MPI.COMM_WORLD
-    if a.backend == "gpu":
-        from forestpy.parallel import select_device
+    return parse
 
-        device = select_device(comm)
-    from forestpy import Domain
+
+def build(a, comm, mode):
+    from forestpy import Domain, Simulation
     from forestpy.parallel import DistributedSimulation
-    from forestpy.timers import Timers
 
-    ntx = a.trees * comm.size if a.mode == "weak" else a.trees
-    if ntx < 1:
-        raise SystemExit("--trees must be positive")
+    ntx = a.trees * comm.size if mode == "weak" else a.trees
 
     def qinit(x, y):
         h = np.where(np.hypot(x - 0.5 * ntx, y - 0.5) < 0.25, 2.0, 1.0)
         return np.stack([h, np.zeros_like(x), np.zeros_like(x)])
 
     dx = 1.0 / (a.mx * 2**a.level)
-    sim = DistributedSimulation(
-        "shallow_roe", qinit=qinit, comm=comm,
+    # one rank: the plain serial Simulation, the reference of the scaling
+    extra = dict(comm=comm) if comm.size > 1 else {}
+    return (DistributedSimulation if comm.size > 1 else Simulation)(
+        "shallow_roe", qinit=qinit, **extra,
         domain=Domain((0.0, 0.0), (float(ntx), 1.0), ntrees=(ntx, 1)),
         bc="wall", params={"grav": 1.0}, mx=a.mx, min_level=a.level, max_level=a.level,
         regrid_interval=0, dt_initial=0.3 * dx / 2.0, cfl_desired=0.9, t_final=1e9,
         backend=a.backend,
     )
-    sim.run(max_steps=2)  # compile, first exchange
+
+
+def timed(sim, comm, steps, sync):
+    """Seconds per step of ``steps`` steps; the per-phase seconds (max over ranks)."""
+    from mpi4py import MPI
+
+    from forestpy.timers import Timers
+
     be = sim.backend
-    sim.timers = Timers(sync=be.synchronize if a.backend == "gpu" else None)
+    sim.timers = Timers(sync=be.synchronize if sync else None)
+    be.synchronize()
     comm.Barrier()
     t0 = time.perf_counter()
-    sim.run(max_steps=a.steps)
-    be.synchronize() if a.backend == "gpu" else None
+    sim.run(max_steps=steps)
+    be.synchronize()
     comm.Barrier()
-    wall = (time.perf_counter() - t0) / a.steps
-    phases = ("exchange", "exchange.pack", "exchange.wait", "ghost_fill", "step",
-              "time_sync", "cfl_check")
-    mine = np.array([sim.timers.seconds.get(p, 0.0) / a.steps for p in phases])
+    wall = (time.perf_counter() - t0) / steps
+    mine = np.array([sim.timers.seconds.get(p, 0.0) / steps for p in PHASES])
     worst = np.empty_like(mine)
     comm.Allreduce(mine, worst, op=MPI.MAX)
+    return wall, {p: float(v) for p, v in zip(PHASES, worst)}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--mode", type=_list(str), default=["weak"], help="weak,strong")
+    ap.add_argument("--backend", choices=("cpu", "gpu"), default="cpu")
+    ap.add_argument("--mx", type=int, default=32)
+    ap.add_argument("--level", type=int, default=3)
+    ap.add_argument("--trees", type=int, default=1)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--overlap", type=_list(str), default=["off", "on"], help="off,on")
+    ap.add_argument("--sizes", type=_list(int), default=None,
+                    help="run on the first k ranks for each k (default: all ranks)")
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args(argv)
+
+    from mpi4py import MPI
+
+    world = MPI.COMM_WORLD
+    sizes = a.sizes or [world.size]
+    if a.trees < 1 or any(not 1 <= k <= world.size for k in sizes):
+        raise SystemExit("--trees must be positive and --sizes within 1..ranks")
+    if any(m not in ("weak", "strong") for m in a.mode) or any(
+            o not in ("on", "off") for o in a.overlap):
+        raise SystemExit("--mode takes weak,strong and --overlap off,on")
+    device = None
+    if a.backend == "gpu":
+        from forestpy.parallel import select_device
+
+        device = select_device(world)
+    one_rank = {}  # mode -> s_per_step on one rank
+    for k in sizes:
+        comm = world.Split(0 if world.rank < k else MPI.UNDEFINED, world.rank)
+        for mode in a.mode:
+            if k == 1 and mode == "strong" and "weak" in a.mode:
+                continue  # the same problem as weak on one rank
+            sim = build(a, comm, mode) if comm != MPI.COMM_NULL else None
+            off = None
+            for ov in (a.overlap if k > 1 else ["off"]):
+                rec = None
+                if sim is not None:
+                    rec = run_one(a, sim, comm, mode, ov == "on", device)
+                    if k == 1:
+                        one_rank["weak"] = one_rank["strong"] = rec["s_per_step"]
+                    elif mode in one_rank:
+                        key = "efficiency" if mode == "weak" else "speedup"
+                        rec[key] = one_rank[mode] / rec["s_per_step"]
+                    if ov == "off":
+                        off = rec
+                    elif off is not None and off["phase_s_per_step"]["exchange"] > 0:
+                        rec["exchange_hidden"] = (off["s_per_step"] - rec["s_per_step"]) / \
+                            off["phase_s_per_step"]["exchange"]
+                world.Barrier()
+                if world.rank == 0:
+                    line = json.dumps(rec)
+                    print(line, flush=True)
+                    if a.out:
+                        with open(a.out, "a") as f:
+                            f.write(line + "\n")
+            del sim
+            if a.backend == "gpu" and os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
+                import cupy
+
+                cupy.get_default_memory_pool().free_all_blocks()
+        if comm != MPI.COMM_NULL:
+            comm.Free()
+
+
+def run_one(a, sim, comm, mode, overlap, device):
+    """Time ``sim`` with overlap on or off (the same simulation goes on)."""
+    from mpi4py import MPI
+
+    if comm.size > 1:
+        sim.overlap = overlap
+    sim.run(max_steps=2)  # compile, first exchange
+    gpu = a.backend == "gpu"
+    wall, phases = timed(sim, comm, a.steps, sync=False)
+    if gpu:  # the split needs synchronising timers: a second segment
+        _, phases = timed(sim, comm, a.steps, sync=True)
     cells = sim.geom.npatch * a.mx * a.mx
-    rec = dict(
-        bench="scaling", mode=a.mode, backend=a.backend, ranks=comm.size,
-        mpi=MPI.Get_library_version().splitlines()[0].strip(),
-        device=None if a.backend == "cpu" else int(device),
-        mx=a.mx, level=a.level, trees_x=ntx, npatch=int(sim.geom.npatch), cells=int(cells),
-        cells_per_rank=int(cells // comm.size), steps=a.steps, overlap=False,
-        s_per_step=wall, cell_updates_per_s=cells / wall,
-        phase_s_per_step={p: float(v) for p, v in zip(phases, worst)},
-        halo_patches_per_rank=int(comm.allreduce(len(sim.halo), op=MPI.MAX)),
+    late = sim.late.n if comm.size > 1 else 0
+    nmax = comm.allreduce(max(sim.hi - sim.lo, 1) if comm.size > 1 else 1, op=MPI.MAX)
+    return dict(
+        bench="scaling", mode=mode, backend=a.backend, ranks=comm.size,
+        mpi=MPI.Get_library_version().splitlines()[0].strip().rstrip("\x00"),
+        device=device, mx=a.mx, level=a.level, trees_x=int(sim.domain.ntrees[0]),
+        npatch=int(sim.geom.npatch), cells=int(cells), cells_per_rank=int(cells // comm.size),
+        steps=a.steps, overlap=overlap, s_per_step=wall, cell_updates_per_s=cells / wall,
+        phase_s_per_step=phases, phases_synchronised=gpu, distributed=comm.size > 1,
+        halo_patches_per_rank=int(comm.allreduce(len(getattr(sim, "halo", ())), op=MPI.MAX)),
+        late_patches_per_rank=int(comm.allreduce(late, op=MPI.MAX)),
+        late_fraction=float(comm.allreduce(late, op=MPI.MAX)) / nmax,
         host=os.uname().nodename, python=sys.version.split()[0],
     )
-    if comm.rank == 0:
-        line = json.dumps(rec)
-        print(line, flush=True)
-        if a.out:
-            with open(a.out, "a") as f:
-                f.write(line + "\n")
 
 
 if __name__ == "__main__":

@@ -3,16 +3,18 @@
 Metadata replicated, step work distributed: every rank holds the whole forest and
 builds the same global ghost and time-sync plans; the leaves are split into contiguous
 Morton ranges (:meth:`Forest.partition`) and each rank steps only the patches it owns.
-Before the ghost fill each rank receives, from their owners, the patches that its
-owned ghost cells read (the "halo", one patch deep: every ghost source is an interior
-cell); after the step it receives the edge fluxes of remote fine patches that its
-coarse patches' time sync needs.  The Courant number and the state checks are
-Allreduces.  Patch arrays keep the global patch indexing on every rank (rows of patches
-neither owned nor in the halo hold stale values and are never read by the step); the
-whole state is gathered (Allgatherv, in global patch order) only where the serial code
-needs all of it: a regrid that changes the forest, totals, samples, checkpoints and
-callbacks.  Totals are computed on the gathered state, so they are bitwise those of the
-serial run.  See docs/mpi.md for the design, what is not done yet and measurements.
+Each step receives, from their owners, the patches that the owned ghost cells read (the
+"halo", one patch deep: every ghost source is an interior cell) while the owned patches
+that need no remote data are stepped (communication overlap, de la Asuncion et al.
+2012); then the others are stepped; the edge fluxes of remote fine patches that the
+owned time sync needs follow.  The Courant number and the state checks are Allreduces.
+A regrid gathers the flags, builds the same forest and partition on every rank and
+moves to each new owner only the old patches it needs (point to point).  Patch arrays
+keep the global patch indexing on every rank (rows of patches neither owned nor in the
+halo hold stale values and are never read by the step); the whole state is gathered
+(Allgatherv, in global patch order) only for totals, checkpoints and rank-0 callbacks.
+VTK frames and gauges are written per rank (:mod:`forestpy.parallel.io`).  See
+docs/mpi.md for the design, what is not done yet and measurements.
 
 Usage (same demo scripts, launched with ``mpirun -n 4 python script.py``)::
 
@@ -65,16 +67,37 @@ def select_device(comm=None) -> int:
     return dev
 
 
-def distribute(sim: Simulation, comm=None) -> DistributedSimulation:
+def distribute(sim: Simulation, comm=None, overlap: bool | None = None) -> DistributedSimulation:
     """Turn a freshly built Simulation (identical on every rank: same setup, same
     initial refinement) into a :class:`DistributedSimulation`, in place; returns it.
-    This keeps demo scripts unchanged: ``distribute(setup(**options)).run()``."""
+    This keeps demo scripts unchanged: ``distribute(setup(**options)).run()``.
+    ``overlap``: communication overlap in the step (see DistributedSimulation)."""
     if not isinstance(sim, Simulation):
         raise TypeError(f"distribute: expected a Simulation, got {type(sim).__name__}")
     if not isinstance(sim, DistributedSimulation):
         sim.__class__ = DistributedSimulation
+    sim.overlap = sim.backend.is_gpu if overlap is None else bool(overlap)
     sim._init_parallel(comm)
     return sim
+
+
+def _wrap_callback(cb):
+    """VTK frames: written per rank (:class:`~forestpy.parallel.io.ParallelVTKOutput`);
+    gauges: sampled where they lie, rank 0 writes (``ParallelGauges``); callbacks
+    marked ``collective``: called on every rank as they are; the others run on rank 0
+    on the gathered state (:class:`_RankZeroCallback`)."""
+    from forestpy.callbacks import Gauges
+    from forestpy.io.vtk import VTKOutput
+
+    from .io import ParallelGauges, ParallelVTKOutput
+
+    if type(cb) is VTKOutput and cb.kind == "amr":
+        cb.__class__ = ParallelVTKOutput
+    elif type(cb) is Gauges:
+        cb.__class__ = ParallelGauges
+    if isinstance(cb, _RankZeroCallback) or getattr(cb, "collective", False):
+        return cb
+    return _RankZeroCallback(cb)
 
 
 class _RankZeroCallback:
@@ -102,14 +125,22 @@ class _RankZeroCallback:
 class DistributedSimulation(Simulation):
     """:class:`~forestpy.Simulation` over the ranks of ``comm`` (default COMM_WORLD).
 
-    Same parameters as Simulation plus ``comm``; every rank must build it with the same
-    arguments.  The state after ``run()`` is bitwise that of the serial run (the
-    per-patch arithmetic does not depend on the rank that does it).
+    Same parameters as Simulation plus ``comm`` and ``overlap`` (step the patches that
+    need no remote data while the halo travels; default: on the GPU backend only, where
+    the host waits for MPI while the device computes; on the CPU, MPI moves large
+    messages only inside MPI calls, so it gains nothing); every rank must build it
+    with the same arguments.  The state after ``run()`` is bitwise that of the serial
+    run (the per-patch arithmetic does not depend on the rank that does it, nor on the
+    order in which the patches are stepped).
     """
 
-    def __init__(self, riemann, *, qinit, domain=None, comm=None, **options):
+    overlap = True
+    whole_range_fraction = 0.25  # see _step_overlapped
+
+    def __init__(self, riemann, *, qinit, domain=None, comm=None, overlap=None, **options):
         self._pending_comm = comm if comm is not None else _world()
         super().__init__(riemann, qinit=qinit, domain=domain, **options)
+        self.overlap = self.backend.is_gpu if overlap is None else bool(overlap)
         self._init_parallel(self._pending_comm)
 
     # ------------------------------------------------------------------ setup
@@ -117,11 +148,10 @@ class DistributedSimulation(Simulation):
         self.comm = comm if comm is not None else _world()
         self.rank, self.nranks = self.comm.rank, self.comm.size
         self._full = True  # every row of self.q valid on this rank
+        self.gathers = 0  # whole-state gathers (totals, samples, checkpoints, callbacks)
+        self.migrated = 0  # old patches received by their new owners, over all regrids
         self.exchange_bytes = 0
-        self.callbacks = [
-            cb if isinstance(cb, _RankZeroCallback) else _RankZeroCallback(cb)
-            for cb in self.callbacks
-        ]
+        self.callbacks = [_wrap_callback(cb) for cb in self.callbacks]
         self._partition()
 
     def _set_forest(self, forest) -> None:
@@ -129,15 +159,16 @@ class DistributedSimulation(Simulation):
         if hasattr(self, "comm"):  # not during Simulation.__init__ of distribute()
             self._partition()
 
-    def partition_weights(self):
-        """Per-leaf weights of the partition (None: equal, every patch has mx*my cells)."""
+    def partition_weights(self, forest):
+        """Per-leaf weights of the partition of ``forest`` (None: equal, every patch has
+        mx*my cells)."""
         return None
 
     def _partition(self) -> None:
         """Owned range, owned parts of the plans, halo lists and exchange schedule."""
         be = self.backend
         forest = self.forest
-        self.offsets = forest.partition(self.nranks, self.partition_weights())
+        self.offsets = forest.partition(self.nranks, self.partition_weights(forest))
         lo, hi = int(self.offsets[self.rank]), int(self.offsets[self.rank + 1])
         self.lo, self.hi = lo, hi
         owner = np.searchsorted(self.offsets, np.arange(forest.n), side="right") - 1
@@ -182,6 +213,56 @@ class DistributedSimulation(Simulation):
             mx=pa.mx, my=pa.my, mbc=pa.mbc, npatch=hi - lo, dx=pa.dx[lo:hi], dy=pa.dy[lo:hi],
         )
         self.halo = halo
+        self._halo_dev = be.to_device(halo)
+        self._split_owned(local, owned)
+        self._spare = self._spare_of = None
+
+    def _split_owned(self, plan: dict, owned) -> None:
+        """Order the owned patches as early (their ghost fill reads owned patches only)
+        then late (it reads remote ones), for the overlapped step; the ghost plan and the
+        physical-boundary sides split by destination the same way.  Every ghost value
+        depends on the plan entry's source interiors alone (surface fills included), so
+        the split fill gives the serial ghost values."""
+        be, lo, hi = self.backend, self.lo, self.hi
+        kinds = {"copy": [plan["copy_src"][:, None, 0]],
+                 "avg": [plan["avg_src"][..., 0]],
+                 "interp": [plan["interp_center"][:, None, 0],
+                            np.where(plan["interp_valid"][..., None], plan["interp_nbr"][..., 0],
+                                     plan["interp_dst"][:, None, None, 0]).reshape(
+                                len(plan["interp_dst"]), 16)]}
+        remote = np.zeros(self.forest.n, dtype=bool)  # owned patches reading remote data
+        entry_late = {}
+        for k, srcs in kinds.items():
+            dst = plan[f"{k}_dst"][:, 0].astype(np.int64)
+            reads_remote = np.zeros(len(dst), dtype=bool)
+            for src in srcs:
+                reads_remote |= (~owned(src)).any(axis=1)
+            remote[dst[reads_remote]] = True
+        for k in kinds:
+            entry_late[k] = remote[plan[f"{k}_dst"][:, 0].astype(np.int64)]
+        ids = np.arange(lo, hi)
+        early_ids, late_ids = ids[~remote[lo:hi]], ids[remote[lo:hi]]
+
+        def sub_plan(mask_of):
+            return GhostPlan(**{f: v[mask_of[f.split("_")[0]]] for f, v in plan.items()}).to(be)
+
+        self.early_plan = sub_plan({k: ~m for k, m in entry_late.items()})
+        self.late_plan = sub_plan(entry_late)
+        sides = [be.to_host(s) for s in self.patch_arrays.sides]
+        pa = self.patch_arrays
+
+        def group(ids):
+            contiguous = len(ids) == 0 or ids[-1] - ids[0] + 1 == len(ids)
+            sel = slice(int(ids[0]), int(ids[-1]) + 1) if len(ids) and contiguous else (
+                slice(0, 0) if not len(ids) else be.to_device(ids))
+            return SimpleNamespace(
+                n=len(ids), sel=sel, rows=be.to_device(ids - lo), ids=ids,
+                sides=[be.to_device(s[np.isin(s, ids)]) for s in sides],
+                arrays=SimpleNamespace(mx=pa.mx, my=pa.my, mbc=pa.mbc, npatch=len(ids),
+                                       dx=pa.dx[sel], dy=pa.dy[sel]),
+            )
+
+        self.early, self.late = group(early_ids), group(late_ids)
 
     def _schedule(self, needed, owner, rows=None):
         """Who sends which rows to whom: ``needed`` global ids this rank receives
@@ -192,39 +273,99 @@ class DistributedSimulation(Simulation):
         asked = comm.alltoall(want)
         recv = {r: (want[r] if rows is None else rows[want[r]]) for r in range(n) if len(want[r])}
         send = {r: asked[r].astype(np.int64) for r in range(n) if len(asked[r])}
-        return SimpleNamespace(recv=recv, send=send)
+        be = self.backend
+        return SimpleNamespace(recv=recv, send=send,
+                               recv_dev={r: be.to_device(v) for r, v in recv.items()},
+                               send_dev={r: be.to_device(v) for r, v in send.items()})
 
     # ------------------------------------------------------------------ communication
     def _exchange(self, arr, plan, send_arr=None) -> None:
         """Receive the rows ``plan.recv`` of ``arr`` from their owners, sending ours
         (rows ``plan.send`` of ``send_arr``, default ``arr``); packed into contiguous
         host buffers (staged from the device on the GPU backend), non-blocking."""
-        from mpi4py import MPI
+        with self.timers("exchange"):
+            pending = self._post(arr, plan, send_arr)
+            self._complete(arr, plan, pending)
 
+    def _post(self, arr, plan, send_arr=None):
+        """Post the receives and pack the rows to send; on the CPU the sends go out now,
+        on a GPU the packed rows are staged to pinned host buffers on a copy stream
+        (they travel while the early patches' kernel runs) and :meth:`_complete` sends
+        them.  Returns what :meth:`_complete` needs."""
         be, comm = self.backend, self.comm
         send_arr = arr if send_arr is None else send_arr
         shape = arr.shape[1:]
+        staged = be.is_gpu and not be.simulator
         reqs, bufs = [], {}
-        with self.timers("exchange"):
-            for r, ids in plan.recv.items():
-                bufs[r] = np.empty((len(ids),) + shape, dtype=arr.dtype)
-                reqs.append(comm.Irecv(bufs[r], source=r, tag=7))
-            with self.timers("exchange.pack"):
-                packed = {r: np.ascontiguousarray(be.to_host(send_arr[be.to_device(ids)]))
-                          for r, ids in plan.send.items()}
-            for r, buf in packed.items():
-                reqs.append(comm.Isend(buf, dest=r, tag=7))
-                self.exchange_bytes += buf.nbytes
-            with self.timers("exchange.wait"):
-                MPI.Request.Waitall(reqs)
-            for r, ids in plan.recv.items():
-                arr[be.to_device(ids)] = be.to_device(bufs[r], arr.dtype)
+        for r, ids in plan.recv.items():
+            bufs[r] = self._host_buffer((len(ids),) + shape, arr.dtype, staged)
+            reqs.append(comm.Irecv(bufs[r], source=r, tag=7))
+        with self.timers("exchange.pack"):
+            if staged:
+                packed = self._stage(send_arr, plan)
+            else:
+                packed = {r: np.ascontiguousarray(be.to_host(send_arr[plan.send_dev[r]]))
+                          for r in plan.send}
+        pending = SimpleNamespace(reqs=reqs, bufs=bufs, packed=packed, sent=False)
+        if not staged:
+            self._send(pending)
+        return pending
+
+    def _send(self, pending) -> None:
+        for r, buf in pending.packed.items():
+            pending.reqs.append(self.comm.Isend(buf, dest=r, tag=7))
+            self.exchange_bytes += buf.nbytes
+        pending.sent = True
+
+    def _host_buffer(self, shape, dtype, pinned):
+        if not pinned:
+            return np.empty(shape, dtype=dtype)
+        import cupyx
+
+        return cupyx.empty_pinned(shape, dtype=dtype)
+
+    def _stage(self, send_arr, plan) -> dict:
+        """Gather the rows to send on the device (current stream), then copy them to
+        pinned host buffers on a non-blocking copy stream (returns at once)."""
+        import cupy
+
+        if getattr(self, "_copy_stream", None) is None:
+            self._copy_stream = cupy.cuda.Stream(non_blocking=True)
+        stream = self._copy_stream
+        dev = {r: send_arr[plan.send_dev[r]] for r in plan.send}
+        ready = cupy.cuda.Event()
+        ready.record()
+        stream.wait_event(ready)
+        packed = {}
+        for r, d in dev.items():
+            packed[r] = self._host_buffer(d.shape, d.dtype, True)
+            d.get(stream=stream, out=packed[r], blocking=False)
+            self.backend.host_transfers += 1
+        self._staging = dev  # alive until the copies are done
+        return packed
+
+    def _complete(self, arr, plan, pending) -> None:
+        """Send what :meth:`_post` staged, wait for every message, and unpack the
+        received rows into ``arr``."""
+        from mpi4py import MPI
+
+        be = self.backend
+        with self.timers("exchange.wait"):
+            if not pending.sent:
+                self._copy_stream.synchronize()
+                self._staging = None
+                self._send(pending)
+            MPI.Request.Waitall(pending.reqs)
+        with self.timers("exchange.unpack"):
+            for r in plan.recv:
+                arr[plan.recv_dev[r]] = be.to_device(pending.bufs[r], arr.dtype)
 
     def gather_state(self) -> None:
         """Make every row of ``q`` valid on every rank (Allgatherv in patch order)."""
         if getattr(self, "_full", True):
             return
         be = self.backend
+        self.gathers += 1
         with self.timers("gather"):
             q = be.to_host(self.q)
             full = np.empty_like(q)
@@ -244,7 +385,9 @@ class DistributedSimulation(Simulation):
 
     # ------------------------------------------------------------------ pieces
     def fill_ghosts(self, q=None) -> None:
-        if q is not None or self._full:
+        if getattr(self, "_ghosts_ready", False):  # regrid: filled (and used) already
+            return
+        if q is not None or getattr(self, "_full", True):  # (True while being built)
             return super().fill_ghosts(q)
         q = self.q
         self._exchange(q, self.q_exchange)
@@ -266,6 +409,8 @@ class DistributedSimulation(Simulation):
     def _host_flags(self, flags) -> np.ndarray:
         """Flags of the owned patches, gathered so every rank sees all of them."""
         flags = super()._host_flags(flags)
+        if not hasattr(self, "lo"):  # the initial refinement, identical on every rank
+            return flags
         mine = np.ascontiguousarray(flags[self.lo : self.hi]).astype(np.uint8)
         out = np.empty(len(flags), dtype=np.uint8)
         self.comm.Allgatherv(mine, [out, np.diff(self.offsets), self.offsets[:-1], None])
@@ -280,8 +425,22 @@ class DistributedSimulation(Simulation):
         return super().totals()
 
     def sample(self, x, y, aux: bool = False):
-        self.gather_state()
-        return super().sample(x, y, aux)
+        """Collective: each rank reads the points in its own patches, and every rank
+        gets all of them (an allgather of the sampled values, not of the state)."""
+        if self._full:
+            return super().sample(x, y, aux)
+        leaf, j, i = self._locate(x, y)
+        mine = np.flatnonzero((leaf >= self.lo) & (leaf < self.hi))
+        be = self.backend
+        idx = tuple(be.to_device(a[mine]) for a in (leaf, j, i))
+        part = be.to_host(self.q[idx[0], :, idx[1], idx[2]]).astype(np.float64)
+        values = np.empty((len(leaf), self.riemann.num_eqn))
+        for rows, vals in self.comm.allgather((mine, part)):
+            values[rows] = vals
+        if not aux:
+            return values
+        ids = tuple(be.to_device(a) for a in (leaf, j, i))  # aux: the same on every rank
+        return values, be.to_host(self.aux[ids[0], :, ids[1], ids[2]]).astype(np.float64)
 
     def save_checkpoint(self, path, meta: dict | None = None):
         """Gather to every rank; rank 0 writes the single-file checkpoint (readable on
@@ -298,45 +457,100 @@ class DistributedSimulation(Simulation):
         return self
 
     def regrid(self) -> None:
-        if not self._full:
-            # the flags (gathered) decide whether anything can change; only then gather
+        """The serial regrid, without gathering the state: the flags of the owned
+        patches are gathered, every rank builds the same new forest and partition, and
+        each rank receives (point to point) only the old patches that the transfer to
+        its new patches reads; the transfer then runs as in the serial code and the new
+        partition takes over (rows of patches owned elsewhere hold stale values)."""
+        if self._full:
+            return super().regrid()
+        with self.timers("regrid"):
             self.fill_ghosts()
-            refine = self._refine_flags()
-            if not refine.any():
-                coarsen = np.zeros_like(refine)
-                if self.vtable.tag4coarsening is not None:
-                    coarsen = self._host_flags(
-                        self.vtable.tag4coarsening(self.q, self.aux, self.geom, self.t))
-                    coarsen &= self.geom.level > self.min_level
-                if not coarsen.any():
-                    return
-            self.gather_state()
-        super().regrid()
+            refine = self.vtable.tag4refinement(self.q, self.aux, self.geom, self.t)
+            coarsen = None
+            if self.vtable.tag4coarsening is not None:
+                coarsen = self.vtable.tag4coarsening(self.q, self.aux, self.geom, self.t)
+            forest = self._regridded_forest(refine, coarsen)
+            if forest is None:
+                return
+            with self.timers("regrid.migrate"):
+                self._migrate(forest)
+            # the serial transfer, with these flags and ghosts (no second tagging/fill)
+            vtable, self.vtable = self.vtable, _CachedTags(self.vtable, refine, coarsen)
+            self._ghosts_ready = True
+            try:
+                super().regrid()
+            finally:
+                self.vtable, self._ghosts_ready = vtable, False
+            if self.forest != forest:
+                raise RuntimeError("distributed regrid: the serial regrid built another forest")
+
+    def _regridded_forest(self, refine, coarsen):
+        """The forest the serial regrid builds from these flags (gathered from the
+        owners), or None when nothing changes; the same on every rank."""
+        refine = self._host_flags(refine) & (self.geom.level < self.max_level)
+        cflags = np.zeros_like(refine)
+        if coarsen is not None:
+            cflags = self._host_flags(coarsen) & (self.geom.level > self.min_level) & ~refine
+        if not refine.any() and not cflags.any():
+            return None
+        old = self.forest
+        forest = old.refine(refine)
+        if cflags.any():
+            gx, gy = forest.global_xy()
+            src = old.locate_global(gx, gy)
+            forest = forest.coarsen(cflags[src] & (old.level[src] == forest.level))
+        forest = forest.balance()
+        return None if forest == old else forest
+
+    def _migrate(self, forest) -> None:
+        """Receive from their current owners the old patches (whole, ghosts included)
+        that cover this rank's patches of ``forest`` under its new partition."""
+        from forestpy.forest import MAX_LEVEL
+
+        offsets = forest.partition(self.nranks, self.partition_weights(forest))
+        lo, hi = int(offsets[self.rank]), int(offsets[self.rank + 1])
+        gx, gy = forest.global_xy()
+        gx, gy, lvl = gx[lo:hi], gy[lo:hi], forest.level[lo:hi]
+        half = np.left_shift(1, MAX_LEVEL - lvl - 1)
+        need = np.unique(np.concatenate([
+            self.forest.locate_global(gx + ox * half, gy + oy * half)
+            for ox, oy in ((0, 0), (1, 0), (0, 1), (1, 1))]).astype(np.int64))
+        need = need[(need < self.lo) | (need >= self.hi)]
+        owner = np.searchsorted(self.offsets, np.arange(self.forest.n), side="right") - 1
+        self.migrated += int(self.comm.allreduce(len(need)))
+        self._exchange(self.q, self._schedule(need, owner))
 
     # ------------------------------------------------------------------ stepping
     def step(self, dt: float) -> tuple[bool, float]:
         """One step of the owned patches (see Simulation.step): halo exchange, ghost
-        fill of owned patches, step kernel on the owned contiguous range, remote edge
-        fluxes, time sync of owned coarse patches, Allreduced Courant number/checks."""
+        fill of owned patches, step kernel on the owned patches, remote edge fluxes, time
+        sync of owned coarse patches, Allreduced Courant number/checks.  With
+        ``overlap`` (default) the halo travels while the patches that need no remote
+        data are stepped (:meth:`_step_overlapped`)."""
         lo, hi, xp = self.lo, self.hi, self.xp
-        self.fill_ghosts()
-        if self.vtable.b4step is not None:
-            with self.timers("sources"):
-                self.vtable.b4step(self, dt)
+        if self.overlap and not self._full and self.vtable.b4step is None:
+            q_new, cfl, edge_loc = self._step_overlapped(dt)
+        else:
+            self.fill_ghosts()
+            if self.vtable.b4step is not None:
+                with self.timers("sources"):
+                    self.vtable.b4step(self, dt)
+            with self.timers("step"):
+                q_new = self._new_state()
+                if hi > lo:
+                    q_loc, cfl, edge_loc = self.vtable.step(self.q[lo:hi], self.aux[lo:hi],
+                                                            self.local_arrays, dt)
+                    _copy_ghost_frame(self.q[lo:hi], q_loc, self.mbc)  # no unset memory
+                    q_new[lo:hi] = q_loc
+                else:
+                    cfl, edge_loc = xp.zeros(0), None
         meqn = self.riemann.num_eqn
         with self.timers("step"):
-            if hi > lo:
-                q_loc, cfl, edge_loc = self.vtable.step(self.q[lo:hi], self.aux[lo:hi],
-                                                        self.local_arrays, dt)
-            else:
-                q_loc, cfl = None, xp.zeros(0)
-                edge_loc = xp.zeros((0, 4, meqn, max(self.mx, self.my)))
-            q_new = self.q.copy()  # rows not owned: kept (finite; stale until received)
-            if q_loc is not None:
-                _copy_ghost_frame(self.q[lo:hi], q_loc, self.mbc)  # no unset memory
-                q_new[lo:hi] = q_loc
-            edge = xp.zeros((self.n_edge_rows,) + edge_loc.shape[1:], dtype=edge_loc.dtype)
-            edge[: hi - lo] = edge_loc
+            edge = xp.zeros((self.n_edge_rows, 4, meqn, max(self.mx, self.my)),
+                            dtype=np.float64 if edge_loc is None else edge_loc.dtype)
+            if edge_loc is not None:
+                edge[: hi - lo] = edge_loc
         self._exchange(edge, self.edge_exchange, send_arr=_EdgeRows(edge, lo))
         with self.timers("time_sync"):
             self.solver.time_sync(self.owned_sync_plan, self.q, q_new, self.aux, edge, dt)
@@ -357,12 +571,100 @@ class DistributedSimulation(Simulation):
             math.isfinite(status[1]) and all(v >= 0.0 for v in status[2:])
         ):
             self._validate_all(q_new)
-        self.q = q_new
+        self._spare, self.q = self.q, q_new
+        self._spare_of = q_new  # the spare may be reused while self.q is q_new
         self._full = self.nranks == 1
         self.t += dt
         self.steps += 1
         self.cell_updates += self.geom.npatch * self.mx * self.my
         return True, courant
+
+    def _new_state(self):
+        """The array the step writes: the previous state's array when nothing replaced
+        ``q`` since (its rows are finite states of two steps ago; the owned rows are
+        overwritten, the halo rows refreshed by the next exchange), else a copy."""
+        if self._spare is not None and self._spare_of is self.q and \
+                self._spare.shape == self.q.shape:
+            return self._spare
+        return self.q.copy()
+
+    def _step_kernel(self, group, dt):
+        """Step kernel on the owned patches ``group`` (a contiguous view, or a gathered
+        copy when they are not contiguous); returns (q_new of the group with the ghost
+        frame of the input, cfl, edge fluxes)."""
+        if group.n == 0:
+            return None, self.xp.zeros(0), None
+        q_in = self.q[group.sel]
+        out, cfl, edge = self.vtable.step(q_in, self.aux[group.sel], group.arrays, dt)
+        _copy_ghost_frame(q_in, out, self.mbc)
+        return out, cfl, edge
+
+    def _fill_group(self, plan, group) -> None:
+        """Ghost fill of the destinations in ``plan``, then the physical boundaries of
+        the patches of ``group``."""
+        q, be = self.q, self.backend
+        if self.riemann.surface_interp is None:
+            fill_ghosts(plan, q, self.riemann.positive, backend=be, timers=self.timers)
+        else:
+            full, self.ghost_plan = self.ghost_plan, plan
+            try:
+                self._fill_ghosts_surface(q, *self.riemann.surface_interp)
+            finally:
+                self.ghost_plan = full
+        with self.timers("ghost_fill.physical_bc"):
+            apply_physical_bc(q, self.geom, self.bc, self.riemann.wall_reflect, self.t,
+                              self.aux, centers=self._centers_of, backend=be,
+                              sides=group.sides)
+
+    def _step_overlapped(self, dt):
+        """The overlapping step of de la Asuncion et al. (2012): post the halo receives,
+        pack and send; fill the ghosts of, and step, the early patches (no remote data);
+        wait; fill the ghosts of, and step, the late patches.  The same arithmetic per
+        patch as the plain step, so the result is bitwise the same.
+
+        When the late patches are few (at most ``whole_range_fraction`` of the owned
+        ones), the early kernel runs on the whole owned range, a view, and the late
+        patches' results of that call (made with ghost cells not yet filled) are
+        replaced by those of the late call: a little redundant work instead of
+        gathering and scattering every early patch (they are not contiguous)."""
+        early, late = self.early, self.late
+        q, xp = self.q, self.xp
+        lo, hi = self.lo, self.hi
+        whole = 0 < late.n <= self.whole_range_fraction * (hi - lo)
+        with self.timers("exchange"):
+            pending = self._post(q, self.q_exchange)
+        with self.timers("ghost_fill"):
+            self._fill_group(self.early_plan, early)
+        with self.timers("step"):
+            if whole:
+                q_e, cfl_e, edge_e = self.vtable.step(q[lo:hi], self.aux[lo:hi],
+                                                      self.local_arrays, dt)
+            else:
+                q_e, cfl_e, edge_e = self._step_kernel(early, dt)
+        with self.timers("exchange"):
+            self._complete(q, self.q_exchange, pending)
+        with self.timers("ghost_fill"):
+            self._fill_group(self.late_plan, late)
+        with self.timers("step"):
+            q_l, cfl_l, edge_l = self._step_kernel(late, dt)
+            q_new = self._new_state()
+            if whole:
+                q_e[late.rows] = q_l
+                cfl_e[late.rows] = cfl_l
+                edge_e[late.rows] = edge_l
+                _copy_ghost_frame(q[lo:hi], q_e, self.mbc)
+                q_new[lo:hi] = q_e
+                return q_new, cfl_e, edge_e
+            parts = [(g, qq, ee) for g, qq, ee in ((early, q_e, edge_e), (late, q_l, edge_l))
+                     if g.n]
+            edge = None
+            for g, qq, ee in parts:
+                q_new[g.sel] = qq
+                if edge is None:
+                    edge = xp.empty((hi - lo,) + ee.shape[1:], dtype=ee.dtype)
+                edge[g.rows] = ee
+            cfl = xp.concatenate([cfl_e, cfl_l])
+        return q_new, cfl, edge
 
     def _global_status(self, q_owned, cfl) -> np.ndarray:
         """[max Courant, sum of the interiors, min of each positive field] over ranks;
@@ -391,6 +693,21 @@ class DistributedSimulation(Simulation):
         msgs = [m for m in self.comm.allgather(msg) if m]
         if msgs:
             raise StateError(msgs[0])
+
+
+class _CachedTags:
+    """A vtable whose tagging slots return flags computed already (the regrid's)."""
+
+    def __init__(self, vtable, refine, coarsen):
+        self._vtable, self._flags = vtable, {"tag4refinement": refine,
+                                             "tag4coarsening": coarsen}
+
+    def __getattr__(self, name):
+        if name in ("tag4refinement", "tag4coarsening") and \
+                getattr(self._vtable, name) is not None:
+            flags = self._flags[name]
+            return lambda *args: flags
+        return getattr(self._vtable, name)
 
 
 class _EdgeRows:

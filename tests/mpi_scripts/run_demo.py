@@ -7,7 +7,10 @@ the ranks and writes rank 0's gathered result to ``OUT/result.npz``.  MODE:
 * ``save``    -- run max_steps steps, write the checkpoint ``OUT/ck.npz``.
 * ``restore`` -- read ``OUT/ck.npz`` and run to t_final.
 
-With ``"record": true`` a callback samples the depth along a line after every step.
+With ``"record": true`` a callback samples the depth along a line after every step;
+``"overlap": false`` turns off the communication overlap (``"whole_range_fraction"``
+sets that attribute); ``"vtk": true`` writes VTK
+frames into ``OUT/vtk``; ``"gauges": true`` records gauges into ``OUT/gauges.csv``.
 """
 
 import json
@@ -23,6 +26,7 @@ from conftest import load_demo  # noqa: E402
 from forestpy.parallel import distribute  # noqa: E402
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import bowl  # noqa: E402
 from recorder import Recorder  # noqa: E402
 
 out, mode = pathlib.Path(sys.argv[1]), sys.argv[2]
@@ -34,22 +38,48 @@ if opts.get("backend") == "gpu" and os.environ.get("NUMBA_ENABLE_CUDASIM") == "0
 max_steps = opts.pop("max_steps", None)
 weights = opts.pop("weights", None)
 record = opts.pop("record", False)
+overlap = opts.pop("overlap", True)
+vtk = opts.pop("vtk", False)
+opts_whole = opts.pop("whole_range_fraction", 0.25)
+gauges = opts.pop("gauges", False)
+GAUGES = [(0.0, 0.0), (0.5, 0.3), (-1.2, 0.7), (1.9, -1.9)]
 recorder = Recorder()
-sim = load_demo(opts.pop("demo", "radial_dam")).setup(**opts)
+demo = opts.pop("demo", "radial_dam")
+sim = (bowl if demo == "bowl" else load_demo(demo)).setup(**opts)
 if record:
     sim.callbacks = [recorder]
-sim = distribute(sim)
+if gauges:  # sampled on the owning ranks, written by rank 0 (ParallelGauges)
+    from forestpy.callbacks import Gauges
+
+    sim.callbacks.append(Gauges(GAUGES, path=out / "gauges.csv"))
+if vtk:  # frames written per rank (ParallelVTKOutput), rank 0 writes the index
+    from forestpy.io.vtk import VTKOutput
+
+    sim.callbacks.append(VTKOutput(out / "vtk", interval=0.1))
+sim = distribute(sim, overlap=overlap)
+sim.whole_range_fraction = opts_whole
 if weights == "first_rank_heavy":  # uneven partition: rank 0 gets almost nothing
-    sim.partition_weights = lambda: np.where(np.arange(sim.forest.n) == 0, 1e6, 1.0)
+    sim.partition_weights = lambda forest: np.where(np.arange(forest.n) == 0, 1e6, 1.0)
+    sim._partition()
+elif weights == "alternating":  # each regrid moves half of the first half to the other rank
+    def alternating(forest):
+        heavy = np.arange(forest.n) < forest.n // 2
+        return np.where(heavy == (sim.regrids % 2 == 1), 1e3, 1.0)
+
+    sim.partition_weights = alternating
     sim._partition()
 if mode == "restore":
     sim.load_checkpoint(out / "ck.npz")
 sim.run(max_steps=max_steps if mode == "save" else None)
 if mode == "save":
     sim.save_checkpoint(out / "ck.npz")
+gathers = sim.gathers  # before the totals below gather
 owned = sim.comm.allgather(sim.hi - sim.lo)
+split = sim.comm.allgather((sim.early.n, sim.late.n))
 totals = sim.totals()
 if sim.rank == 0:
     np.savez(out / "result.npz", q=sim.backend.to_host(sim.q), t=sim.t, steps=sim.steps,
-             regrids=sim.regrids, owned=np.array(owned), totals=np.array(list(totals.values())),
-             level=sim.forest.level, record=np.array(recorder.rows))
+             regrids=sim.regrids, owned=np.array(owned), split=np.array(split), gathers=gathers,
+             migrated=sim.migrated,
+             totals=np.array(list(totals.values())), level=sim.forest.level,
+             record=np.array(recorder.rows))

@@ -1,0 +1,171 @@
+"""Per-rank output of a :class:`~forestpy.parallel.DistributedSimulation`.
+
+:func:`write_frame_distributed` writes a ParaView overlapping-AMR frame without
+gathering the state: every rank writes the ``.vti`` blocks of the patches it owns, and
+rank 0 alone writes the ``.vthb`` index (it knows every block from the replicated
+forest).  The frame holds the leaves only (``coarse_levels=False`` of
+:func:`forestpy.io.vtk.write_frame`: an ancestor's children may live on several ranks);
+ParaView shows the same finest data.  :class:`ParallelVTKOutput` is the
+:class:`~forestpy.io.vtk.VTKOutput` callback writing such frames (rank 0 keeps the
+``.pvd``); :class:`ParallelGauges` the :class:`~forestpy.callbacks.Gauges` whose
+samples each rank reads in its own patches (gathered values, not the state), rank 0
+writing the file.  :class:`~forestpy.parallel.DistributedSimulation` turns the
+``kind="amr"`` VTKOutput and the Gauges callbacks of a simulation into these.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time as _time
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+
+from forestpy.callbacks import Gauges
+from forestpy.io.vtk import VTKOutput, _block, _spacing, _vtk, frame_data
+
+__all__ = ["ParallelGauges", "ParallelVTKOutput", "write_frame_distributed"]
+
+
+class _OwnedGeometry:
+    """The geometry of the patches ``lo:hi`` (what :func:`frame_data` reads)."""
+
+    def __init__(self, geom, lo, hi):
+        self._geom, self.npatch = geom, hi - lo
+        self.level, self.gqx, self.gqy = geom.level[lo:hi], geom.gqx[lo:hi], geom.gqy[lo:hi]
+
+    def __getattr__(self, name):
+        return getattr(self._geom, name)
+
+
+def _owned_view(sim):
+    lo, hi = sim.lo, sim.hi
+    return SimpleNamespace(geom=_OwnedGeometry(sim.geom, lo, hi), backend=sim.backend,
+                           riemann=sim.riemann, q=sim.q[lo:hi], aux=sim.aux[lo:hi],
+                           params=sim.params)
+
+
+def write_frame_distributed(sim, path_stem, time: float | None = None) -> Path:
+    """Collective: write one AMR frame (leaves) of ``sim``, each rank its own blocks,
+    rank 0 the ``.vthb``; returns its path on every rank.  Blocks are written into a
+    temporary folder that is renamed into place before the index appears (a crash
+    leaves no index pointing at missing blocks)."""
+    comm = sim.comm
+    vtk = _vtk()
+    from vtkmodules.vtkIOXML import vtkXMLImageDataWriter
+
+    stem = Path(path_stem)
+    if stem.suffix == ".vthb":
+        stem = stem.with_suffix("")
+    if not stem.name or stem.name in (".", ".."):
+        raise ValueError(f"path_stem {path_stem!r}: no frame name")
+    directory, name = stem.parent, stem.name
+    tmp = None
+    if sim.rank == 0:
+        directory.mkdir(parents=True, exist_ok=True)
+        tmp = tempfile.mkdtemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
+        (Path(tmp) / name).mkdir()
+    tmp = Path(comm.bcast(tmp, root=0))
+    t = float(sim.t if time is None else time)
+    error = None
+    try:
+        fd = frame_data(_owned_view(sim))
+        time_array = vtk["vtkDoubleArray"]()
+        time_array.SetName("TimeValue")
+        time_array.InsertNextValue(t)
+        for k in range(sim.hi - sim.lo):
+            hx, hy = _spacing(fd, int(fd["level"][k]))
+            writer = vtkXMLImageDataWriter()
+            writer.SetInputData(_block(vtk, fd, k, hx, hy, time_array))
+            writer.SetFileName(str(tmp / name / f"{name}_{sim.lo + k}.vti"))
+            writer.SetDataModeToAppended()
+            writer.EncodeAppendedDataOff()
+            if not writer.Write():
+                raise OSError(f"VTK could not write block {sim.lo + k} of {stem}.vthb")
+    except Exception as err:  # every rank must learn of it, or rank 0 would wait forever
+        error = f"rank {sim.rank}: {err}"
+    errors = [e for e in comm.allgather(error) if e]
+    final = directory / f"{name}.vthb"
+    if sim.rank == 0:
+        try:
+            if not errors:
+                (tmp / f"{name}.vthb").write_text(_index(sim, name, t))
+                if (directory / name).exists():
+                    shutil.rmtree(directory / name)
+                os.replace(tmp / name, directory / name)
+                os.replace(tmp / f"{name}.vthb", final)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    comm.Barrier()
+    if errors:
+        raise OSError(f"frame {stem}.vthb not written: {errors[0]}")
+    return final
+
+
+def _index(sim, name: str, t: float) -> str:
+    """The ``.vthb`` of the leaves: per level, the blocks in patch order."""
+    geom = sim.geom
+    level = np.asarray(geom.level)
+    lmin, lmax = int(level.min()), int(level.max())
+    (x0, y0) = (float(v) for v in geom.domain_lower)
+    lines = ['<VTKFile type="vtkOverlappingAMR" version="1.1" byte_order="LittleEndian" '
+             'header_type="UInt32">',
+             f'  <vtkOverlappingAMR origin="{x0!r} {y0!r} 0" grid_description="XY">']
+    fd = {"lower": geom.domain_lower, "upper": geom.domain_upper,
+          "ncells": {lev: geom.ncells_at(lev) for lev in range(lmin, lmax + 1)}}
+    for k, lev in enumerate(range(lmin, lmax + 1)):
+        hx, hy = _spacing(fd, lev)
+        lines.append(f'    <Block level="{k}" spacing="{hx!r} {hy!r} {hx!r}">')
+        for j, p in enumerate(np.flatnonzero(level == lev)):
+            bx, by = int(geom.gqx[p]) * geom.mx, int(geom.gqy[p]) * geom.my
+            lines.append(f'      <DataSet index="{j}" amr_box="{bx} {bx + geom.mx - 1} {by} '
+                         f'{by + geom.my - 1} 0 -1" file="{name}/{name}_{p}.vti"/>')
+        lines.append("    </Block>")
+    lines += ["  </vtkOverlappingAMR>", "</VTKFile>", ""]
+    return "\n".join(lines)
+
+
+class ParallelVTKOutput(VTKOutput):
+    """:class:`~forestpy.io.vtk.VTKOutput` for a distributed run: every rank calls it
+    (``collective``), each writes its blocks, rank 0 writes the frame index and the
+    ``.pvd``.  Frames hold the leaves only."""
+
+    collective = True
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.kind != "amr":
+            raise ValueError("ParallelVTKOutput writes kind='amr' frames only")
+
+    def write(self, sim) -> Path:
+        self._due(sim)
+        start = _time.perf_counter()
+        used = {f for _, f in self.pvd.entries}
+        while f"{self.name}_{self._index:04d}.vthb" in used:
+            self._index += 1
+        path = write_frame_distributed(sim, self.out_dir / f"{self.name}_{self._index:04d}")
+        if sim.rank == 0:
+            self.pvd.add(float(sim.t), path.name)
+        else:
+            self.pvd.entries.append((float(sim.t), path.name))
+        self._index += 1
+        self._last = (int(sim.steps), float(sim.t))
+        self.written.append((float(sim.t), int(sim.steps), path))
+        self.seconds += _time.perf_counter() - start
+        return path
+
+
+class ParallelGauges(Gauges):
+    """:class:`~forestpy.callbacks.Gauges` for a distributed run: every rank calls it
+    (``collective``; ``sim.sample`` gathers only the sampled values), so every rank
+    holds the series; rank 0 alone writes the file at ``on_end``."""
+
+    collective = True
+
+    def on_end(self, sim) -> None:
+        if sim.rank == 0:
+            super().on_end(sim)
+        sim.comm.Barrier()  # the file exists on return, on every rank
