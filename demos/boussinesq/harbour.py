@@ -35,24 +35,28 @@ import time
 import numpy as np
 from forestpy.extensions.boussinesq import VBM
 
-from forestpy.options import merge_options
+from forestpy.options import Option, merge_options
 
 OPTIONS = dict(
-    dx=5.0,  # cell size (m)
-    speed=4.0,  # cruise speed (m/s)
-    stop_distance=150.0,  # deceleration distance (m) before the berth
-    ship_length=30.0,
-    ship_beam=8.0,
-    p0=2.0,  # peak pressure / rho (m^2/s^2): 0.2 m of water head
-    ramp=15.0,  # s, pressure switched on linearly
-    breakwater=10.0,  # thickness (m)
-    sponge=100.0,  # width (m) on the west, south and north sides
-    t_final=None,  # s; default: arrival at the berth + 40 s
-    cfl=0.8,
-    tol=1e-6,
-    rrb_level=None,
-    backend="cpu",
-    out="out/harbour",
+    dx=Option(5.0, "cell size (m)", min=0.5, max=50.0),
+    speed=Option(4.0, "cruise speed of the ship (m/s)", min=0.0, min_inclusive=False),
+    stop_distance=Option(150.0, "deceleration distance (m) before the berth", min=0.0),
+    ship_length=Option(30.0, "length of the pressure pulse (m)", min=0.0, min_inclusive=False),
+    ship_beam=Option(8.0, "beam of the pressure pulse (m)", min=0.0, min_inclusive=False),
+    p0=Option(2.0, "peak pressure / rho (m^2/s^2; 2.0: 0.2 m of water head)", min=0.0),
+    ramp=Option(15.0, "time (s) over which the pressure is switched on linearly", min=0.0),
+    breakwater=Option(10.0, "breakwater thickness (m)", min=0.0),
+    sponge=Option(100.0, "sponge width (m) on the west, south and north sides", min=0.0),
+    t_final=Option(None, "end time (s); default: arrival at the berth + 40 s", type=float,
+                   min=0.0, none_ok=True),
+    cfl=Option(0.8, "Courant number of the leapfrog frames", min=0.0, max=1.0,
+               min_inclusive=False),
+    tol=Option(1e-6, "relative tolerance of the RRB-PCG solve per frame", min=0.0,
+               max=1.0, min_inclusive=False),
+    rrb_level=Option(None, "RRB level at which the remaining system is factorised "
+                     "completely (None: the first level with <= 64 nodes)", type=int, min=2, none_ok=True),
+    backend=Option("cpu", "cpu or gpu", choices=("cpu", "gpu")),
+    out=Option("out/harbour", "output folder"),
 )
 LX, LY = 1200.0, 800.0
 GAUGES = {

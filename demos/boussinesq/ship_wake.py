@@ -32,16 +32,18 @@ from forestpy.extensions.boussinesq import VBM, dispersion_omega
 from forestpy.options import Option, merge_options
 
 OPTIONS = dict(
-    speed=5.0,  # m/s
-    k0h=2.0,  # g h / U^2
-    cells_per_wavelength=16,
-    length_wavelengths=28.0,  # domain length / lambda0
-    width_wavelengths=14.0,
-    t_wavelengths=18.0,  # distance sailed / lambda0
-    ship_length=1.0,  # / lambda0 (a smooth pulse: few of the too-fast short waves)
-    ship_beam=0.5,  # / lambda0
-    p0=0.5,  # peak pressure / rho (m^2/s^2)
-    sponge_wavelengths=2.5,
+    speed=Option(5.0, "ship speed U (m/s)", min=0.0, min_inclusive=False),
+    k0h=Option(2.0, "depth in units of the transverse wavenumber: k0 h = g h / U^2",
+               min=0.0, min_inclusive=False),
+    cells_per_wavelength=Option(16, "cells per transverse wavelength 2 pi U^2 / g", min=4),
+    length_wavelengths=Option(28.0, "domain length / wavelength", min=4.0),
+    width_wavelengths=Option(14.0, "domain width / wavelength", min=2.0),
+    t_wavelengths=Option(18.0, "distance sailed / wavelength", min=0.0, min_inclusive=False),
+    ship_length=Option(1.0, "pulse length / wavelength (smooth: few too-fast short waves)",
+                       min=0.0, min_inclusive=False),
+    ship_beam=Option(0.5, "pulse beam / wavelength", min=0.0, min_inclusive=False),
+    p0=Option(0.5, "peak pressure / rho (m^2/s^2)", min=0.0),
+    sponge_wavelengths=Option(2.5, "sponge width / wavelength", min=0.0),
     kappa_k0=Option(
         1.8,
         "cosh profile tuned to kappa_k0 * k0; None: parabolic profile",
@@ -49,11 +51,14 @@ OPTIONS = dict(
         min_inclusive=False,
         none_ok=True,
     ),
-    cfl=0.8,
-    tol=1e-6,
-    rrb_level=None,
-    backend="cpu",
-    out="out/ship_wake",
+    cfl=Option(0.8, "Courant number of the leapfrog frames", min=0.0, max=1.0,
+               min_inclusive=False),
+    tol=Option(1e-6, "relative tolerance of the RRB-PCG solve per frame", min=0.0,
+               max=1.0, min_inclusive=False),
+    rrb_level=Option(None, "RRB level at which the remaining system is factorised "
+                     "completely (None: the first level with <= 64 nodes)", type=int, min=2, none_ok=True),
+    backend=Option("cpu", "cpu or gpu", choices=("cpu", "gpu")),
+    out=Option("out/ship_wake", "output folder"),
 )
 G = 9.81
 
