@@ -54,7 +54,8 @@ OPTIONS = dict(
     tol=Option(1e-6, "relative tolerance of the RRB-PCG solve per frame", min=0.0,
                max=1.0, min_inclusive=False),
     rrb_level=Option(None, "RRB level at which the remaining system is factorised "
-                     "completely (None: the first level with <= 64 nodes)", type=int, min=2, none_ok=True),
+                     "completely (None: the first level with <= 64 nodes)",
+                     type=int, min=2, none_ok=True),
     backend=Option("cpu", "cpu or gpu", choices=("cpu", "gpu")),
     out=Option("out/harbour", "output folder"),
 )
