@@ -168,6 +168,14 @@ def run_one(a, sim, comm, mode, overlap, device):
         _, phases = timed(sim, comm, a.steps, sync=True)
     cells = sim.geom.npatch * a.mx * a.mx
     late = sim.late.n if comm.size > 1 else 0
+    # per-rank memory: patch rows held (owned + halo in a distributed run), bytes of
+    # the state arrays, and on a GPU the device memory in use (CuPy's pool)
+    state = sum(int(getattr(sim, k).nbytes) for k in ("q", "aux", "aux_setaux"))
+    pool = 0
+    if gpu and os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
+        import cupy
+
+        pool = int(cupy.get_default_memory_pool().used_bytes())
     nmax = comm.allreduce(max(sim.hi - sim.lo, 1) if comm.size > 1 else 1, op=MPI.MAX)
     return dict(
         bench="scaling", mode=mode, backend=a.backend, ranks=comm.size,
@@ -179,6 +187,9 @@ def run_one(a, sim, comm, mode, overlap, device):
         halo_patches_per_rank=int(comm.allreduce(len(getattr(sim, "halo", ())), op=MPI.MAX)),
         late_patches_per_rank=int(comm.allreduce(late, op=MPI.MAX)),
         late_fraction=float(comm.allreduce(late, op=MPI.MAX)) / nmax,
+        patch_rows_per_rank=comm.allgather(int(sim.q.shape[0])),
+        state_bytes_per_rank=comm.allgather(state),
+        gpu_pool_bytes_per_rank=comm.allgather(pool) if pool else None,
         host=os.uname().nodename, python=sys.version.split()[0],
     )
 

@@ -56,6 +56,16 @@ def assert_same_state(par, sim):
     np.testing.assert_array_equal(par["totals"], list(sim.totals().values()))
 
 
+def assert_local_layout(par):
+    # each rank's patch arrays (q, aux, aux_setaux) hold exactly its owned patches and
+    # its halo, in the compact local layout, not one row per patch of the forest
+    rows, aux_rows, setaux_rows, owned, halo, full = par["layout"].T
+    assert (full == 0).all()
+    np.testing.assert_array_equal(rows, owned + halo)
+    np.testing.assert_array_equal(aux_rows, rows)
+    np.testing.assert_array_equal(setaux_rows, rows)
+
+
 @pytest.fixture(scope="module")
 def serial_amr(radial_dam):
     sim = serial(radial_dam, **AMR)
@@ -71,6 +81,7 @@ def test_uniform_grid_is_bitwise_the_serial_run(tmp_path, radial_dam, overlap, w
     par = launch(3, tmp_path, "run", overlap=overlap, whole_range_fraction=whole, **UNIFORM)
     assert par["gathers"] == 0
     assert (par["split"][:, 1] > 0).all() and par["split"].sum() == 64  # late patches
+    assert_local_layout(par)
     assert_same_state(par, serial(radial_dam, **UNIFORM))
 
 
@@ -82,6 +93,8 @@ def test_radial_dam_amr_is_bitwise_the_serial_run(tmp_path, serial_amr, n):
     assert par["gathers"] == 0
     early, late = par["split"].T
     assert (late > 0).all() and (early > 0).all()
+    assert_local_layout(par)
+    assert par["layout"][:, 0].sum() < 0.8 * n * serial_amr.geom.npatch
     assert_same_state(par, serial_amr)
 
 
@@ -95,6 +108,22 @@ def test_geoclaw_bowl_with_amr_is_bitwise_the_serial_run(tmp_path):
     assert sim.regrids >= 10 and len(sim.patches_per_level()) == 2
     par = launch(2, tmp_path, "run", demo="bowl")
     assert par["gathers"] == 0 and (par["split"][:, 1] > 0).all()
+    assert_local_layout(par)
+    assert_same_state(par, sim)
+
+
+def test_geoclaw_discharge_sources_on_3_ranks_are_bitwise_the_serial_run(tmp_path):
+    # the source hook runs on the owned patches of each rank (every rank, also one
+    # holding none of the source cells): each rank selects its cells, the area is summed
+    # over all ranks in patch order, the point source's cell lies on one rank only
+    sys.path.insert(0, str(SCRIPT.parent))
+    import bowl
+
+    sim = bowl.setup(sources=bowl.sources(), t_final=1.0).run()
+    assert sim.geoclaw_sources.volume_added > 0
+    par = launch(3, tmp_path, "run", demo="bowl", sources=True, t_final=1.0)
+    assert par["gathers"] == 0
+    assert_local_layout(par)
     assert_same_state(par, sim)
 
 
@@ -115,6 +144,8 @@ def test_ranks_owning_no_patch_do_not_deadlock(tmp_path, serial_amr):
     # weights put every leaf on the last rank, through every regrid (repartition)
     par = launch(3, tmp_path, "run", weights="first_rank_heavy", **AMR)
     assert list(par["owned"][:2]) == [0, 0]
+    assert list(par["layout"][:2, 0]) == [0, 0]  # no patch, no halo: empty arrays
+    assert_local_layout(par)
     assert_same_state(par, serial_amr)
 
 
@@ -123,7 +154,23 @@ def test_repartition_after_every_regrid_keeps_the_data(tmp_path, serial_amr):
     # so the migration (not only the halo) must bring each new owner its old patches
     par = launch(2, tmp_path, "run", weights="alternating", **AMR)
     assert par["migrated"] > serial_amr.geom.npatch and par["gathers"] == 0
+    assert_local_layout(par)
     assert_same_state(par, serial_amr)
+
+
+def test_each_rank_holds_only_its_patches_and_halo(tmp_path, radial_dam):
+    # per-rank memory: 1024 patches on 3 ranks; each rank allocates its ~341 owned
+    # patches plus a one-patch-deep halo (tens), not 1024 rows (the rows of all ranks
+    # together were 3 x 1024 with global indexing); the state is bitwise the serial one
+    opts = dict(mx=8, min_level=5, max_level=5, t_final=0.02)
+    par = launch(3, tmp_path, "run", **opts)
+    sim = serial(radial_dam, **opts)
+    assert sim.geom.npatch == 1024 and par["gathers"] == 0
+    assert_local_layout(par)
+    rows, owned, halo = par["layout"][:, 0], par["layout"][:, 3], par["layout"][:, 4]
+    assert owned.sum() == 1024 and (halo > 0).all() and (halo < 0.3 * owned).all()
+    assert rows.sum() < 1.25 * sim.geom.npatch  # far below 3 x 1024
+    assert_same_state(par, sim)
 
 
 def test_more_ranks_than_patches(tmp_path, radial_dam):
@@ -177,6 +224,7 @@ def test_vtk_frames_and_gauges_are_written_without_gathering(tmp_path, radial_da
     sim.run()
     par = launch(3, tmp_path, "run", vtk=vtk, gauges=True, **AMR)
     assert par["gathers"] == 0
+    assert_local_layout(par)
     assert_same_state(par, sim)
     want = read_gauges(tmp_path / "serial.csv")
     assert len(want) == 4 and len(want[0]["t"]) == sim.steps + 1
@@ -224,5 +272,6 @@ def test_gpu_backend_with_amr_is_bitwise_the_serial_run(tmp_path, radial_dam):
     opts = dict(AMR, backend="gpu")
     par = launch(2, tmp_path, "run", **opts)
     sim = serial(radial_dam, **opts)
+    assert_local_layout(par)
     assert par["gathers"] == 0 and sim.regrids >= 4
     assert_same_state(par, sim)

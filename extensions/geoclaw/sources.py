@@ -193,10 +193,18 @@ class GeoClawSources:
     # ------------------------------------------------------------------ sources
     def _source_cells(self):
         """Per source: (index arrays into the interior, area of the selected cells),
-        recomputed after every regrid (the geometry object changes)."""
+        recomputed after every regrid (the geometry object changes).
+
+        In a distributed run (``sim.comm`` with several ranks; the hook then sees the
+        owned patches of each rank, and every rank calls it) each rank selects its own
+        cells; the area is that of the cells of all ranks, summed in global patch order
+        (the serial sum), and the fallback cell lies on the first rank holding it."""
         sim = self.sim
         if self._cells_for is sim.geom:
             return self._cells
+        comm = getattr(sim, "comm", None)
+        if comm is not None and comm.size == 1:
+            comm = None
         g = sim.geom
         b = g.mbc
         x, y = sim.centers_host
@@ -206,21 +214,25 @@ class GeoClawSources:
         cells = []
         for src in self.sources:
             sel = (xi - src.x) ** 2 + (yi - src.y) ** 2 <= src.radius**2
-            if not sel.any():  # the leaf cell that contains the centre
+            parts = [area[sel]] if comm is None else comm.allgather(area[sel])
+            if not any(len(part) for part in parts):  # the leaf cell containing the centre
                 ip = np.flatnonzero(
                     (g.xlower <= src.x) & (src.x < g.xlower + g.mx * g.dx)
                     & (g.ylower <= src.y) & (src.y < g.ylower + g.my * g.dy)
                 )
-                if len(ip) == 0:
+                found = [len(ip) > 0] if comm is None else comm.allgather(len(ip) > 0)
+                if not any(found):
                     raise ValueError(f"discharge source at ({src.x}, {src.y}) lies outside "
                                      "the domain")
-                p = int(ip[0])
-                i = min(int((src.x - g.xlower[p]) / g.dx[p]), g.mx - 1)
-                j = min(int((src.y - g.ylower[p]) / g.dy[p]), g.my - 1)
                 sel = np.zeros_like(sel)
-                sel[p, j, i] = True
+                if found.index(True) == (0 if comm is None else comm.rank):
+                    p = int(ip[0])
+                    i = min(int((src.x - g.xlower[p]) / g.dx[p]), g.mx - 1)
+                    j = min(int((src.y - g.ylower[p]) / g.dy[p]), g.my - 1)
+                    sel[p, j, i] = True
+                parts = [area[sel]] if comm is None else comm.allgather(area[sel])
             idx = np.nonzero(sel)
-            total = float(area[idx].sum())
+            total = float(np.concatenate(parts).sum())
             cells.append((tuple(sim.backend.to_device(a) for a in idx), total))
         self._cells = cells
         self._cells_for = g

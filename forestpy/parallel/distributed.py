@@ -9,10 +9,14 @@ that need no remote data are stepped (communication overlap, de la Asuncion et a
 2012); then the others are stepped; the edge fluxes of remote fine patches that the
 owned time sync needs follow.  The Courant number and the state checks are Allreduces.
 A regrid gathers the flags, builds the same forest and partition on every rank and
-moves to each new owner only the old patches it needs (point to point).  Patch arrays
-keep the global patch indexing on every rank (rows of patches neither owned nor in the
-halo hold stale values and are never read by the step); the whole state is gathered
-(Allgatherv, in global patch order) only for totals, checkpoints and rank-0 callbacks.
+moves to each new owner only the old patches it needs (point to point), transferred
+into its new arrays.  Patch data is local: each rank allocates ``q``, ``aux`` and the
+cell centres for its owned patches and its halo only (owned rows first, then the halo:
+``l2g``/``g2l``), and the owned parts of the global plans are remapped to these rows
+by a vectorised lookup; the ``src2`` hook runs on the owned rows.  The whole state is
+gathered (Allgatherv, in global patch order) only for totals, checkpoints and rank-0
+callbacks, and localised again by the next step.  The setup (the serial Simulation
+every rank builds) is still global.
 VTK frames and gauges are written per rank (:mod:`forestpy.parallel.io`).  See
 docs/mpi.md for the design, what is not done yet and measurements.
 
@@ -26,14 +30,25 @@ Usage (same demo scripts, launched with ``mpirun -n 4 python script.py``)::
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
 
+from forestpy.patches import build_ghost_plan, build_time_sync_plan
 from forestpy.patches.boundary import apply_physical_bc
+from forestpy.patches.geometry import PatchGeometry
 from forestpy.patches.ghost_plan import GhostPlan, fill_ghosts
+from forestpy.patches.regrid import transfer
+from forestpy.patches.surface_ghosts import fill_ghosts_surface
 from forestpy.patches.time_sync import TimeSyncPlan
-from forestpy.simulation import Simulation, StateError, _copy_ghost_frame
+from forestpy.simulation import (
+    Simulation,
+    StateError,
+    _copy_ghost_frame,
+    _surface_fields,
+    _surface_regrid,
+)
 
 __all__ = ["DistributedSimulation", "distribute", "select_device"]
 
@@ -147,17 +162,42 @@ class DistributedSimulation(Simulation):
     def _init_parallel(self, comm) -> None:
         self.comm = comm if comm is not None else _world()
         self.rank, self.nranks = self.comm.rank, self.comm.size
-        self._full = True  # every row of self.q valid on this rank
+        # True: q, aux, aux_setaux hold every patch (global indexing: the serial
+        # initial state, a restored checkpoint, a gathered state); False: the compact
+        # local layout (owned patches, then the halo); the step localises on entry
+        self._full = True
         self.gathers = 0  # whole-state gathers (totals, samples, checkpoints, callbacks)
         self.migrated = 0  # old patches received by their new owners, over all regrids
         self.exchange_bytes = 0
         self.callbacks = [_wrap_callback(cb) for cb in self.callbacks]
-        self._partition()
+        pa = self.patch_arrays  # the serial build's: keep the metadata on the host
+        pa.sides = [self.backend.to_host(s) for s in pa.sides]
+        self.ghost_plan = GhostPlan(**{k: self.backend.to_host(getattr(self.ghost_plan, k))
+                                       for k in GhostPlan.__dataclass_fields__})
+        self._build_layout()
 
     def _set_forest(self, forest) -> None:
-        super()._set_forest(forest)
-        if hasattr(self, "comm"):  # not during Simulation.__init__ of distribute()
-            self._partition()
+        """New forest: the geometry and the global plans on the host (metadata,
+        replicated), then this rank's layout; ``aux`` of the local patches only."""
+        if not hasattr(self, "comm"):  # Simulation.__init__ of distribute()
+            return super()._set_forest(forest)
+        be = self.backend
+        self.forest = forest
+        geom = self.geom = PatchGeometry.from_forest(forest, self.mx, self.my, self.mbc)
+        self.ghost_plan = build_ghost_plan(forest, geom)
+        self.sync_plan = build_time_sync_plan(forest, geom)
+        self.patch_arrays = SimpleNamespace(
+            mx=geom.mx, my=geom.my, mbc=geom.mbc, npatch=geom.npatch,
+            dx=be.to_device(geom.dx), dy=be.to_device(geom.dy),
+            sides=[geom.on_side(side) for side in range(4)],
+        )
+        self._build_layout()
+        full, self.geom = self.geom, self.local_geom  # _make_aux: the local patches
+        try:
+            self.aux_setaux = be.to_device(self._make_aux(), self.dtype)
+        finally:
+            self.geom = full
+        self.aux = self.aux_setaux.copy()
 
     def partition_weights(self, forest):
         """Per-leaf weights of the partition of ``forest`` (None: equal, every patch has
@@ -165,26 +205,32 @@ class DistributedSimulation(Simulation):
         return None
 
     def _partition(self) -> None:
-        """Owned range, owned parts of the plans, halo lists and exchange schedule."""
+        """Repartition the current forest (new weights): gathers a local state first."""
+        self.gather_state()
+        self._build_layout()
+
+    def _build_layout(self) -> None:
+        """Owned range, halo, the local layout (``l2g``: owned patches in order, then
+        the halo patches, sorted; ``g2l``: its inverse over all leaves, -1 elsewhere),
+        the owned parts of the plans remapped to local rows, exchange schedules."""
         be = self.backend
         forest = self.forest
         self.offsets = forest.partition(self.nranks, self.partition_weights(forest))
         lo, hi = int(self.offsets[self.rank]), int(self.offsets[self.rank + 1])
-        self.lo, self.hi = lo, hi
+        self.lo, self.hi, self.nown = lo, hi, hi - lo
         owner = np.searchsorted(self.offsets, np.arange(forest.n), side="right") - 1
 
         def owned(p):
             return (p >= lo) & (p < hi)
 
-        # ghost plan restricted to owned destinations (global patch ids kept)
+        # ghost plan restricted to owned destinations (global patch ids)
         g = {k: be.to_host(getattr(self.ghost_plan, k)) for k in GhostPlan.__dataclass_fields__}
         keep = {"copy": owned(g["copy_dst"][:, 0]), "avg": owned(g["avg_dst"][:, 0]),
                 "interp": owned(g["interp_dst"][:, 0])}
-        local = {k: v[keep[k.split("_")[0]]] for k, v in g.items()}
-        self.owned_ghost_plan = GhostPlan(**local).to(be)
-        reads = [local["copy_src"][:, 0], local["avg_src"][..., 0].ravel(),
-                 local["interp_center"][:, 0], local["interp_nbr"][local["interp_valid"]][..., 0]
-                 .ravel()]
+        gplan = {k: v[keep[k.split("_")[0]]] for k, v in g.items()}
+        reads = [gplan["copy_src"][:, 0], gplan["avg_src"][..., 0].ravel(),
+                 gplan["interp_center"][:, 0],
+                 gplan["interp_nbr"][gplan["interp_valid"]][..., 0].ravel()]
         # time sync restricted to owned coarse patches; pairs stay adjacent
         s = {k: be.to_host(getattr(self.sync_plan, k))
              for k in TimeSyncPlan.__dataclass_fields__ if k != "nx"}
@@ -197,29 +243,59 @@ class DistributedSimulation(Simulation):
         halo = halo[~owned(halo)]
         edge_halo = np.unique(sub["fine_edge"][:, 0].astype(np.int64))
         edge_halo = edge_halo[~owned(edge_halo)]
+        # the local layout of the patch arrays
+        self.l2g = np.concatenate([np.arange(lo, hi, dtype=np.int64), halo])
+        g2l = np.full(forest.n, -1, dtype=np.int64)
+        g2l[self.l2g] = np.arange(len(self.l2g))
+        self.g2l = g2l
+        self._l2g_dev = be.to_device(self.l2g)
+        lplan = _remap_ghost_plan(gplan, g2l)
         # edge fluxes live in a local array: owned rows first, then remote fine patches
         rows = np.full(forest.n, -1, dtype=np.int64)
         rows[lo:hi] = np.arange(hi - lo)
         rows[edge_halo] = hi - lo + np.arange(len(edge_halo))
-        for k in ("coarse_edge", "fine_edge"):
+        for k, table in (("coarse_edge", rows), ("fine_edge", rows), ("coarse", g2l),
+                         ("fine", g2l)):
             sub[k] = sub[k].copy()
-            sub[k][:, 0] = rows[sub[k][:, 0]]
+            sub[k][:, 0] = _lookup(table, sub[k][:, 0])
         self.owned_sync_plan = TimeSyncPlan(**sub, nx=nx).to(be)
+        self.owned_ghost_plan = GhostPlan(**lplan).to(be)
         self.n_edge_rows = hi - lo + len(edge_halo)
-        self.q_exchange = self._schedule(halo, owner)
+        self.q_exchange = self._schedule(halo, owner, g2l)
         self.edge_exchange = self._schedule(edge_halo, owner, rows)
-        pa = self.patch_arrays
+        geom, pa = self.geom, self.patch_arrays
+        self.local_geom = _sub_geometry(geom, self.l2g)
+        self.owned_geom = _sub_geometry(geom, np.arange(lo, hi))
+        self.centers_host = self.local_geom.cell_centers(ghosts=True)
+        self.centers = tuple(be.to_device(c) for c in self.centers_host)
         self.local_arrays = SimpleNamespace(
             mx=pa.mx, my=pa.my, mbc=pa.mbc, npatch=hi - lo, dx=pa.dx[lo:hi], dy=pa.dy[lo:hi],
         )
+        sides = [be.to_host(s) for s in pa.sides]
+        self._owned_sides = [s[owned(s)] - lo for s in sides]  # local rows
+        self.owned_sides = [be.to_device(s) for s in self._owned_sides]
+        self.owned_arrays = SimpleNamespace(**vars(self.local_arrays), sides=self.owned_sides)
         self.halo = halo
-        self._halo_dev = be.to_device(halo)
-        self._split_owned(local, owned)
+        self._split_owned(gplan, lplan, owned)
         self._spare = self._spare_of = None
 
-    def _split_owned(self, plan: dict, owned) -> None:
+    def _localize(self) -> None:
+        """Full (global) arrays -> the local layout (rows ``l2g``)."""
+        if not self._full:
+            return
+        idx = self._l2g_dev
+        self.q, self.aux, self.aux_setaux = self.q[idx], self.aux[idx], self.aux_setaux[idx]
+        self._full = False
+        self._spare = self._spare_of = None
+
+    def _owned_rows(self) -> slice:
+        """The rows of the owned patches in ``q`` (either layout)."""
+        return slice(self.lo, self.hi) if self._full else slice(0, self.nown)
+
+    def _split_owned(self, plan: dict, lplan: dict, owned) -> None:
         """Order the owned patches as early (their ghost fill reads owned patches only)
-        then late (it reads remote ones), for the overlapped step; the ghost plan and the
+        then late (it reads remote ones), for the overlapped step; the ghost plan
+        (``plan`` in global ids, ``lplan`` the same remapped to local rows) and the
         physical-boundary sides split by destination the same way.  Every ghost value
         depends on the plan entry's source interiors alone (surface fills included), so
         the split fill gives the serial ghost values."""
@@ -240,39 +316,40 @@ class DistributedSimulation(Simulation):
             remote[dst[reads_remote]] = True
         for k in kinds:
             entry_late[k] = remote[plan[f"{k}_dst"][:, 0].astype(np.int64)]
-        ids = np.arange(lo, hi)
-        early_ids, late_ids = ids[~remote[lo:hi]], ids[remote[lo:hi]]
+        rows = np.arange(hi - lo)  # owned patches: local rows 0..n-1
+        early_rows, late_rows = rows[~remote[lo:hi]], rows[remote[lo:hi]]
 
         def sub_plan(mask_of):
-            return GhostPlan(**{f: v[mask_of[f.split("_")[0]]] for f, v in plan.items()}).to(be)
+            return GhostPlan(**{f: v[mask_of[f.split("_")[0]]] for f, v in lplan.items()}).to(be)
 
         self.early_plan = sub_plan({k: ~m for k, m in entry_late.items()})
         self.late_plan = sub_plan(entry_late)
-        sides = [be.to_host(s) for s in self.patch_arrays.sides]
-        pa = self.patch_arrays
+        la = self.local_arrays
 
-        def group(ids):
-            contiguous = len(ids) == 0 or ids[-1] - ids[0] + 1 == len(ids)
-            sel = slice(int(ids[0]), int(ids[-1]) + 1) if len(ids) and contiguous else (
-                slice(0, 0) if not len(ids) else be.to_device(ids))
+        def group(rows):
+            contiguous = len(rows) == 0 or rows[-1] - rows[0] + 1 == len(rows)
+            sel = slice(int(rows[0]), int(rows[-1]) + 1) if len(rows) and contiguous else (
+                slice(0, 0) if not len(rows) else be.to_device(rows))
             return SimpleNamespace(
-                n=len(ids), sel=sel, rows=be.to_device(ids - lo), ids=ids,
-                sides=[be.to_device(s[np.isin(s, ids)]) for s in sides],
-                arrays=SimpleNamespace(mx=pa.mx, my=pa.my, mbc=pa.mbc, npatch=len(ids),
-                                       dx=pa.dx[sel], dy=pa.dy[sel]),
+                n=len(rows), sel=sel, rows=be.to_device(rows), ids=rows + lo,
+                sides=[be.to_device(s[np.isin(s, rows)]) for s in self._owned_sides],
+                arrays=SimpleNamespace(mx=la.mx, my=la.my, mbc=la.mbc, npatch=len(rows),
+                                       dx=la.dx[sel], dy=la.dy[sel]),
             )
 
-        self.early, self.late = group(early_ids), group(late_ids)
+        self.early, self.late = group(early_rows), group(late_rows)
 
-    def _schedule(self, needed, owner, rows=None):
-        """Who sends which rows to whom: ``needed`` global ids this rank receives
-        (stored at ``rows[id]``, default ``id``); one all-to-all of id lists."""
+    def _schedule(self, needed, owner, rows):
+        """Who sends which rows to whom: ``needed`` global ids this rank receives,
+        stored at rows ``rows[id]``; the ids asked of this rank are sent from its owned
+        rows (``id - lo``: owned patches come first in every local array); one
+        all-to-all of id lists."""
         comm, n = self.comm, self.nranks
         src = owner[needed]
         want = [needed[src == r] for r in range(n)]
         asked = comm.alltoall(want)
-        recv = {r: (want[r] if rows is None else rows[want[r]]) for r in range(n) if len(want[r])}
-        send = {r: asked[r].astype(np.int64) for r in range(n) if len(asked[r])}
+        recv = {r: rows[want[r]] for r in range(n) if len(want[r])}
+        send = {r: asked[r].astype(np.int64) - self.lo for r in range(n) if len(asked[r])}
         be = self.backend
         return SimpleNamespace(recv=recv, send=send,
                                recv_dev={r: be.to_device(v) for r, v in recv.items()},
@@ -361,20 +438,26 @@ class DistributedSimulation(Simulation):
                 arr[plan.recv_dev[r]] = be.to_device(pending.bufs[r], arr.dtype)
 
     def gather_state(self) -> None:
-        """Make every row of ``q`` valid on every rank (Allgatherv in patch order)."""
+        """Make ``q``, ``aux`` and ``aux_setaux`` hold every patch on every rank, in
+        global patch order (Allgatherv of the owned rows; the global layout until the
+        next step localises again): totals, checkpoints, rank-0 callbacks."""
         if getattr(self, "_full", True):
             return
         be = self.backend
         self.gathers += 1
         with self.timers("gather"):
-            q = be.to_host(self.q)
-            full = np.empty_like(q)
-            row = int(np.prod(q.shape[1:]))
-            counts = np.diff(self.offsets) * row
-            mine = np.ascontiguousarray(q[self.lo : self.hi])
-            self.comm.Allgatherv(mine, [full, counts, self.offsets[:-1] * row, None])
-            self.q = be.to_device(full, self.dtype)
+            for name in ("q", "aux", "aux_setaux"):
+                local = getattr(self, name)
+                shape = local.shape[1:]
+                full = np.empty((self.forest.n,) + shape, dtype=local.dtype)
+                row = int(np.prod(shape))
+                if row:
+                    mine = np.ascontiguousarray(be.to_host(local[: self.nown]))
+                    counts = np.diff(self.offsets) * row
+                    self.comm.Allgatherv(mine, [full, counts, self.offsets[:-1] * row, None])
+                setattr(self, name, be.to_device(full, self.dtype))
         self._full = True
+        self._spare = self._spare_of = None
 
     def _allreduce(self, values: np.ndarray, op: str) -> np.ndarray:
         from mpi4py import MPI
@@ -385,10 +468,10 @@ class DistributedSimulation(Simulation):
 
     # ------------------------------------------------------------------ pieces
     def fill_ghosts(self, q=None) -> None:
-        if getattr(self, "_ghosts_ready", False):  # regrid: filled (and used) already
-            return
-        if q is not None or getattr(self, "_full", True):  # (True while being built)
+        """Halo exchange, then the ghost fill of the owned patches (local layout)."""
+        if q is not None or not hasattr(self, "comm"):  # (Simulation.__init__)
             return super().fill_ghosts(q)
+        self._localize()
         q = self.q
         self._exchange(q, self.q_exchange)
         with self.timers("ghost_fill"):
@@ -404,21 +487,51 @@ class DistributedSimulation(Simulation):
             with self.timers("ghost_fill.physical_bc"):
                 apply_physical_bc(q, self.geom, self.bc, self.riemann.wall_reflect, self.t,
                                   self.aux, centers=self._centers_of, backend=self.backend,
-                                  sides=self.patch_arrays.sides)
+                                  sides=self.owned_sides)
+
+    def _fill_ghosts_surface(self, q, i: int, j: int) -> None:
+        if getattr(self, "_full", True):
+            return super()._fill_ghosts_surface(q, i, j)
+        aux_bc = tuple("extrap" if callable(k) else k for k in self.bc)
+        apply_physical_bc(self.aux, self.geom, aux_bc, ((), ()), self.t,
+                          backend=self.backend, sides=self.owned_sides)
+        fill_ghosts_surface(self.ghost_plan, q, self.aux, i, j, self._surface_dry_tolerance(),
+                            self.riemann.positive, backend=self.backend, timers=self.timers)
 
     def _host_flags(self, flags) -> np.ndarray:
-        """Flags of the owned patches, gathered so every rank sees all of them."""
-        flags = super()._host_flags(flags)
-        if not hasattr(self, "lo"):  # the initial refinement, identical on every rank
-            return flags
-        mine = np.ascontiguousarray(flags[self.lo : self.hi]).astype(np.uint8)
-        out = np.empty(len(flags), dtype=np.uint8)
+        """Flags of the owned patches (one per owned patch), gathered so every rank
+        sees all of them."""
+        if getattr(self, "_full", True):  # the initial refinement, identical on every rank
+            return super()._host_flags(flags)
+        mine = np.ascontiguousarray(self.backend.to_host(flags)).astype(bool).astype(np.uint8)
+        if mine.shape != (self.nown,):
+            raise ValueError(f"tagging returned shape {mine.shape}, expected ({self.nown},)")
+        out = np.empty(self.forest.n, dtype=np.uint8)
         self.comm.Allgatherv(mine, [out, np.diff(self.offsets), self.offsets[:-1], None])
         return out.astype(bool)
 
+    def _warm_up(self) -> None:
+        self._localize()
+        q = self.q
+        fill_ghosts(self.owned_ghost_plan, q.copy(), self.riemann.positive, backend=self.backend)
+        if len(self.owned_sync_plan):
+            edge = self.xp.zeros((self.n_edge_rows, 4, self.riemann.num_eqn, max(self.mx, self.my)))
+            self.solver.time_sync(self.owned_sync_plan, q, q.copy(), self.aux, edge, 0.0)
+
     def _estimate_dt(self) -> float:
-        self.gather_state()
-        return super()._estimate_dt()
+        """Simulation._estimate_dt over the owned patches, the Courant number
+        Allreduced (a maximum: the serial value exactly)."""
+        probe = min(self.geom.dx.min(), self.geom.dy.min()) * 1e-3
+        self.fill_ghosts()
+        c = 0.0
+        if self.nown:
+            n = self.nown
+            _, cfl, _ = self.vtable.step(self.q[:n], self.aux[:n], self.local_arrays, probe)
+            c = float(self.backend.to_host(cfl.max()))
+        c = float(self._allreduce(np.array([c]), "max")[0])
+        if c <= 0.0:
+            return min(self.dt_max, self.t_final - self.t) or probe
+        return probe * self.cfl_desired / c
 
     def totals(self) -> dict:
         self.gather_state()
@@ -432,15 +545,17 @@ class DistributedSimulation(Simulation):
         leaf, j, i = self._locate(x, y)
         mine = np.flatnonzero((leaf >= self.lo) & (leaf < self.hi))
         be = self.backend
-        idx = tuple(be.to_device(a[mine]) for a in (leaf, j, i))
+        idx = tuple(be.to_device(a) for a in (leaf[mine] - self.lo, j[mine], i[mine]))
         part = be.to_host(self.q[idx[0], :, idx[1], idx[2]]).astype(np.float64)
+        part_aux = be.to_host(self.aux[idx[0], :, idx[1], idx[2]]).astype(np.float64) \
+            if aux else None
         values = np.empty((len(leaf), self.riemann.num_eqn))
-        for rows, vals in self.comm.allgather((mine, part)):
+        aux_values = np.empty((len(leaf), self.riemann.num_aux))
+        for rows, vals, avals in self.comm.allgather((mine, part, part_aux)):
             values[rows] = vals
-        if not aux:
-            return values
-        ids = tuple(be.to_device(a) for a in (leaf, j, i))  # aux: the same on every rank
-        return values, be.to_host(self.aux[ids[0], :, ids[1], ids[2]]).astype(np.float64)
+            if aux:
+                aux_values[rows] = avals
+        return (values, aux_values) if aux else values
 
     def save_checkpoint(self, path, meta: dict | None = None):
         """Gather to every rank; rank 0 writes the single-file checkpoint (readable on
@@ -452,38 +567,72 @@ class DistributedSimulation(Simulation):
         return self.comm.bcast(out, root=0)
 
     def restore(self, data: dict):
+        """The serial restore (global arrays; this rank's layout of the checkpoint's
+        forest); the next step localises."""
         super().restore(data)
         self._full = True
+        self._spare = self._spare_of = None
         return self
 
     def regrid(self) -> None:
-        """The serial regrid, without gathering the state: the flags of the owned
-        patches are gathered, every rank builds the same new forest and partition, and
-        each rank receives (point to point) only the old patches that the transfer to
-        its new patches reads; the transfer then runs as in the serial code and the new
-        partition takes over (rows of patches owned elsewhere hold stale values)."""
-        if self._full:
-            return super().regrid()
+        """The serial regrid on the local layout: the owned patches are tagged and the
+        flags gathered, every rank builds the same new forest and partition, each rank
+        receives (point to point) only the old patches that the transfer to its new
+        patches reads (their conserved densities, and the surface fields of a
+        surface-aware solver, computed by their old owners), and transfers them into
+        the compact arrays of its new layout."""
+        self._localize()
+        be, xp, n = self.backend, self.xp, self.nown
         with self.timers("regrid"):
             self.fill_ghosts()
-            refine = self.vtable.tag4refinement(self.q, self.aux, self.geom, self.t)
-            coarsen = None
-            if self.vtable.tag4coarsening is not None:
-                coarsen = self.vtable.tag4coarsening(self.q, self.aux, self.geom, self.t)
-            forest = self._regridded_forest(refine, coarsen)
+            q, aux = self.q[:n], self.aux[:n]
+            refine = coarsen = np.zeros(0, dtype=bool)
+            if n:
+                refine = self.vtable.tag4refinement(q, aux, self.owned_geom, self.t)
+                if self.vtable.tag4coarsening is not None:
+                    coarsen = self.vtable.tag4coarsening(q, aux, self.owned_geom, self.t)
+            forest = self._regridded_forest(
+                refine, coarsen if self.vtable.tag4coarsening is not None else None)
             if forest is None:
                 return
+            # what the serial regrid transfers, on the owned old patches
+            capa = self.capacity_index
+            density = q * aux[:, capa : capa + 1] if capa >= 0 else q
+            surface = self.riemann.surface_interp
+            meqn = density.shape[1]
+            if surface is not None:
+                drytol = self._surface_dry_tolerance()
+                density = xp.concatenate(
+                    [density, _surface_fields(density, aux, *surface, drytol, xp)], axis=1)
+            old_forest, old_geom = self.forest, self.geom
+            offsets = forest.partition(self.nranks, self.partition_weights(forest))
+            lo, hi = int(offsets[self.rank]), int(offsets[self.rank + 1])
             with self.timers("regrid.migrate"):
-                self._migrate(forest)
-            # the serial transfer, with these flags and ghosts (no second tagging/fill)
-            vtable, self.vtable = self.vtable, _CachedTags(self.vtable, refine, coarsen)
-            self._ghosts_ready = True
-            try:
-                super().regrid()
-            finally:
-                self.vtable, self._ghosts_ready = vtable, False
-            if self.forest != forest:
-                raise RuntimeError("distributed regrid: the serial regrid built another forest")
+                src, rows = self._migrate(forest, density, lo, hi)
+            del density
+            q_new = transfer(old_forest, old_geom, src, forest,
+                             PatchGeometry.from_forest(forest, self.mx, self.my, self.mbc),
+                             backend=be, new_ids=np.arange(lo, hi), old_rows=rows)
+            del src
+            self.q = self.aux = None  # the old local arrays are no longer needed
+            self._set_forest(forest)
+            if (self.lo, self.hi) != (lo, hi):
+                raise RuntimeError("distributed regrid: partition_weights not deterministic")
+            aux = self.aux[: self.nown]
+            if surface is not None:
+                gx, gy = forest.global_xy()
+                dlev = self.geom.level - old_geom.level[old_forest.locate_global(gx, gy)]
+                q_new = _surface_regrid(q_new, meqn, aux, *surface, self.mbc, drytol,
+                                        self.riemann.surface_regrid, dlev[lo:hi], be)
+            if capa >= 0:
+                b = self.mbc
+                q_new[:, :, b:-b, b:-b] /= aux[:, capa : capa + 1, b:-b, b:-b]
+            # halo rows: filled by the next exchange
+            self.q = xp.zeros((len(self.l2g),) + q_new.shape[1:], dtype=q_new.dtype)
+            self.q[: self.nown] = q_new
+            self._full = False
+            self._spare = self._spare_of = None
+            self.regrids += 1
 
     def _regridded_forest(self, refine, coarsen):
         """The forest the serial regrid builds from these flags (gathered from the
@@ -503,13 +652,13 @@ class DistributedSimulation(Simulation):
         forest = forest.balance()
         return None if forest == old else forest
 
-    def _migrate(self, forest) -> None:
+    def _migrate(self, forest, density, lo, hi):
         """Receive from their current owners the old patches (whole, ghosts included)
-        that cover this rank's patches of ``forest`` under its new partition."""
+        that cover the patches ``lo:hi`` of ``forest`` (this rank's under its new
+        partition).  Returns (rows: the owned old patches' ``density``, then the
+        received ones; their row per old leaf, -1 for the others)."""
         from forestpy.forest import MAX_LEVEL
 
-        offsets = forest.partition(self.nranks, self.partition_weights(forest))
-        lo, hi = int(offsets[self.rank]), int(offsets[self.rank + 1])
         gx, gy = forest.global_xy()
         gx, gy, lvl = gx[lo:hi], gy[lo:hi], forest.level[lo:hi]
         half = np.left_shift(1, MAX_LEVEL - lvl - 1)
@@ -518,8 +667,15 @@ class DistributedSimulation(Simulation):
             for ox, oy in ((0, 0), (1, 0), (0, 1), (1, 1))]).astype(np.int64))
         need = need[(need < self.lo) | (need >= self.hi)]
         owner = np.searchsorted(self.offsets, np.arange(self.forest.n), side="right") - 1
+        n = self.nown
+        rows = np.full(self.forest.n, -1, dtype=np.int64)
+        rows[self.lo : self.hi] = np.arange(n)
+        rows[need] = n + np.arange(len(need))
+        src = self.xp.empty((n + len(need),) + density.shape[1:], dtype=density.dtype)
+        src[:n] = density
         self.migrated += int(self.comm.allreduce(len(need)))
-        self._exchange(self.q, self._schedule(need, owner))
+        self._exchange(src, self._schedule(need, owner, rows), send_arr=density)
+        return src, rows
 
     # ------------------------------------------------------------------ stepping
     def step(self, dt: float) -> tuple[bool, float]:
@@ -528,8 +684,9 @@ class DistributedSimulation(Simulation):
         sync of owned coarse patches, Allreduced Courant number/checks.  With
         ``overlap`` (default) the halo travels while the patches that need no remote
         data are stepped (:meth:`_step_overlapped`)."""
-        lo, hi, xp = self.lo, self.hi, self.xp
-        if self.overlap and not self._full and self.vtable.b4step is None:
+        self._localize()
+        n, xp = self.nown, self.xp
+        if self.overlap and self.vtable.b4step is None:
             q_new, cfl, edge_loc = self._step_overlapped(dt)
         else:
             self.fill_ghosts()
@@ -538,11 +695,11 @@ class DistributedSimulation(Simulation):
                     self.vtable.b4step(self, dt)
             with self.timers("step"):
                 q_new = self._new_state()
-                if hi > lo:
-                    q_loc, cfl, edge_loc = self.vtable.step(self.q[lo:hi], self.aux[lo:hi],
+                if n:
+                    q_loc, cfl, edge_loc = self.vtable.step(self.q[:n], self.aux[:n],
                                                             self.local_arrays, dt)
-                    _copy_ghost_frame(self.q[lo:hi], q_loc, self.mbc)  # no unset memory
-                    q_new[lo:hi] = q_loc
+                    _copy_ghost_frame(self.q[:n], q_loc, self.mbc)  # no unset memory
+                    q_new[:n] = q_loc
                 else:
                     cfl, edge_loc = xp.zeros(0), None
         meqn = self.riemann.num_eqn
@@ -550,17 +707,15 @@ class DistributedSimulation(Simulation):
             edge = xp.zeros((self.n_edge_rows, 4, meqn, max(self.mx, self.my)),
                             dtype=np.float64 if edge_loc is None else edge_loc.dtype)
             if edge_loc is not None:
-                edge[: hi - lo] = edge_loc
-        self._exchange(edge, self.edge_exchange, send_arr=_EdgeRows(edge, lo))
+                edge[:n] = edge_loc
+        self._exchange(edge, self.edge_exchange)
         with self.timers("time_sync"):
             self.solver.time_sync(self.owned_sync_plan, self.q, q_new, self.aux, edge, dt)
-        if self.vtable.src2 is not None:
+        if self.vtable.src2 is not None:  # on every rank: a hook may communicate
             with self.timers("sources"):
-                _copy_ghost_frame(self.q, q_new, self.mbc)
-                x, y = self.centers
-                self.vtable.src2(q_new, self.aux, x, y, self.t, dt)
+                self._owned_hook(q_new, dt)
         with self.timers("cfl_check"):
-            status = self._global_status(q_new[lo:hi], cfl)
+            status = self._global_status(q_new[:n], cfl)
         courant = float(status[0])
         if courant > self.cfl_max or not math.isfinite(courant):
             self.rejected_steps += 1
@@ -573,11 +728,27 @@ class DistributedSimulation(Simulation):
             self._validate_all(q_new)
         self._spare, self.q = self.q, q_new
         self._spare_of = q_new  # the spare may be reused while self.q is q_new
-        self._full = self.nranks == 1
         self.t += dt
         self.steps += 1
         self.cell_updates += self.geom.npatch * self.mx * self.my
         return True, courant
+
+    def _owned_hook(self, q_new, dt) -> None:
+        """``src2`` on the owned patches only (the halo rows are refreshed by the next
+        exchange): the hook sees the owned rows of ``q``/``aux``/centres, and, while it
+        runs, ``geom``, ``patch_arrays`` and ``centers_host`` of the owned patches (the
+        GeoClaw hook reads them).  Called on every rank, also one owning no patch
+        (empty arrays), so that a hook may use collectives (``sim.comm``)."""
+        n = self.nown
+        _copy_ghost_frame(self.q[:n], q_new[:n], self.mbc)  # the hook sees no unset memory
+        x, y = self.centers
+        saved = self.geom, self.patch_arrays, self.centers_host
+        self.geom, self.patch_arrays = self.owned_geom, self.owned_arrays
+        self.centers_host = tuple(c[:n] for c in saved[2])
+        try:
+            self.vtable.src2(q_new[:n], self.aux[:n], x[:n], y[:n], self.t, dt)
+        finally:
+            self.geom, self.patch_arrays, self.centers_host = saved
 
     def _new_state(self):
         """The array the step writes: the previous state's array when nothing replaced
@@ -629,15 +800,15 @@ class DistributedSimulation(Simulation):
         gathering and scattering every early patch (they are not contiguous)."""
         early, late = self.early, self.late
         q, xp = self.q, self.xp
-        lo, hi = self.lo, self.hi
-        whole = 0 < late.n <= self.whole_range_fraction * (hi - lo)
+        n = self.nown
+        whole = 0 < late.n <= self.whole_range_fraction * n
         with self.timers("exchange"):
             pending = self._post(q, self.q_exchange)
         with self.timers("ghost_fill"):
             self._fill_group(self.early_plan, early)
         with self.timers("step"):
             if whole:
-                q_e, cfl_e, edge_e = self.vtable.step(q[lo:hi], self.aux[lo:hi],
+                q_e, cfl_e, edge_e = self.vtable.step(q[:n], self.aux[:n],
                                                       self.local_arrays, dt)
             else:
                 q_e, cfl_e, edge_e = self._step_kernel(early, dt)
@@ -652,8 +823,8 @@ class DistributedSimulation(Simulation):
                 q_e[late.rows] = q_l
                 cfl_e[late.rows] = cfl_l
                 edge_e[late.rows] = edge_l
-                _copy_ghost_frame(q[lo:hi], q_e, self.mbc)
-                q_new[lo:hi] = q_e
+                _copy_ghost_frame(q[:n], q_e, self.mbc)
+                q_new[:n] = q_e
                 return q_new, cfl_e, edge_e
             parts = [(g, qq, ee) for g, qq, ee in ((early, q_e, edge_e), (late, q_l, edge_l))
                      if g.n]
@@ -661,7 +832,7 @@ class DistributedSimulation(Simulation):
             for g, qq, ee in parts:
                 q_new[g.sel] = qq
                 if edge is None:
-                    edge = xp.empty((hi - lo,) + ee.shape[1:], dtype=ee.dtype)
+                    edge = xp.empty((n,) + ee.shape[1:], dtype=ee.dtype)
                 edge[g.rows] = ee
             cfl = xp.concatenate([cfl_e, cfl_l])
         return q_new, cfl, edge
@@ -687,7 +858,7 @@ class DistributedSimulation(Simulation):
         a problem in its owned patches)."""
         msg = None
         try:
-            self._validate(q_new[self.lo : self.hi], f"step {self.steps + 1}")
+            self._validate(q_new[: self.nown], f"step {self.steps + 1}")
         except StateError as err:
             msg = f"rank {self.rank}: {err}"
         msgs = [m for m in self.comm.allgather(msg) if m]
@@ -695,26 +866,29 @@ class DistributedSimulation(Simulation):
             raise StateError(msgs[0])
 
 
-class _CachedTags:
-    """A vtable whose tagging slots return flags computed already (the regrid's)."""
-
-    def __init__(self, vtable, refine, coarsen):
-        self._vtable, self._flags = vtable, {"tag4refinement": refine,
-                                             "tag4coarsening": coarsen}
-
-    def __getattr__(self, name):
-        if name in ("tag4refinement", "tag4coarsening") and \
-                getattr(self._vtable, name) is not None:
-            flags = self._flags[name]
-            return lambda *args: flags
-        return getattr(self._vtable, name)
+def _lookup(table, ids):
+    """``table[ids]`` (a global -> local lookup), checked: every id must be local."""
+    out = table[ids]
+    if (out < 0).any():
+        raise RuntimeError("distributed layout: a plan reads a patch this rank does not hold")
+    return out
 
 
-class _EdgeRows:
-    """Global-id view of the local edge-flux array (owned rows start at ``lo``)."""
+def _remap_ghost_plan(plan: dict, g2l) -> dict:
+    """The ghost plan's patch ids (column 0 of the triplets) -> local rows.  Unused
+    interpolation neighbours (``interp_valid`` False) point at their destination."""
+    out = {k: v.copy() for k, v in plan.items()}
+    for k in ("copy_dst", "copy_src", "avg_dst", "interp_dst", "interp_center"):
+        out[k][:, 0] = _lookup(g2l, plan[k][:, 0])
+    out["avg_src"][..., 0] = _lookup(g2l, plan["avg_src"][..., 0])
+    nbr = np.where(plan["interp_valid"][..., None], plan["interp_nbr"][..., 0],
+                   plan["interp_dst"][:, None, None, 0])
+    out["interp_nbr"][..., 0] = _lookup(g2l, nbr)
+    return out
 
-    def __init__(self, edge, lo):
-        self.edge, self.lo = edge, lo
 
-    def __getitem__(self, ids):
-        return self.edge[ids - self.lo]
+def _sub_geometry(geom, ids):
+    """The geometry of the patches ``ids`` (in that order)."""
+    return replace(geom, level=geom.level[ids], gqx=geom.gqx[ids], gqy=geom.gqy[ids],
+                   xlower=geom.xlower[ids], ylower=geom.ylower[ids], dx=geom.dx[ids],
+                   dy=geom.dy[ids])

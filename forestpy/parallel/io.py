@@ -42,9 +42,9 @@ class _OwnedGeometry:
 
 
 def _owned_view(sim):
-    lo, hi = sim.lo, sim.hi
+    lo, hi, rows = sim.lo, sim.hi, sim._owned_rows()  # the owned rows, either layout
     return SimpleNamespace(geom=_OwnedGeometry(sim.geom, lo, hi), backend=sim.backend,
-                           riemann=sim.riemann, q=sim.q[lo:hi], aux=sim.aux[lo:hi],
+                           riemann=sim.riemann, q=sim.q[rows], aux=sim.aux[rows],
                            params=sim.params)
 
 

@@ -35,8 +35,15 @@ def minmod_slopes(q, mbc: int, xp=np):
     return mm(dxl, dxr), mm(dyl, dyr)
 
 
-def transfer(old_forest, old_geom, q_old, new_forest, new_geom, backend=None):
+def transfer(old_forest, old_geom, q_old, new_forest, new_geom, backend=None,
+             new_ids=None, old_rows=None):
     """Return the new patch array (interiors filled, ghost cells zero), q_old's dtype.
+
+    ``new_ids`` (host int array, default all): only these new leaves are built, row
+    ``k`` of the result being leaf ``new_ids[k]``; ``old_rows`` (host int array over
+    the old leaves, default the identity): the row of ``q_old`` holding each old leaf
+    (a distributed run holds only some of them, in a compact local order).  The
+    per-patch arithmetic does not depend on either.
 
     Vectorised over patches: one gather per case (copy, interpolate, average).  The
     index arrays are computed on the host from the forests (NumPy) and uploaded; all
@@ -50,13 +57,21 @@ def transfer(old_forest, old_geom, q_old, new_forest, new_geom, backend=None):
         return a if backend is None else backend.to_device(a)
 
     mx, my, mbc = new_geom.mx, new_geom.my, new_geom.mbc
-    npatch = new_geom.npatch
     meqn = q_old.shape[1]
+    new_level, new_gqx, new_gqy = new_geom.level, new_geom.gqx, new_geom.gqy
+    gx, gy = new_forest.global_xy()
+    if new_ids is not None:
+        new_ids = np.asarray(new_ids, dtype=np.int64)
+        gx, gy = gx[new_ids], gy[new_ids]
+        new_level, new_gqx, new_gqy = new_level[new_ids], new_gqx[new_ids], new_gqy[new_ids]
+    npatch = len(new_level)
+
+    def row(ids):  # old leaf ids -> rows of q_old
+        return ids if old_rows is None else old_rows[ids]
 
     # ---- host: which old leaves feed which new ones
-    gx, gy = new_forest.global_xy()
     old = old_forest.locate_global(gx, gy)
-    dlev = new_geom.level - old_geom.level[old]
+    dlev = new_level - old_geom.level[old]
     if np.any(np.abs(dlev) > 1):
         raise ValueError("regrid changed a leaf by more than one level; refine level by level")
     same = np.flatnonzero(dlev == 0)
@@ -65,7 +80,7 @@ def transfer(old_forest, old_geom, q_old, new_forest, new_geom, backend=None):
     par = np.flatnonzero(dlev == -1)
     kids = []
     if len(par):
-        lvl = new_geom.level[par]
+        lvl = new_level[par]
         half = np.left_shift(1, MAX_LEVEL - lvl - 1)
         for ox, oy in ((0, 0), (1, 0), (0, 1), (1, 1)):
             k = old_forest.locate_global(gx[par] + ox * half, gy[par] + oy * half)
@@ -78,14 +93,14 @@ def transfer(old_forest, old_geom, q_old, new_forest, new_geom, backend=None):
     inner = (slice(None), slice(mbc, -mbc), slice(mbc, -mbc))
     if len(same):
         # interiors only: the old ghost cells may be stale (their neighbours changed)
-        q_new[(up(same),) + inner] = q_old[(up(old[same]),) + inner]
+        q_new[(up(same),) + inner] = q_old[(up(row(old[same])),) + inner]
 
     if len(child):
-        qp = q_old[up(parent)]
+        qp = q_old[up(row(parent))]
         sx, sy = minmod_slopes(qp, mbc, xp)
         qc = qp[:, :, mbc:-mbc, mbc:-mbc]
-        cx = new_geom.gqx[child] - 2 * old_geom.gqx[parent]  # 0 or 1
-        cy = new_geom.gqy[child] - 2 * old_geom.gqy[parent]
+        cx = new_gqx[child] - 2 * old_geom.gqx[parent]  # 0 or 1
+        cy = new_gqy[child] - 2 * old_geom.gqy[parent]
         fi = np.arange(mx)
         fj = np.arange(my)
         ci = cx[:, None] * (mx // 2) + fi[None, :] // 2  # (n, mx)
@@ -105,7 +120,7 @@ def transfer(old_forest, old_geom, q_old, new_forest, new_geom, backend=None):
     if len(par):
         par_d = up(par)
         for (ox, oy), k in zip(((0, 0), (1, 0), (0, 1), (1, 1)), kids):
-            qk = q_old[(up(k),) + inner]
+            qk = q_old[(up(row(k)),) + inner]
             avg = 0.25 * (
                 (qk[:, :, 0::2, 0::2] + qk[:, :, 0::2, 1::2])
                 + (qk[:, :, 1::2, 0::2] + qk[:, :, 1::2, 1::2])

@@ -16,6 +16,14 @@ def hump(x, y):
     return 40.0 * np.exp(-((x - 20.0) ** 2 + (y - 10.0) ** 2) / 200.0)
 
 
+def sources():
+    """Discharge sources: a point source (the leaf cell containing it) and a disc that
+    spans several patches."""
+    from forestpy.extensions.geoclaw.sources import DischargeSource
+
+    return [DischargeSource(-35.0, 25.0, 400.0), DischargeSource(30.0, -30.0, 900.0, radius=12.0)]
+
+
 def setup(**options):
     opts = dict(domain=Domain((-100, -100), (100, 100)), eta_init=hump, mx=8, min_level=2,
                 max_level=4, wave_tolerance=1.0, regrid_interval=2, t_final=2.0)

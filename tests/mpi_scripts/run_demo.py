@@ -9,8 +9,9 @@ the ranks and writes rank 0's gathered result to ``OUT/result.npz``.  MODE:
 
 With ``"record": true`` a callback samples the depth along a line after every step;
 ``"overlap": false`` turns off the communication overlap (``"whole_range_fraction"``
-sets that attribute); ``"vtk": true`` writes VTK
-frames into ``OUT/vtk``; ``"gauges": true`` records gauges into ``OUT/gauges.csv``.
+sets that attribute); ``"sources": true`` adds the discharge sources of
+``bowl.sources()``; ``"vtk": true`` writes VTK frames into ``OUT/vtk``;
+``"gauges": true`` records gauges into ``OUT/gauges.csv``.
 """
 
 import json
@@ -45,6 +46,8 @@ gauges = opts.pop("gauges", False)
 GAUGES = [(0.0, 0.0), (0.5, 0.3), (-1.2, 0.7), (1.9, -1.9)]
 recorder = Recorder()
 demo = opts.pop("demo", "radial_dam")
+if opts.pop("sources", False):  # bowl: discharge sources (bowl.SOURCES)
+    opts["sources"] = bowl.sources()
 sim = (bowl if demo == "bowl" else load_demo(demo)).setup(**opts)
 if record:
     sim.callbacks = [recorder]
@@ -74,12 +77,15 @@ sim.run(max_steps=max_steps if mode == "save" else None)
 if mode == "save":
     sim.save_checkpoint(out / "ck.npz")
 gathers = sim.gathers  # before the totals below gather
+# patch rows each rank holds (q, aux), against its owned + halo patches
+layout = sim.comm.allgather((sim.q.shape[0], sim.aux.shape[0], sim.aux_setaux.shape[0],
+                             sim.hi - sim.lo, len(sim.halo), int(sim._full)))
 owned = sim.comm.allgather(sim.hi - sim.lo)
 split = sim.comm.allgather((sim.early.n, sim.late.n))
 totals = sim.totals()
 if sim.rank == 0:
     np.savez(out / "result.npz", q=sim.backend.to_host(sim.q), t=sim.t, steps=sim.steps,
              regrids=sim.regrids, owned=np.array(owned), split=np.array(split), gathers=gathers,
-             migrated=sim.migrated,
+             migrated=sim.migrated, layout=np.array(layout),
              totals=np.array(list(totals.values())), level=sim.forest.level,
              record=np.array(recorder.rows))
