@@ -23,7 +23,9 @@
     result: it is called with the output folder and its dict becomes ``report.json``.
     Under ``mpirun``/``srun`` (more than one MPI rank) the Simulation is distributed
     over the ranks (``forestpy.parallel.distribute``; with ``--backend gpu`` each rank
-    first selects its own GPU) and rank 0 alone writes the summary files.
+    first selects its own GPU) and rank 0 alone writes the summary files (the final
+    totals are a reduction over the ranks; ``report`` runs on rank 0 on the state
+    gathered to rank 0 only).
 
 ``forestpy plot OUT_DIR [--field F] [--frame K|last|all] [--contour V,...] [--movie M]``
     Render frames to PNG (beside the frames, or ``--png FILE``), or every frame into
@@ -39,6 +41,7 @@ an unknown option name, 130 interrupted.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import inspect
 import json
@@ -169,8 +172,10 @@ def parse_sets(items, defaults: Mapping, where: str = "the demo") -> dict:
 
 
 # --------------------------------------------------------------------------- run
-def _summary_line(sim) -> str:
-    cups = sim.summary()["cell_updates_per_s"] or float("nan")  # compilation excluded
+def _summary_line(sim, summary: dict | None = None) -> str:
+    # pass the summary already made: with MPI, summary() is collective (the totals)
+    summary = sim.summary() if summary is None else summary
+    cups = summary["cell_updates_per_s"] or float("nan")  # compilation excluded
     levels = "  ".join(f"L{k}:{v}" for k, v in sorted(sim.patches_per_level().items()))
     return (
         f"{sim.steps} steps ({sim.rejected_steps} rejected, {sim.regrids} regrids) to "
@@ -308,8 +313,14 @@ def cmd_run(args, argv: list[str]) -> int:
         select_device()
 
     t0 = time.perf_counter()
+    build = contextlib.nullcontext()
+    if nranks > 1:  # the initial refinement distributed: no rank holds the whole state
+        from forestpy.parallel import build_distributed
+
+        build = build_distributed()
     try:
-        sim = module.setup(**overrides)
+        with build:
+            sim = module.setup(**overrides)
         for attr in ("run", "summary", "timers", "callbacks", "options"):
             if not hasattr(sim, attr):
                 raise TypeError(
@@ -356,25 +367,28 @@ def cmd_run(args, argv: list[str]) -> int:
     t0 = time.perf_counter()
     try:
         sim.run()
-        if nranks > 1:
-            sim.gather_state()  # collective; afterwards rank 0 reads without communicating
     except (Exception, KeyboardInterrupt) as e:
         return fail(sim, e, "run", time.perf_counter() - t0)
 
+    # on every rank: with MPI the totals are a collective reduction (no gathered state)
     summary = {**base, **sim.summary(), "status": "ok"}
     report = getattr(module, "report", None)
-    if callable(report) and rank == 0:
-        try:
-            result = report(sim, out)
-        except (Exception, KeyboardInterrupt) as e:
-            return fail(sim, e, "report", time.perf_counter() - t0)
-        summary["report"] = to_jsonable(result)
-        write_json(out / "report.json", summary["report"])
-        print(json.dumps(summary["report"], indent=1))
+    if callable(report):
+        # with MPI the state is gathered to rank 0 only (collective), which runs report
+        view = sim.root_view(0) if nranks > 1 else contextlib.nullcontext(True)
+        with view as is_root:
+            if is_root:
+                try:
+                    result = report(sim, out)
+                except (Exception, KeyboardInterrupt) as e:
+                    return fail(sim, e, "report", time.perf_counter() - t0)
+                summary["report"] = to_jsonable(result)
+                write_json(out / "report.json", summary["report"])
+                print(json.dumps(summary["report"], indent=1))
     write_json(out / "summary.json", summary)
     if rank == 0:
         print(sim.timers.report(sim.wall_s))
-        print(_summary_line(sim))
+        print(_summary_line(sim, summary))
         print(f"wrote {out / 'options_used.json'} and {out / 'summary.json'}")
     return 0
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from types import SimpleNamespace
 
@@ -84,6 +85,11 @@ class Domain:
             lower=tuple(self.lower),
             upper=tuple(self.upper),
         )
+
+
+# Set by forestpy.parallel.distributed_setup: a Simulation (exactly this class) built
+# meanwhile does its initial refinement distributed over this communicator's ranks.
+BUILD_COMM: ContextVar = ContextVar("forestpy_build_comm", default=None)
 
 
 class Simulation:
@@ -275,6 +281,12 @@ class Simulation:
         self.wall_s = 0.0
         self.dt = opts["dt_initial"]
         self._dt_explicit = opts["dt_initial"] is not None
+        comm = BUILD_COMM.get()
+        if comm is not None and type(self) is Simulation:  # forestpy.parallel.distributed_setup
+            from forestpy.parallel.distributed import DistributedSimulation
+
+            self.__class__ = DistributedSimulation  # the initial refinement, distributed
+            self._pending_comm = comm
         self._initial_refinement()
         self.timers = Timers()  # the phases of the run, not of the initial refinement
         self.totals_initial = self.totals()
@@ -395,20 +407,33 @@ class Simulation:
         return flags & (self.geom.level < self.max_level)
 
     def totals(self) -> dict:
-        """Integral of every conserved field over the domain (capacity-weighted)."""
+        """Integral of every conserved field over the domain (capacity-weighted): the
+        correctly rounded sum (``math.fsum``) of the per-patch integrals of
+        :meth:`_patch_totals`.  It depends on the patch values alone, not on the order
+        or the grouping of the patches, so a distributed run's totals (per-patch
+        integrals computed by the owners, gathered) are bitwise these."""
+        return self._sum_patch_totals(self._patch_totals(slice(None), self.geom))
+
+    def _patch_totals(self, rows, geom) -> np.ndarray:
+        """Host float64 ``(npatch, nconserved)``: per patch ``rows`` of ``q`` (with the
+        geometry ``geom`` of those patches), the capacity-weighted integral of every
+        conserved field.  Each patch's value depends on that patch alone (a reduction
+        over its own cells, then the cell area)."""
         b = self.mbc
-        w = self.patch_arrays.dx * self.patch_arrays.dy
-        interior = self.q[:, :, b:-b, b:-b]
-        if self.capacity_index >= 0:
-            interior = (
-                interior * self.aux[:, self.capacity_index : self.capacity_index + 1, b:-b, b:-b]
-            )
-        sums = self.backend.to_host(self.xp.einsum("pmji,p->m", interior.astype(np.float64), w))
-        return {
-            name: float(sums[m])
-            for m, name in enumerate(self.riemann.field_names)
-            if self.riemann.conserved[m]
-        }
+        interior = self.q[rows, :, b:-b, b:-b]
+        capa = self.capacity_index
+        if capa >= 0:
+            interior = interior * self.aux[rows, capa : capa + 1, b:-b, b:-b]
+        conserved = [m for m in range(self.riemann.num_eqn) if self.riemann.conserved[m]]
+        sums = self.backend.to_host(interior.astype(np.float64).sum(axis=(2, 3)))
+        w = np.asarray(geom.dx, dtype=np.float64) * np.asarray(geom.dy, dtype=np.float64)
+        return np.ascontiguousarray(np.asarray(sums, dtype=np.float64)[:, conserved]
+                                    * w[:, None])
+
+    def _sum_patch_totals(self, parts: np.ndarray) -> dict:
+        """The totals from the per-patch integrals ``parts`` (all patches)."""
+        names = [n for m, n in enumerate(self.riemann.field_names) if self.riemann.conserved[m]]
+        return {name: math.fsum(parts[:, k].tolist()) for k, name in enumerate(names)}
 
     def patches_per_level(self) -> dict:
         lv, counts = np.unique(self.geom.level, return_counts=True)

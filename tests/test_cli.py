@@ -379,3 +379,41 @@ def test_mpirun_forestpy_run_matches_the_serial_run(tmp_path):
     assert p["mpi_ranks"] == 2
     assert p["steps"] == s["steps"] and p["patches_per_level"] == s["patches_per_level"]
     assert p["totals_final"] == s["totals_final"]  # bitwise
+
+
+def test_mpirun_report_runs_on_rank_0_with_the_state_gathered_there(tmp_path):
+    # the final totals are a reduction over the ranks (no gathered state); the report
+    # runs on rank 0 alone, on the state gathered to rank 0 only: the serial values
+    import shutil
+
+    pytest.importorskip("mpi4py")
+    mpirun = shutil.which("mpirun", path=str(Path(sys.executable).parent))
+    if mpirun is None:
+        pytest.skip("mpirun not installed (pip install mpich)")
+    demo = _demo_file(tmp_path, """
+        def qinit(x, y):
+            h = 1.0 + 0.5 * np.exp(-20.0 * ((x - 0.2) ** 2 + y ** 2))
+            return np.stack([h, np.zeros_like(x), np.zeros_like(x)])
+
+        def report(sim, out):
+            rank = getattr(sim, "rank", 0)
+            (out / f"report_rank{rank}.txt").write_text("")
+            return {"mass": sim.totals()["h"], "hmax": float(sim.q[:, 0, 2:-2, 2:-2].max()),
+                    "rows": int(sim.q.shape[0]), "patches": int(sim.forest.n),
+                    "built_distributed": bool(getattr(sim, "built_distributed", False))}
+        """, name="reported_mpi.py")
+    opts = ["--set", "level=3", "--quiet"]
+    serial, par = tmp_path / "serial", tmp_path / "par"
+    assert main(["run", str(demo), *opts, "--out", str(serial)]) == 0
+    env = {**os.environ, "NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(
+        [mpirun, "-n", "3", *_console_script(), "run", str(demo), *opts, "--out", str(par)],
+        capture_output=True, text=True, timeout=180, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    s, p = _read(serial / "summary.json"), _read(par / "summary.json")
+    assert p["mpi_ranks"] == 3 and p["steps"] == s["steps"]
+    assert p["totals_initial"] == s["totals_initial"]  # the distributed build: bitwise
+    assert p["totals_final"] == s["totals_final"]
+    assert p["report"].pop("built_distributed") and not s["report"].pop("built_distributed")
+    assert p["report"] == s["report"] and p["report"]["rows"] == p["report"]["patches"] == 64
+    assert sorted(f.name for f in par.glob("report_rank*")) == ["report_rank0.txt"]

@@ -8,11 +8,13 @@ does the same arithmetic whichever rank steps it.
 
 import importlib.util
 import json
+import math
 import os
 import pathlib
 import shutil
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -54,6 +56,15 @@ def assert_same_state(par, sim):
     q = sim.backend.to_host(sim.q)
     np.testing.assert_array_equal(par["q"][:, :, b:-b, b:-b], q[:, :, b:-b, b:-b])
     np.testing.assert_array_equal(par["totals"], list(sim.totals().values()))
+
+
+def assert_no_global_state_in_summary(par):
+    # summary() (the totals) gathers per-patch integrals, not the state: no rank gathers,
+    # allocates anything near a global-size state array, or leaves the local layout
+    gathered, peak, _, global_bytes, _, rows = par["memory"].T
+    assert (gathered == 0).all()
+    assert (peak < 0.5 * global_bytes).all(), (peak, global_bytes)
+    np.testing.assert_array_equal(rows, par["layout"][:, 0])
 
 
 def assert_local_layout(par):
@@ -112,6 +123,45 @@ def test_geoclaw_bowl_with_amr_is_bitwise_the_serial_run(tmp_path):
     assert_same_state(par, sim)
 
 
+@pytest.mark.parametrize("n", [2, 3])
+def test_distributed_initial_build_is_bitwise_the_serial_run(tmp_path, radial_dam,
+                                                             serial_amr, monkeypatch, n):
+    # distributed_setup: the initial refinement (levels 2..5) runs on the ranks, each
+    # evaluating qinit/setaux on its owned + halo patches only; the initial state, its
+    # totals and the run are bitwise the serial ones
+    serial_cells = []
+    qinit = radial_dam.qinit
+    monkeypatch.setattr(radial_dam, "qinit",
+                        lambda x, y: serial_cells.append(x.size) or qinit(x, y))
+    built = radial_dam.setup(**AMR)
+    assert len(serial_cells) >= 3  # the initial levels
+    par = launch(n, tmp_path, "run", build="distributed", **AMR)
+    flag, cells = par["build"].T
+    assert (flag == 1).all()
+    assert (cells > 0).all() and (cells < 0.8 * sum(serial_cells)).all()
+    # owned + halo rows only: well below n x the serial cells (few patches: halo large)
+    assert cells.sum() < 0.7 * n * sum(serial_cells)
+    np.testing.assert_array_equal(par["totals_initial"], list(built.totals_initial.values()))
+    assert par["gathers"] == 0
+    assert_local_layout(par)
+    assert_no_global_state_in_summary(par)
+    assert_same_state(par, serial_amr)
+
+
+def test_distributed_initial_build_of_a_geoclaw_case(tmp_path):
+    # setaux (the bottom) and qinit on the local rows, surface-aware ghost fill and
+    # tagging of the owned patches during the initial refinement
+    sys.path.insert(0, str(SCRIPT.parent))
+    import bowl
+
+    sim = bowl.setup().run()
+    par = launch(3, tmp_path, "run", demo="bowl", build="distributed")
+    assert (par["build"][:, 0] == 1).all() and par["gathers"] == 0
+    np.testing.assert_array_equal(par["totals_initial"], list(sim.totals_initial.values()))
+    assert_local_layout(par)
+    assert_same_state(par, sim)
+
+
 def test_geoclaw_discharge_sources_on_3_ranks_are_bitwise_the_serial_run(tmp_path):
     # the source hook runs on the owned patches of each rank (every rank, also one
     # holding none of the source cells): each rank selects its cells, the area is summed
@@ -138,6 +188,10 @@ def test_callbacks_see_the_whole_state_after_every_step(tmp_path, radial_dam):
     par = launch(2, tmp_path, "run", record=True, **AMR)
     assert len(rec.rows) == sim.steps > 0
     np.testing.assert_array_equal(par["record"], np.array(rec.rows))
+    # the state is gathered to rank 0 only (Gatherv), once per step, and rank 0 holds
+    # its local layout again after the callbacks: no rank keeps the global state
+    assert par["gathers"] == sim.steps
+    assert (par["memory"][:, 4] == 0).all()
 
 
 def test_ranks_owning_no_patch_do_not_deadlock(tmp_path, serial_amr):
@@ -170,19 +224,57 @@ def test_each_rank_holds_only_its_patches_and_halo(tmp_path, radial_dam):
     rows, owned, halo = par["layout"][:, 0], par["layout"][:, 3], par["layout"][:, 4]
     assert owned.sum() == 1024 and (halo > 0).all() and (halo < 0.3 * owned).all()
     assert rows.sum() < 1.25 * sim.geom.npatch  # far below 3 x 1024
-    assert_same_state(par, sim)
+    assert_same_state(par, sim)  # the totals too, bitwise
+    assert_no_global_state_in_summary(par)
 
 
-def test_more_ranks_than_patches(tmp_path, radial_dam):
+def test_totals_are_a_reduction_of_per_patch_integrals(tmp_path, serial_amr):
+    # AMR (patches of several sizes), 3 ranks: summary()'s totals are bitwise the serial
+    # totals without gathering the state to any rank
+    par = launch(3, tmp_path, "run", **AMR)
+    assert_no_global_state_in_summary(par)
+    assert_same_state(par, serial_amr)
+
+
+def test_per_patch_integrals_do_not_depend_on_the_batch(radial_dam):
+    # what makes the distributed totals bitwise: a patch's integral is the same whether
+    # computed with all patches or with any subset (rows of a local array)
+    sim = radial_dam.setup(**AMR)
+    sim.run(max_steps=5)
+    full = sim._patch_totals(slice(None), sim.geom)
+    n = sim.geom.npatch
+    for lo, hi in ((0, 1), (3, n // 2), (n // 3, n), (n - 1, n)):
+        ids = np.arange(lo, hi)
+        geom = SimpleNamespace(dx=sim.geom.dx[ids], dy=sim.geom.dy[ids])
+        np.testing.assert_array_equal(sim._patch_totals(ids, geom), full[lo:hi])
+        local = np.concatenate([ids, np.arange(0, lo)])  # owned rows first, then others
+        sim_q = sim.q
+        try:
+            sim.q = sim_q[local]
+            np.testing.assert_array_equal(sim._patch_totals(slice(0, hi - lo), geom),
+                                          full[lo:hi])
+        finally:
+            sim.q = sim_q
+    assert list(sim.totals().values()) == [math.fsum(full[:, k]) for k in range(full.shape[1])]
+
+
+@pytest.mark.parametrize("build", ["serial", "distributed"])
+def test_more_ranks_than_patches(tmp_path, radial_dam, build):
+    # distributed build: ranks holding no patch do not call qinit, and do not deadlock
     opts = dict(mx=8, min_level=0, max_level=0, t_final=0.2)
-    par = launch(3, tmp_path, "run", **opts)
+    par = launch(3, tmp_path, "run", build=build, **opts)
     assert sorted(par["owned"]) == [0, 0, 1]
+    assert sorted(par["build"][:, 1]) == ([0, 0, 144] if build == "distributed" else [0, 0, 0])
     assert_same_state(par, serial(radial_dam, **opts))
 
 
 def test_checkpoint_written_on_2_ranks_restarts_on_3(tmp_path, serial_amr):
     first = launch(2, tmp_path, "save", max_steps=6, **AMR)
     assert 0 < first["t"] < AMR["t_final"]
+    # the state is gathered to rank 0 only: rank 1 allocates nothing of the global size
+    _, _, save_peak, global_bytes, _, _ = first["memory"].T
+    assert save_peak[0] > global_bytes[0] and save_peak[1] < 0.5 * global_bytes[1]
+    assert_no_global_state_in_summary(first)
     par = launch(3, tmp_path, "restore", **AMR)
     assert_same_state(par, serial_amr)
 
@@ -207,7 +299,8 @@ def _read_amr(path):
     return blocks
 
 
-def test_vtk_frames_and_gauges_are_written_without_gathering(tmp_path, radial_dam):
+@pytest.mark.parametrize("build", ["serial", "distributed"])
+def test_vtk_frames_and_gauges_are_written_without_gathering(tmp_path, radial_dam, build):
     # VTK: each rank writes its own blocks, rank 0 the .vthb and .pvd; every frame holds
     # the serial run's leaves at the same time, block for block.  Gauges: each rank
     # samples those in its own patches, rank 0 writes the file, byte for byte the serial
@@ -222,7 +315,7 @@ def test_vtk_frames_and_gauges_are_written_without_gathering(tmp_path, radial_da
     if vtk:
         sim.callbacks.append(VTKOutput(tmp_path / "serial", interval=0.1, coarse_levels=False))
     sim.run()
-    par = launch(3, tmp_path, "run", vtk=vtk, gauges=True, **AMR)
+    par = launch(3, tmp_path, "run", vtk=vtk, gauges=True, build=build, **AMR)
     assert par["gathers"] == 0
     assert_local_layout(par)
     assert_same_state(par, sim)

@@ -13,22 +13,31 @@ moves to each new owner only the old patches it needs (point to point), transfer
 into its new arrays.  Patch data is local: each rank allocates ``q``, ``aux`` and the
 cell centres for its owned patches and its halo only (owned rows first, then the halo:
 ``l2g``/``g2l``), and the owned parts of the global plans are remapped to these rows
-by a vectorised lookup; the ``src2`` hook runs on the owned rows.  The whole state is
-gathered (Allgatherv, in global patch order) only for totals, checkpoints and rank-0
-callbacks, and localised again by the next step.  The setup (the serial Simulation
-every rank builds) is still global.
+by a vectorised lookup; the ``src2`` hook runs on the owned rows.  ``totals()`` is a
+gather of per-patch integrals (``npatch x nconserved`` floats, not the state) summed
+with ``math.fsum`` on every rank: bitwise the serial totals.  Checkpoints and rank-0
+callbacks gather the state to rank 0 only (Gatherv, :meth:`root_view`); the other
+ranks never allocate a global-size state array after the setup.  ``gather_state()``
+(Allgatherv to every rank) remains for explicit use.  The setup is distributed when
+the Simulation is built as a DistributedSimulation (``distributed_setup(setup,
+**options)``, ``build_distributed()``, the CLI under mpirun): at every initial level
+each rank evaluates ``setaux``/``qinit`` on its owned and halo patches only, tags its
+owned patches and the flags are gathered (bitwise the serial build for pointwise
+``qinit``/``setaux``); ``distribute(sim)`` of a serially built Simulation still starts
+from the whole initial state on every rank.
 VTK frames and gauges are written per rank (:mod:`forestpy.parallel.io`).  See
 docs/mpi.md for the design, what is not done yet and measurements.
 
 Usage (same demo scripts, launched with ``mpirun -n 4 python script.py``)::
 
-    from forestpy.parallel import distribute
-    sim = distribute(setup(max_level=5))   # or DistributedSimulation(..., comm=...)
-    sim.run()
+    from forestpy.parallel import distributed_setup
+    sim = distributed_setup(setup, max_level=5)  # or DistributedSimulation(..., comm=...)
+    sim.run()                                    # distribute(setup(...)): serial build
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import replace
 from types import SimpleNamespace
@@ -50,7 +59,8 @@ from forestpy.simulation import (
     _surface_regrid,
 )
 
-__all__ = ["DistributedSimulation", "distribute", "select_device"]
+__all__ = ["DistributedSimulation", "build_distributed", "distribute", "distributed_setup",
+           "select_device"]
 
 
 def _world():
@@ -96,6 +106,34 @@ def distribute(sim: Simulation, comm=None, overlap: bool | None = None) -> Distr
     return sim
 
 
+def distributed_setup(setup, *args, comm=None, overlap=None, **overrides):
+    """``distribute(setup(*args, **overrides))`` with a distributed initial build:
+    every :class:`~forestpy.Simulation` that ``setup`` constructs does its initial
+    refinement over the ranks (``qinit``/``setaux`` on each rank's owned and halo
+    patches only, :meth:`DistributedSimulation._initial_refinement`), so no rank holds
+    the whole initial state.  Bitwise the serial initial state for pointwise
+    ``qinit``/``setaux``.  Subclasses of Simulation are built serially, then
+    distributed."""
+    with build_distributed(comm):
+        sim = setup(*args, **overrides)
+    return distribute(sim, comm, overlap)
+
+
+@contextlib.contextmanager
+def build_distributed(comm=None):
+    """Context: every :class:`~forestpy.Simulation` (exactly that class) constructed
+    inside it becomes a DistributedSimulation over ``comm`` (default COMM_WORLD)
+    whose initial refinement is distributed; pass it to :func:`distribute` afterwards
+    (which wraps the callbacks).  The CLI builds this way under ``mpirun``."""
+    from forestpy.simulation import BUILD_COMM
+
+    token = BUILD_COMM.set(comm if comm is not None else _world())
+    try:
+        yield
+    finally:
+        BUILD_COMM.reset(token)
+
+
 def _wrap_callback(cb):
     """VTK frames: written per rank (:class:`~forestpy.parallel.io.ParallelVTKOutput`);
     gauges: sampled where they lie, rank 0 writes (``ParallelGauges``); callbacks
@@ -116,8 +154,10 @@ def _wrap_callback(cb):
 
 
 class _RankZeroCallback:
-    """A callback run on rank 0 only, on the gathered state; ``next_time`` (the output
-    times the steps must land on) is asked on every rank so that all take the same steps."""
+    """A callback run on rank 0 only, on the state gathered to rank 0
+    (:meth:`DistributedSimulation.root_view`: the other ranks allocate nothing global);
+    ``next_time`` (the output times the steps must land on) is asked on every rank so
+    that all take the same steps."""
 
     _HOOKS = ("on_start", "on_step", "on_end")
 
@@ -130,9 +170,9 @@ class _RankZeroCallback:
             return attr
 
         def hook(sim):
-            sim.gather_state()
-            if sim.rank == 0:
-                attr(sim)
+            with sim.root_view(0) as is_root:
+                if is_root:
+                    attr(sim)
 
         return hook
 
@@ -146,7 +186,8 @@ class DistributedSimulation(Simulation):
     messages only inside MPI calls, so it gains nothing); every rank must build it
     with the same arguments.  The state after ``run()`` is bitwise that of the serial
     run (the per-patch arithmetic does not depend on the rank that does it, nor on the
-    order in which the patches are stepped).
+    order in which the patches are stepped).  Built this way (not by ``distribute``),
+    the initial refinement is distributed too (:meth:`_initial_refinement`).
     """
 
     overlap = True
@@ -159,22 +200,87 @@ class DistributedSimulation(Simulation):
         self._init_parallel(self._pending_comm)
 
     # ------------------------------------------------------------------ setup
-    def _init_parallel(self, comm) -> None:
+    def _init_comm(self, comm) -> None:
         self.comm = comm if comm is not None else _world()
         self.rank, self.nranks = self.comm.rank, self.comm.size
         # True: q, aux, aux_setaux hold every patch (global indexing: the serial
         # initial state, a restored checkpoint, a gathered state); False: the compact
         # local layout (owned patches, then the halo); the step localises on entry
         self._full = True
-        self.gathers = 0  # whole-state gathers (totals, samples, checkpoints, callbacks)
+        self.gathers = 0  # whole-state gathers (to every rank, or to rank 0 only)
+        self._root_copy = None  # (root, global arrays on root): see root_view
         self.migrated = 0  # old patches received by their new owners, over all regrids
         self.exchange_bytes = 0
+
+    def _init_parallel(self, comm) -> None:
+        if getattr(self, "built_distributed", False):  # the layout is there already
+            self.callbacks = [_wrap_callback(cb) for cb in self.callbacks]
+            return
+        self._init_comm(comm)
+        self.built_distributed = False
         self.callbacks = [_wrap_callback(cb) for cb in self.callbacks]
         pa = self.patch_arrays  # the serial build's: keep the metadata on the host
         pa.sides = [self.backend.to_host(s) for s in pa.sides]
         self.ghost_plan = GhostPlan(**{k: self.backend.to_host(getattr(self.ghost_plan, k))
                                        for k in GhostPlan.__dataclass_fields__})
         self._build_layout()
+
+    def _initial_refinement(self) -> None:
+        """The serial initial refinement, distributed (when built as a
+        DistributedSimulation, by :func:`distributed_setup` or under
+        :func:`build_distributed`; not by :func:`distribute`): at every initial
+        level each rank evaluates ``setaux`` and ``qinit`` on its owned and halo
+        patches only, fills the ghosts of its owned patches (halo exchange), tags its
+        owned patches, and the flags are gathered; every rank builds the same next
+        forest.  ``qinit``/``setaux`` are called on the rows' cell centres (any subset of
+        the patches: they must be pointwise, as the serial build assumes for its
+        cells), so the initial state is bitwise the serial one.  No global-size state
+        array is allocated."""
+        comm = getattr(self, "_pending_comm", None)
+        if comm is None or hasattr(self, "comm"):  # distribute(): the serial build
+            return super()._initial_refinement()
+        from forestpy.forest import Forest
+
+        self._init_comm(comm)
+        self.built_distributed = True
+        self._full = False
+        forest = Forest.new(self.domain.brick(), self.min_level)
+        while True:
+            self._set_forest(forest)  # aux of the local rows
+            self.q = self._qinit()  # the local rows' centres
+            self._spare = self._spare_of = None
+            self._validate_all(self.q, "the initial condition")
+            if self.max_level == self.min_level:
+                break
+            self.fill_ghosts()
+            flags = self._refine_flags()
+            if not flags.any():
+                break
+            forest = forest.refine(flags).balance()
+        self.regrids = 0
+
+    def _qinit(self):
+        if getattr(self, "_full", True) or len(self.l2g):
+            return super()._qinit()
+        # a rank holding no patch: qinit is not called on empty arrays
+        shape = (0, self.riemann.num_eqn) + self.geom.shape
+        return self.backend.to_device(np.zeros(shape), self.dtype)
+
+    def _make_aux(self):
+        if getattr(self, "_full", True) or not hasattr(self, "l2g") or len(self.l2g) \
+                or self.vtable.setaux is None:
+            return super()._make_aux()
+        return np.zeros((0, self.riemann.num_aux) + self.geom.shape)
+
+    def _refine_flags(self) -> np.ndarray:
+        if getattr(self, "_full", True):
+            return super()._refine_flags()
+        n = self.nown
+        flags = np.zeros(0, dtype=bool)
+        if n:
+            flags = self.vtable.tag4refinement(self.q[:n], self.aux[:n], self.owned_geom,
+                                               self.t)
+        return self._host_flags(flags) & (self.geom.level < self.max_level)
 
     def _set_forest(self, forest) -> None:
         """New forest: the geometry and the global plans on the host (metadata,
@@ -440,11 +546,14 @@ class DistributedSimulation(Simulation):
     def gather_state(self) -> None:
         """Make ``q``, ``aux`` and ``aux_setaux`` hold every patch on every rank, in
         global patch order (Allgatherv of the owned rows; the global layout until the
-        next step localises again): totals, checkpoints, rank-0 callbacks."""
+        next step localises again).  Collective.  Nothing in forestpy calls it during a
+        run any more (totals gather per-patch integrals, checkpoints and rank-0
+        callbacks gather to rank 0 only: :meth:`root_view`); ``_partition`` does."""
         if getattr(self, "_full", True):
             return
         be = self.backend
         self.gathers += 1
+        self._root_copy = None
         with self.timers("gather"):
             for name in ("q", "aux", "aux_setaux"):
                 local = getattr(self, name)
@@ -458,6 +567,56 @@ class DistributedSimulation(Simulation):
                 setattr(self, name, be.to_device(full, self.dtype))
         self._full = True
         self._spare = self._spare_of = None
+
+    def _gather_to(self, root: int):
+        """(q, aux, aux_setaux) of every patch, in global patch order, on rank ``root``
+        (Gatherv of the owned rows); None on the other ranks, which allocate nothing
+        of the global size.  Collective."""
+        be = self.backend
+        self.gathers += 1
+        out = []
+        with self.timers("gather"):
+            for name in ("q", "aux", "aux_setaux"):
+                local = getattr(self, name)
+                shape = local.shape[1:]
+                row = int(np.prod(shape))
+                full = None
+                if self.rank == root:
+                    full = np.empty((self.forest.n,) + shape, dtype=local.dtype)
+                if row:
+                    mine = np.ascontiguousarray(be.to_host(local[: self.nown]))
+                    recv = None
+                    if self.rank == root:
+                        recv = [full, np.diff(self.offsets) * row, self.offsets[:-1] * row, None]
+                    self.comm.Gatherv(mine, recv, root=root)
+                out.append(None if full is None else be.to_device(full, self.dtype))
+        return tuple(out) if self.rank == root else None
+
+    @contextlib.contextmanager
+    def root_view(self, root: int = 0):
+        """Collective context: inside it, on rank ``root``, ``q``, ``aux`` and
+        ``aux_setaux`` hold every patch in global patch order (``_full`` is True there,
+        so ``sample``/``totals`` run the serial code without communicating); the other
+        ranks keep their local arrays.  The gathered copy (a Gatherv to ``root``) is
+        kept on ``root`` until the state changes (the next step, regrid or restore), so
+        several rank-0 callbacks of one step gather once.  Yields whether this rank is
+        ``root``.  Rank-0 callbacks and checkpoints use it."""
+        if getattr(self, "_full", True):  # every rank holds every patch already
+            yield self.rank == root
+            return
+        if self._root_copy is None or self._root_copy[0] != root:
+            self._root_copy = (root, self._gather_to(root))
+        if self.rank != root:
+            yield False
+            return
+        saved = self.q, self.aux, self.aux_setaux
+        self.q, self.aux, self.aux_setaux = self._root_copy[1]
+        self._full = True
+        try:
+            yield True
+        finally:
+            self.q, self.aux, self.aux_setaux = saved
+            self._full = False
 
     def _allreduce(self, values: np.ndarray, op: str) -> np.ndarray:
         from mpi4py import MPI
@@ -534,8 +693,20 @@ class DistributedSimulation(Simulation):
         return probe * self.cfl_desired / c
 
     def totals(self) -> dict:
-        self.gather_state()
-        return super().totals()
+        """Collective: each rank integrates its owned patches (per patch,
+        :meth:`Simulation._patch_totals`), an Allgatherv gives every rank these
+        per-patch integrals (``npatch x nconserved`` floats, not the state), and every
+        rank sums them with ``math.fsum`` (exactly rounded, so in any order): bitwise
+        the serial totals."""
+        if getattr(self, "_full", True):
+            return super().totals()
+        mine = self._patch_totals(slice(0, self.nown), self.owned_geom)
+        k = mine.shape[1]
+        parts = np.empty((self.forest.n, k))
+        if k:
+            self.comm.Allgatherv(mine, [parts, np.diff(self.offsets) * k,
+                                        self.offsets[:-1] * k, None])
+        return self._sum_patch_totals(parts)
 
     def sample(self, x, y, aux: bool = False):
         """Collective: each rank reads the points in its own patches, and every rank
@@ -558,19 +729,32 @@ class DistributedSimulation(Simulation):
         return (values, aux_values) if aux else values
 
     def save_checkpoint(self, path, meta: dict | None = None):
-        """Gather to every rank; rank 0 writes the single-file checkpoint (readable on
-        any number of ranks).  Returns the path on every rank."""
+        """Collective: the state is gathered to rank 0 only (:meth:`root_view`), which
+        writes the single-file checkpoint (readable on any number of ranks).  Returns
+        the path on every rank; an error on rank 0 is raised on every rank."""
         from forestpy.io.checkpoint import write_checkpoint
 
-        self.gather_state()
-        out = write_checkpoint(self, path, meta=meta) if self.rank == 0 else None
-        return self.comm.bcast(out, root=0)
+        out = error = None
+        with self.root_view(0) as is_root:
+            if is_root:
+                try:
+                    out = write_checkpoint(self, path, meta=meta)
+                except Exception as e:  # noqa: BLE001 - re-raised below, on every rank
+                    error = e
+        out, message = self.comm.bcast(
+            (out, None if error is None else f"{type(error).__name__}: {error}"), root=0)
+        if error is not None:
+            raise error
+        if message is not None:
+            raise RuntimeError(f"rank 0 could not write the checkpoint {path}: {message}")
+        return out
 
     def restore(self, data: dict):
         """The serial restore (global arrays; this rank's layout of the checkpoint's
         forest); the next step localises."""
         super().restore(data)
         self._full = True
+        self._root_copy = None
         self._spare = self._spare_of = None
         return self
 
@@ -582,6 +766,7 @@ class DistributedSimulation(Simulation):
         surface-aware solver, computed by their old owners), and transfers them into
         the compact arrays of its new layout."""
         self._localize()
+        self._root_copy = None
         be, xp, n = self.backend, self.xp, self.nown
         with self.timers("regrid"):
             self.fill_ghosts()
@@ -685,6 +870,7 @@ class DistributedSimulation(Simulation):
         ``overlap`` (default) the halo travels while the patches that need no remote
         data are stepped (:meth:`_step_overlapped`)."""
         self._localize()
+        self._root_copy = None  # the state changes
         n, xp = self.nown, self.xp
         if self.overlap and self.vtable.b4step is None:
             q_new, cfl, edge_loc = self._step_overlapped(dt)
@@ -853,12 +1039,13 @@ class DistributedSimulation(Simulation):
         total = self._allreduce(local[1:2].copy(), "sum")
         return np.concatenate([mx[:1], total, -mx[1:]])
 
-    def _validate_all(self, q_new) -> None:
+    def _validate_all(self, q_new, where: str | None = None) -> None:
         """Raise the same StateError on every rank (the first rank's message that found
         a problem in its owned patches)."""
         msg = None
         try:
-            self._validate(q_new[: self.nown], f"step {self.steps + 1}")
+            if self.nown:
+                self._validate(q_new[: self.nown], where or f"step {self.steps + 1}")
         except StateError as err:
             msg = f"rank {self.rank}: {err}"
         msgs = [m for m in self.comm.allgather(msg) if m]

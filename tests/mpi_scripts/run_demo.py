@@ -11,20 +11,29 @@ With ``"record": true`` a callback samples the depth along a line after every st
 ``"overlap": false`` turns off the communication overlap (``"whole_range_fraction"``
 sets that attribute); ``"sources": true`` adds the discharge sources of
 ``bowl.sources()``; ``"vtk": true`` writes VTK frames into ``OUT/vtk``;
-``"gauges": true`` records gauges into ``OUT/gauges.csv``.
+``"gauges": true`` records gauges into ``OUT/gauges.csv``; ``"build": "distributed"``
+builds with ``distributed_setup`` (the initial refinement distributed; the cells that
+the radial dam's ``qinit`` evaluates on each rank are counted).
+
+Per rank it also records the peak of the memory traced (``tracemalloc``: NumPy's
+allocations included) while ``summary()`` runs (the totals) and, in ``save`` mode,
+while the checkpoint is written, against the size of the global state array; with
+``record`` whether a rank ever held the global state after a step's callbacks.
 """
 
 import json
 import os
 import pathlib
 import sys
+import tracemalloc
 
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 from conftest import load_demo  # noqa: E402
 
-from forestpy.parallel import distribute  # noqa: E402
+import forestpy.io.checkpoint  # noqa: E402, F401 - imported before memory is traced
+from forestpy.parallel import distribute, distributed_setup  # noqa: E402
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import bowl  # noqa: E402
@@ -45,10 +54,51 @@ opts_whole = opts.pop("whole_range_fraction", 0.25)
 gauges = opts.pop("gauges", False)
 GAUGES = [(0.0, 0.0), (0.5, 0.3), (-1.2, 0.7), (1.9, -1.9)]
 recorder = Recorder()
+
+
+class GlobalProbe:
+    """Collective callback (runs on every rank, after the rank-0 ones): whether this
+    rank held the global state after any step's callbacks."""
+
+    collective = True
+    held = 0
+
+    def on_step(self, sim):
+        self.held = max(self.held, int(sim._full))
+
+
+def traced_peak(fn):
+    """(fn(), the peak of the memory traced while it runs)."""
+    tracemalloc.start()
+    tracemalloc.reset_peak()
+    base = tracemalloc.get_traced_memory()[0]
+    try:
+        result = fn()
+        return result, tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+
+
+probe = GlobalProbe()
 demo = opts.pop("demo", "radial_dam")
 if opts.pop("sources", False):  # bowl: discharge sources (bowl.SOURCES)
     opts["sources"] = bowl.sources()
-sim = (bowl if demo == "bowl" else load_demo(demo)).setup(**opts)
+module = bowl if demo == "bowl" else load_demo(demo)
+qinit_cells = 0
+if opts.pop("build", None) == "distributed":
+    if hasattr(module, "qinit"):
+        qinit = module.qinit
+
+        def counting_qinit(x, y):
+            global qinit_cells
+            qinit_cells += x.size
+            return qinit(x, y)
+
+        module.qinit = counting_qinit
+    sim = distributed_setup(module.setup, overlap=overlap, **opts)
+else:
+    sim = module.setup(**opts)
+built_distributed = int(getattr(sim, "built_distributed", False))
 if record:
     sim.callbacks = [recorder]
 if gauges:  # sampled on the owning ranks, written by rank 0 (ParallelGauges)
@@ -60,6 +110,8 @@ if vtk:  # frames written per rank (ParallelVTKOutput), rank 0 writes the index
 
     sim.callbacks.append(VTKOutput(out / "vtk", interval=0.1))
 sim = distribute(sim, overlap=overlap)
+if record:
+    sim.callbacks.append(probe)  # appended after distribute: runs as it is, on every rank
 sim.whole_range_fraction = opts_whole
 if weights == "first_rank_heavy":  # uneven partition: rank 0 gets almost nothing
     sim.partition_weights = lambda forest: np.where(np.arange(forest.n) == 0, 1e6, 1.0)
@@ -74,18 +126,29 @@ elif weights == "alternating":  # each regrid moves half of the first half to th
 if mode == "restore":
     sim.load_checkpoint(out / "ck.npz")
 sim.run(max_steps=max_steps if mode == "save" else None)
+save_peak = 0
 if mode == "save":
-    sim.save_checkpoint(out / "ck.npz")
-gathers = sim.gathers  # before the totals below gather
+    _, save_peak = traced_peak(lambda: sim.save_checkpoint(out / "ck.npz"))
+gathers = sim.gathers  # before the gather to rank 0 below
 # patch rows each rank holds (q, aux), against its owned + halo patches
 layout = sim.comm.allgather((sim.q.shape[0], sim.aux.shape[0], sim.aux_setaux.shape[0],
                              sim.hi - sim.lo, len(sim.halo), int(sim._full)))
 owned = sim.comm.allgather(sim.hi - sim.lo)
 split = sim.comm.allgather((sim.early.n, sim.late.n))
-totals = sim.totals()
-if sim.rank == 0:
-    np.savez(out / "result.npz", q=sim.backend.to_host(sim.q), t=sim.t, steps=sim.steps,
-             regrids=sim.regrids, owned=np.array(owned), split=np.array(split), gathers=gathers,
-             migrated=sim.migrated, layout=np.array(layout),
-             totals=np.array(list(totals.values())), level=sim.forest.level,
-             record=np.array(recorder.rows))
+summary, summary_peak = traced_peak(sim.summary)  # the totals: collective
+totals = summary["totals_final"]
+# (totals gathered, bytes traced during summary(), during save_checkpoint(), global q bytes,
+#  held the global state after a step's callbacks, q rows after summary())
+global_bytes = sim.forest.n * int(np.prod(sim.q.shape[1:])) * sim.q.dtype.itemsize
+memory = sim.comm.allgather((sim.gathers - gathers, summary_peak, save_peak, global_bytes,
+                             probe.held, sim.q.shape[0]))
+build = sim.comm.allgather((built_distributed, qinit_cells))
+with sim.root_view(0) as is_root:  # the final state on rank 0 only
+    if is_root:
+        np.savez(out / "result.npz", q=sim.backend.to_host(sim.q), t=sim.t, steps=sim.steps,
+                 regrids=sim.regrids, owned=np.array(owned), split=np.array(split),
+                 gathers=gathers, migrated=sim.migrated, layout=np.array(layout),
+                 totals=np.array(list(totals.values())), level=sim.forest.level,
+                 record=np.array(recorder.rows), memory=np.array(memory),
+                 totals_initial=np.array(list(sim.totals_initial.values())),
+                 build=np.array(build))
