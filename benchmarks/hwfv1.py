@@ -9,7 +9,9 @@ GPU measured with CUDA events over extra steps after the timed run), steps and l
 sampled over time.  ``--t-final`` overrides the paper's end times (circular 3.5 s,
 pseudo-2D 40 s); the JSON says which end time was used.  ``--budget-s`` stops before a
 new (case, L) once that much wall time has passed.  Compilation is excluded (warm-up on
-L = 4 first).
+L = 4 first).  The CPU adaptive runs use the O(tree nodes) step (``HWFV1Tree``;
+``--cpu-mra full`` for the full-finest ``HWFV1``); the GPU runs replay CUDA graphs
+(``--no-graph``: plain launches) and record how many steps took the O(nodes) path.
 """
 
 import argparse
@@ -31,22 +33,41 @@ import dam_break_2d  # noqa: E402
 CASES = {"circular": (circular_dam, 3.5), "pseudo2d": (dam_break_2d, 40.0)}
 
 
-def make(mod, L, eps, device="cpu"):
+def make(mod, L, eps, device="cpu", graph=True, cpu_mra="tree"):
     sim = mod.setup(L=L, eps=eps)
+    if device == "cpu" and cpu_mra == "tree" and eps is not None:
+        from forestpy.solvers.hwfv1.solver import HWFV1Tree
+
+        sim = HWFV1Tree(*sim.state(), sim.extent, eps=eps,
+                        bc=tuple("wall" if w else "open" for w in sim.walls),
+                        n_manning=sim.n_manning, g=sim.g, cfl=sim.cfl)
     if device == "gpu":
         from forestpy.solvers.hwfv1.gpu import HWFV1GPU
 
         sim = HWFV1GPU(*sim.state(), sim.extent, eps=eps,
                        bc=tuple("wall" if w else "open" for w in sim.walls),
                        n_manning=sim.n_manning, g=sim.g, cfl=sim.cfl)
+        sim.use_graph = sim.use_graph and graph
     return sim
 
 
-def timed(mod, L, eps, t_final, device="cpu"):
-    sim = make(mod, L, eps, device)
+def timed(mod, L, eps, t_final, device="cpu", graph=True, cpu_mra="tree"):
+    sim = make(mod, L, eps, device, graph, cpu_mra)
     t0 = time.perf_counter()
     sim.run(t_final)
     return sim, time.perf_counter() - t0
+
+
+def gpu_info(uni, sim):
+    """GPU runs: whether CUDA graphs were replayed (uniform, adaptive) and how many
+    adaptive steps ran the O(tree nodes) MRA vs the full-finest fallback."""
+    if not hasattr(sim, "use_graph"):
+        return dict(cpu_mra="tree" if hasattr(sim, "sparse_steps") else "full",
+                    **(dict(sparse_steps=sim.sparse_steps, full_steps=sim.full_steps)
+                       if hasattr(sim, "sparse_steps") else {}))
+    return dict(graph_uniform=uni._graph is not None, graph_adaptive=sim._graph is not None,
+                graph_error=sim.graph_error or uni.graph_error,
+                sparse_steps=sim.sparse_steps, full_steps=sim.full_steps)
 
 
 def main(argv=None):
@@ -58,6 +79,10 @@ def main(argv=None):
     ap.add_argument("--t-final", nargs="+", default=[], metavar="CASE=T",
                     help="end times [s] (default: the paper's, circular=3.5 pseudo2d=40)")
     ap.add_argument("--budget-s", type=float, default=np.inf)
+    ap.add_argument("--cpu-mra", default="tree", choices=("tree", "full"),
+                    help="CPU adaptive step: O(tree nodes) (HWFV1Tree) or full-finest (HWFV1)")
+    ap.add_argument("--no-graph", action="store_true",
+                    help="GPU: plain kernel launches instead of CUDA-graph replays")
     a = ap.parse_args(argv)
     t_end = {case: t for case, (_, t) in CASES.items()}
     for item in a.t_final:
@@ -67,8 +92,8 @@ def main(argv=None):
         t_end[case] = float(t)
     start = time.perf_counter()
     for mod, _ in CASES.values():  # compile once
-        timed(mod, 4, None, 0.05, a.device)
-        timed(mod, 4, 1e-3, 0.05, a.device)
+        timed(mod, 4, None, 0.05, a.device, not a.no_graph)
+        timed(mod, 4, 1e-3, 0.05, a.device, not a.no_graph, a.cpu_mra)
     env = dict(device=a.device, machine=platform.node(), cpu_count=os.cpu_count(),
                numba_threads=numba.get_num_threads())
     if a.device == "gpu":
@@ -86,14 +111,15 @@ def main(argv=None):
                 print(json.dumps(dict(bench="hwfv1", skipped=f"{case} L={L} t={t_final}",
                                       reason="--budget-s reached")), flush=True)
                 continue
-            uni, wall_u = timed(mod, L, None, t_final, a.device)
+            uni, wall_u = timed(mod, L, None, t_final, a.device, not a.no_graph)
             hu = uni.state()[0]
             for eps in a.eps:
-                sim, wall_a = timed(mod, L, eps, t_final, a.device)
+                sim, wall_a = timed(mod, L, eps, t_final, a.device, not a.no_graph, a.cpu_mra)
                 hist = sim.leaf_history
                 pick = np.linspace(0, len(hist) - 1, min(11, len(hist))).astype(int)
                 ha = sim.state()[0]
                 steps = sim.steps
+                info = gpu_info(uni, sim)
                 if a.device == "gpu":  # extra steps timed with CUDA events
                     tm, tf = sim.profile(20)
                     mra_share = tm / (tm + tf) if tm + tf > 0 else None
@@ -110,6 +136,7 @@ def main(argv=None):
                     cells=4**L, leaves_over_time=[[round(hist[k][0], 4), hist[k][1]] for k in pick],
                     mean_leaves=round(float(np.mean([n for _, n in hist])), 1),
                     max_diff_h_vs_uniform=float(np.abs(hu - ha).max()),
+                    **info,
                 )), flush=True)
 
 

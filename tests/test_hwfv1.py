@@ -182,3 +182,76 @@ def test_okushiri_coarse_level_against_measured_gauges():
         assert r["peak_model"] > 0.025, g  # a wave arrived (measured peaks 3.7-4.5 cm)
         assert abs(r["peak_error"]) < 0.01 and abs(r["peak_time_error"]) < 1.5, (g, r)
         assert r["rms"] < 0.008, (g, r)
+
+
+def _dam_over_rough_hump(n=32):
+    """A dam break over a rough bed with a dry hump: wet/dry leaves."""
+    x = (np.arange(n) + 0.5) * 32.0 / n
+    X, Y = np.meshgrid(x, x)
+    z = (0.3 * np.exp(-((X - 20.0) ** 2 + (Y - 16.0) ** 2) / 30.0)
+         + 0.002 * np.random.default_rng(3).random((n, n)))
+    h = np.maximum(0.0, np.where(X < 8.0, 1.0, 0.25) - z)
+    return h, z, (0.0, 32.0, 0.0, 32.0)
+
+
+def _circular(n=32):
+    c = -20.0 + (np.arange(n) + 0.5) * 40.0 / n
+    h = np.where(np.hypot(c[None, :], c[:, None]) < 2.5, 2.5, 0.5)
+    return h, np.zeros_like(h), (-20.0, 20.0, -20.0, 20.0)
+
+
+@pytest.mark.parametrize("case, n, eps, t_final, sparse", [
+    ("circular", 64, 1e-3, 1.0, True),  # wet, flat bed: every step after the first O(nodes)
+    ("hump", 32, 1e-2, 1.5, True),      # wet/dry leaves with flat projections
+    ("hump", 64, 5e-2, 1.5, False),     # clipped projections: full-finest fallback
+    ("hump", 32, 0.0, 0.5, True),       # eps = 0: full tree, equals uniform
+])
+def test_tree_node_cpu_step_equals_the_full_finest_algorithm(case, n, eps, t_final, sparse):
+    """``HWFV1Tree`` keeps coefficients only for the nodes of the tree (O(nodes) per
+    step); ``HWFV1`` encodes all 4^L finest cells every step: same trees every step and
+    the same states to round-off."""
+    from forestpy.solvers.hwfv1.solver import HWFV1Tree
+
+    h, z, ext = _circular(n) if case == "circular" else _dam_over_rough_hump(n)
+    zero = np.zeros_like(h)
+    kw = dict(extent=ext, eps=eps, bc="wall", n_manning=0.02)
+    ref = HWFV1(h, zero, zero, z, **kw).run(t_final)
+    tree = HWFV1Tree(h, zero, zero, z, **kw).run(t_final)
+    assert tree.steps == ref.steps > 3
+    assert [k for _, k in tree.leaf_history] == [k for _, k in ref.leaf_history]
+    assert tree.full_steps >= 1 and tree.sparse_steps + tree.full_steps == tree.steps
+    assert (tree.sparse_steps == tree.steps - 1) if sparse else tree.full_steps > 1
+    for a, b in zip(ref.state(), tree.state()):
+        np.testing.assert_allclose(b, a, rtol=0, atol=1e-12)
+
+
+def test_tree_node_cpu_step_never_reads_nodes_outside_the_tree_and_keeps_inflow():
+    """Okushiri at L = 5 (inflow boundary, wet/dry coast): poison every coefficient and
+    leaf value outside the current tree after a few steps; the run still equals the
+    full-finest algorithm."""
+    from forestpy.solvers.hwfv1.solver import HWFV1Tree
+
+    oku = load("okushiri")
+    ref = oku.setup(L=5)
+    tree = HWFV1Tree(*ref.state(), ref.extent, eps=ref.eps, bc=("inflow", "wall", "wall", "wall"),
+                     n_manning=ref.n_manning, g=ref.g, cfl=ref.cfl, inflow=ref.inflow)
+    ref.run(4.0)
+    tree.run(4.0)
+    L = tree.L
+    sig = tree.sigs[0]
+    in_tree = np.zeros(mra.ntotal(L), dtype=bool)
+    in_tree[0] = True
+    for n in range(1, L + 1):
+        o, op = mra.offset(n), mra.offset(n - 1)
+        in_tree[o:o + 4**n] = np.repeat(sig[op:op + 4 ** (n - 1)], 4)
+    leaf = in_tree.copy()
+    leaf[:mra.offset(L)] &= ~sig
+    assert 0 < leaf.sum() == tree.nleaves < 4**L
+    tree.s[:3, ~in_tree] = np.nan
+    tree.newv[:, ~leaf] = np.nan
+    ref.run(8.0)
+    tree.run(8.0)
+    assert tree.steps == ref.steps and tree.full_steps == 1
+    assert [k for _, k in tree.leaf_history] == [k for _, k in ref.leaf_history]
+    for a, b in zip(ref.state(), tree.state()):
+        np.testing.assert_allclose(b, a, rtol=0, atol=1e-12)

@@ -52,3 +52,85 @@ def test_gpu_run_batches_steps_on_the_device_and_matches_cpu(eps):
     assert gpu._sync() == 0.0 and gpu.steps == cpu.steps
     for a, b in zip(cpu.state(), gpu.state()):
         np.testing.assert_allclose(b, a, rtol=0, atol=1e-12)
+
+
+def circular_state(n=32):
+    c = -20.0 + (np.arange(n) + 0.5) * 40.0 / n
+    h = np.where(np.hypot(c[None, :], c[:, None]) < 2.5, 2.5, 0.5)
+    return h, np.zeros_like(h), (-20.0, 20.0, -20.0, 20.0)
+
+
+def beach_state(n=32):
+    """A dam break over a rough bed with a dry hump: wet/dry leaves."""
+    x = (np.arange(n) + 0.5) * 32.0 / n
+    X, Y = np.meshgrid(x, x)
+    z = (0.3 * np.exp(-((X - 20.0) ** 2 + (Y - 16.0) ** 2) / 30.0)
+         + 0.002 * np.random.default_rng(3).random((n, n)))
+    h = np.maximum(0.0, np.where(X < 8.0, 1.0, 0.25) - z)
+    return h, z, (0.0, 32.0, 0.0, 32.0)
+
+
+@pytest.mark.parametrize("case, eps, t_final, sparse", [
+    ("circular", 1e-2, 0.6, True),  # wet, flat bed: every step after the first O(nodes)
+    ("beach", 1e-2, 1.0, True),     # wet/dry leaves whose projection stays flat
+    ("beach", 5e-2, 1.5, False),    # coarse leaves with clipped projections: full MRA
+])
+def test_tree_node_mra_equals_the_full_finest_algorithm(case, eps, t_final, sparse):
+    """L = 5 (two encode launches in the simulator): the GPU keeps coefficients only for
+    the nodes of the tree and derives the rest; the CPU encodes all 4^L finest cells
+    every step.  Same trees (leaf counts every step), same states to round-off, and the
+    GPU took the O(nodes) path where the projection is flat."""
+    h, z, ext = circular_state() if case == "circular" else beach_state()
+    zero = np.zeros_like(h)
+    kw = dict(extent=ext, eps=eps, bc="wall", n_manning=0.02)
+    cpu = HWFV1(h, zero, zero, z, **kw).run(t_final)
+    gpu = HWFV1GPU(h, zero, zero, z, **kw).run(t_final)
+    assert gpu.steps == cpu.steps > 3 and gpu.leaf_history == cpu.leaf_history
+    assert gpu.full_steps >= 1 and gpu.sparse_steps + gpu.full_steps == gpu.steps
+    if sparse:
+        assert gpu.sparse_steps == gpu.steps - 1  # only the first step encodes everything
+    else:
+        assert gpu.full_steps > 1
+    assert cpu.nleaves < h.size
+    for a, b in zip(cpu.state(), gpu.state()):
+        np.testing.assert_allclose(b, a, rtol=0, atol=1e-12)
+
+
+def test_nodes_outside_the_tree_are_never_read():
+    """After a few steps, poison (NaN) the coefficients and leaf values of every node
+    that is not a leaf or an ancestor of a leaf; the next O(nodes) steps must not see
+    them (the result equals the CPU's)."""
+    from forestpy.solvers.hwfv1 import mra
+    from forestpy.solvers.hwfv1.gpu import MODE, PAR, SPARSE
+
+    h, z, ext = circular_state()
+    zero = np.zeros_like(h)
+    kw = dict(extent=ext, eps=1e-3, bc="wall")
+    cpu = HWFV1(h, zero, zero, z, **kw)
+    gpu = HWFV1GPU(h, zero, zero, z, **kw)
+    for _ in range(2):
+        cpu.step()
+        gpu.step()
+    ctl = gpu.ctl.copy_to_host()
+    assert ctl[MODE] == SPARSE
+    L = gpu.L
+    sig = gpu.sigs.copy_to_host()[ctl[PAR]].astype(bool)
+    in_tree = np.zeros(mra.ntotal(L), dtype=bool)
+    in_tree[0] = True
+    for n in range(1, L + 1):
+        o, op = mra.offset(n), mra.offset(n - 1)
+        in_tree[o:o + 4**n] = np.repeat(sig[op:op + 4 ** (n - 1)], 4)
+    leaf = in_tree.copy()
+    leaf[:mra.offset(L)] &= ~sig
+    assert 0 < leaf.sum() == gpu.nleaves < 4**L
+    s = gpu.s.copy_to_host()
+    s[:3, ~in_tree] = np.nan
+    gpu.s.copy_to_device(s)
+    newv = gpu.newv.copy_to_host()
+    newv[:, ~leaf] = np.nan
+    gpu.newv.copy_to_device(newv)
+    for _ in range(2):
+        assert gpu.step() == pytest.approx(cpu.step(), rel=1e-14)
+    assert gpu.leaf_history == cpu.leaf_history and gpu.sparse_steps == 3
+    for a, b in zip(cpu.state(), gpu.state()):
+        np.testing.assert_allclose(b, a, rtol=0, atol=1e-12)

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import numpy as np
-from forestpy.solvers.hwfv1.solver import HWFV1
+from forestpy.solvers.hwfv1.solver import HWFV1, HWFV1Tree
 
 from forestpy.options import Option, merge_options
 
@@ -26,7 +26,7 @@ def setup(**overrides) -> HWFV1:
     c = -20.0 + (np.arange(n) + 0.5) * 40.0 / n
     h = np.where(np.hypot(c[None, :], c[:, None]) < RADIUS, H_IN, H_OUT)
     z = np.zeros_like(h)
-    return HWFV1(h, z, z, z, (-20.0, 20.0, -20.0, 20.0), eps=o["eps"], bc="wall")
+    return HWFV1Tree(h, z, z, z, (-20.0, 20.0, -20.0, 20.0), eps=o["eps"], bc="wall")
 
 
 def main(out=None, **overrides) -> dict:

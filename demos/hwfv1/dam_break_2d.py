@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import numpy as np
-from forestpy.solvers.hwfv1.solver import HWFV1, stoker
+from forestpy.solvers.hwfv1.solver import HWFV1, HWFV1Tree, stoker
 
 from forestpy.options import Option, merge_options
 
@@ -27,7 +27,7 @@ def setup(**overrides) -> HWFV1:
     x = (np.arange(n) + 0.5) * 50.0 / n
     h = np.repeat(np.where(x < X0, HL, HR)[None, :], n, axis=0)
     z = np.zeros_like(h)
-    return HWFV1(h, z, z, z, (0.0, 50.0, 0.0, 25.0), eps=o["eps"],
+    return HWFV1Tree(h, z, z, z, (0.0, 50.0, 0.0, 25.0), eps=o["eps"],
                  bc=("open", "open", "wall", "wall"))
 
 

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 import numpy as np
-from forestpy.solvers.hwfv1.solver import HWFV1
+from forestpy.solvers.hwfv1.solver import HWFV1, HWFV1Tree
 
 from forestpy.options import Option, merge_options
 
@@ -48,7 +48,7 @@ def setup(**overrides) -> HWFV1:
     else:
         h, nm = np.where(X < X_DAM, np.maximum(0.0, H_DAM - z), 0.0), N_DAM
     zero = np.zeros_like(h)
-    return HWFV1(h, zero, zero, z, (0.0, 70.0, 0.0, 30.0), eps=o["eps"], bc="wall",
+    return HWFV1Tree(h, zero, zero, z, (0.0, 70.0, 0.0, 30.0), eps=o["eps"], bc="wall",
                  n_manning=nm)
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 from forestpy.extensions.geoclaw import datasets
 from forestpy.solvers.hwfv1 import mra
-from forestpy.solvers.hwfv1.solver import HWFV1
+from forestpy.solvers.hwfv1.solver import HWFV1, HWFV1Tree
 
 from forestpy.options import Option, merge_options
 
@@ -64,7 +64,7 @@ def setup(**overrides) -> HWFV1:
     h = np.maximum(0.0, -z)
     zero = np.zeros_like(h)
     t_in, eta_in = datasets.okushiri_input_wave()
-    return HWFV1(h, zero, zero, z, (0.0, NFINE * DX, 0.0, NFINE * DX), eps=o["eps"],
+    return HWFV1Tree(h, zero, zero, z, (0.0, NFINE * DX, 0.0, NFINE * DX), eps=o["eps"],
                  bc=("inflow", "wall", "wall", "wall"), n_manning=o["n_manning"], g=9.81,
                  inflow=lambda t: np.interp(t, t_in, eta_in))
 

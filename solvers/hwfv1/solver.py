@@ -11,7 +11,7 @@ import numpy as np
 from . import mra
 from .fv1 import INFLOW, OPEN, WALL, cell_update, dt_uniform, ghost_bc, step_uniform, wave_speed
 
-__all__ = ["HWFV1", "stoker"]
+__all__ = ["HWFV1", "HWFV1Tree", "stoker", "bed_stats"]
 
 BCS = {"wall": WALL, "open": OPEN, "inflow": INFLOW}
 
@@ -262,3 +262,320 @@ def stoker(x, t, hl, hr, x0, g=9.80665):
     h[mid], u[mid] = hm, um
     h[xi >= S] = hr
     return h, u
+
+
+def bed_stats(s, d, L):
+    """Per node: max and max |.| of the finest bed under it, and the largest bed detail
+    of its subtree (levels n..L-1) scaled to the finest threshold (|d| 2^(L-n)), so that
+    a dry leaf with ``zsub <= eps`` has no significant detail below it."""
+    oL = mra.offset(L)
+    zf = s[3, oL:]
+    zmax = np.empty(mra.ntotal(L))
+    zabs = np.empty(mra.ntotal(L))
+    zsub = np.zeros(mra.ntotal(L))
+    for n in range(L + 1):
+        blk = zf.reshape(4**n, -1)
+        zmax[mra.offset(n):mra.offset(n + 1)] = blk.max(axis=1)
+        zabs[mra.offset(n):mra.offset(n + 1)] = np.abs(blk).max(axis=1)
+    for n in range(L - 1, -1, -1):
+        o, oc = mra.offset(n), mra.offset(n + 1)
+        own = np.abs(d[3, :, o:oc]).max(axis=0) * 2.0 ** (L - n)
+        kids = zsub[oc:oc + 4 ** (n + 1)].reshape(-1, 4).max(axis=1)
+        zsub[o:oc] = np.maximum(own, kids)
+    return zmax, zabs, zsub
+
+
+# -- O(tree nodes) adaptive stepping on the CPU (same scheme as solvers.hwfv1.gpu) ------
+@numba.njit(cache=True, inline="always")
+def _node_value(s, sig_old, sparse, x, n, out):
+    """(h, qx, qy, z) of node ``x`` (level ``n``) as encoding the projected finest data
+    gives it: stored for nodes of the old tree (every node after a full encode), derived
+    from the old leaf above it otherwise."""
+    m = x - (4**n - 1) // 3
+    if sparse:
+        while n > 0 and not sig_old[(4 ** (n - 1) - 1) // 3 + (m >> 2)]:
+            n -= 1
+            m >>= 2
+    a = (4**n - 1) // 3 + m
+    out[3] = s[3, x]
+    if a == x:
+        out[0] = s[0, x]
+        out[1] = s[1, x]
+        out[2] = s[2, x]
+    else:
+        ha = s[0, a]
+        out[0] = max(0.0, ha + s[3, a] - s[3, x]) if ha > 0.0 else ha
+        out[1] = s[1, a]
+        out[2] = s[2, a]
+
+
+@numba.njit(cache=True, parallel=True)
+def _project_tree(s, newv, sig, L):
+    """Project the leaves of the tree ``sig`` (values ``newv``) onto every finest cell;
+    returns the maxima max(1, |eta|), max(1, |qx|), max(1, |qy|) of the result."""
+    oL = (4**L - 1) // 3
+    nf = 4**L
+    part = np.zeros((3, nf))
+    for m in numba.prange(nf):
+        n = 0
+        while n < L and sig[(4**n - 1) // 3 + (m >> (2 * (L - n)))]:
+            n += 1
+        w = 2 * (L - n)
+        p = (4**n - 1) // 3 + (m >> w)
+        q = oL + m
+        hn = newv[0, p]
+        s[0, q] = max(0.0, hn + s[3, p] - s[3, q]) if w > 0 and hn > 0.0 else hn
+        s[1, q] = newv[1, p]
+        s[2, q] = newv[2, p]
+        part[0, m] = abs(s[0, q] + s[3, q])
+        part[1, m] = abs(s[1, q])
+        part[2, m] = abs(s[2, q])
+    return np.array([max(1.0, part[0].max()), max(1.0, part[1].max()),
+                     max(1.0, part[2].max())])
+
+
+@numba.njit(cache=True, parallel=True)
+def _encode_tree(s, newv, sig_old, sig_new, raw, norm, L, eps, sparse):
+    """Haar analysis of the internal nodes of the old tree (of every node if not
+    ``sparse``), significance flags into ``raw``, ``sig_new`` cleared."""
+    for n in range(L - 1, -1, -1):
+        op = (4**n - 1) // 3
+        oc = (4 ** (n + 1) - 1) // 3
+        thr = eps * 2.0 ** (n - L)
+        for m in numba.prange(4**n):
+            p = op + m
+            sig_new[p] = False
+            flag = False
+            if not sparse or sig_old[p]:
+                c = oc + 4 * m
+                if sparse:
+                    for k in range(4):
+                        if n + 1 == L or not sig_old[c + k]:
+                            for f in range(3):
+                                s[f, c + k] = newv[f, c + k]
+                flag = eps == 0.0
+                z0, z1, z2, z3 = s[3, c], s[3, c + 1], s[3, c + 2], s[3, c + 3]
+                dz0 = 0.25 * ((z1 + z3) - (z0 + z2))
+                dz1 = 0.25 * ((z2 + z3) - (z0 + z1))
+                dz2 = 0.25 * ((z0 + z3) - (z1 + z2))
+                for f in range(3):
+                    c0, c1, c2, c3 = s[f, c], s[f, c + 1], s[f, c + 2], s[f, c + 3]
+                    s[f, p] = 0.25 * ((c0 + c1) + (c2 + c3))
+                    a = 0.25 * ((c1 + c3) - (c0 + c2))
+                    b = 0.25 * ((c2 + c3) - (c0 + c1))
+                    g = 0.25 * ((c0 + c3) - (c1 + c2))
+                    if f == 0:  # free surface eta = h + z
+                        a += dz0
+                        b += dz1
+                        g += dz2
+                    lim = thr * norm[f]
+                    if abs(a) > lim or abs(b) > lim or abs(g) > lim:
+                        flag = True
+            elif sparse and p == 0:  # the root is the only leaf
+                for f in range(3):
+                    s[f, 0] = newv[f, 0]
+            raw[p] = flag
+
+
+@numba.njit(cache=True)
+def _mark(sig, n, m):
+    while True:
+        q = (4**n - 1) // 3 + m
+        if sig[q]:
+            return
+        sig[q] = True
+        if n == 0:
+            return
+        n -= 1
+        m >>= 2
+
+
+@numba.njit(cache=True)
+def _predict_tree(raw, L, sig):
+    """Prediction as a scatter from the flagged nodes (the node, its 8 same-level
+    neighbours and its children become significant, with their ancestors); then the
+    leaves: children of significant nodes that are not significant (levels, indices)."""
+    nint = (4**L - 1) // 3
+    n = 0
+    for p in range(nint):
+        while (4 ** (n + 1) - 1) // 3 <= p:
+            n += 1
+        if not raw[p]:
+            continue
+        m = p - (4**n - 1) // 3
+        size = 1 << n
+        i, j = mra.demorton(m)
+        for dj in range(-1, 2):
+            for di in range(-1, 2):
+                ii = i + di
+                jj = j + dj
+                if 0 <= ii < size and 0 <= jj < size:
+                    _mark(sig, n, mra.morton(ii, jj))
+        if n + 1 < L:
+            for k in range(4):
+                _mark(sig, n + 1, 4 * m + k)
+    cnt = 0 if sig[0] else 1
+    for p in range(nint):
+        if sig[p]:
+            cnt += 4
+    leaves = np.empty(cnt, dtype=np.int64)
+    levels = np.empty(cnt, dtype=np.int64)
+    k = 0
+    n = 0
+    if not sig[0]:
+        leaves[0] = 0
+        levels[0] = 0
+        k = 1
+    for p in range(nint):
+        while (4 ** (n + 1) - 1) // 3 <= p:
+            n += 1
+        if sig[p]:
+            c = (4 ** (n + 1) - 1) // 3 + 4 * (p - (4**n - 1) // 3)
+            for q in range(4):
+                if n + 1 == L or not sig[c + q]:
+                    leaves[k] = c + q
+                    levels[k] = n + 1
+                    k += 1
+    return leaves[:k], levels[:k]
+
+
+@numba.njit(cache=True, parallel=True)
+def _dt_tree(s, sig_old, sparse, leaves, levels, L, dx, dy, g, cfl):
+    r = np.empty(leaves.size)
+    for k in numba.prange(leaves.size):
+        v = np.empty(4)
+        _node_value(s, sig_old, sparse, leaves[k], levels[k], v)
+        w = wave_speed(v[0], v[1], v[2], g)
+        r[k] = min(dx, dy) * 2.0 ** (L - levels[k]) / w if w > 0.0 else 1e300
+    return cfl * r.min() if r.size else 1e300
+
+
+@numba.njit(cache=True, parallel=True)
+def _update_tree(s, sig_old, sparse, leaves, levels, L, dx, dy, dt, g, n_manning, bc,
+                 eta_in, newv, zmax, zabs, zsub, eps):
+    """FV1 on every leaf from its neighbours at its own level (derived below old
+    leaves); new values to ``newv``.  Returns the field maxima of the projected data and
+    whether a projection is not flat (the next step then runs the full MRA)."""
+    nl = leaves.size
+    part = np.zeros((4, nl))
+    for k in numba.prange(nl):
+        c = np.empty(4)
+        e = np.empty(4)
+        w = np.empty(4)
+        no = np.empty(4)
+        so = np.empty(4)
+        out = np.empty(3)
+        x = leaves[k]
+        n = levels[k]
+        off = (4**n - 1) // 3
+        size = 1 << n
+        i, j = mra.demorton(x - off)
+        _node_value(s, sig_old, sparse, x, n, c)
+        if i + 1 < size:
+            _node_value(s, sig_old, sparse, off + mra.morton(i + 1, j), n, e)
+        else:
+            e[0], e[1], e[2], e[3] = ghost_bc(c[0], c[1], c[2], c[3], True, bc[1], eta_in, g)
+        if i > 0:
+            _node_value(s, sig_old, sparse, off + mra.morton(i - 1, j), n, w)
+        else:
+            w[0], w[1], w[2], w[3] = ghost_bc(c[0], c[1], c[2], c[3], True, bc[0], eta_in, g)
+        if j + 1 < size:
+            _node_value(s, sig_old, sparse, off + mra.morton(i, j + 1), n, no)
+        else:
+            no[0], no[1], no[2], no[3] = ghost_bc(c[0], c[1], c[2], c[3], False, bc[3],
+                                                  eta_in, g)
+        if j > 0:
+            _node_value(s, sig_old, sparse, off + mra.morton(i, j - 1), n, so)
+        else:
+            so[0], so[1], so[2], so[3] = ghost_bc(c[0], c[1], c[2], c[3], False, bc[2],
+                                                  eta_in, g)
+        fac = 2.0 ** (L - n)
+        cell_update(c, e, w, no, so, dx * fac, dy * fac, dt, g, n_manning, out)
+        newv[0, x] = out[0]
+        newv[1, x] = out[1]
+        newv[2, x] = out[2]
+        hn = out[0]
+        eta = hn + c[3]
+        if n == L or hn > 0.0:
+            part[0, k] = abs(eta)
+            if n < L and eta < zmax[x]:
+                part[3, k] = 1.0
+        else:
+            part[0, k] = zabs[x]
+            if zsub[x] > eps:
+                part[3, k] = 1.0
+        part[1, k] = abs(out[1])
+        part[2, k] = abs(out[2])
+    norm = np.ones(3)
+    full = False
+    if nl:
+        norm[0] = max(1.0, part[0].max())
+        norm[1] = max(1.0, part[1].max())
+        norm[2] = max(1.0, part[2].max())
+        full = part[3].max() > 0.0
+    return norm, full
+
+
+class HWFV1Tree(HWFV1):
+    """:class:`HWFV1` whose adaptive step costs O(tree nodes) instead of O(4^L): the
+    scheme of :mod:`solvers.hwfv1.gpu` on the CPU (coefficients only for the nodes of
+    the current tree, nodes below a leaf derived from it in closed form, a full-finest
+    step where a leaf's projection is not flat).  Same results as :class:`HWFV1` to
+    round-off; ``sparse_steps`` and ``full_steps`` count the two kinds of steps."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.eps is None:
+            return
+        L = self.L
+        mra.encode(self.s, self.d, L)
+        self.zmax, self.zabs, self.zsub = bed_stats(self.s, self.d, L)
+        self.d = None
+        self.sigs = [np.zeros(mra.offset(L), dtype=np.bool_) for _ in range(2)]
+        self.newv = np.zeros((3, mra.ntotal(L)))
+        fine = self.s[:, mra.offset(L):]
+        self._norm = np.maximum(1.0, [np.abs(fine[0] + fine[3]).max(),
+                                      np.abs(fine[1]).max(), np.abs(fine[2]).max()])
+        self._mode = "initial"  # finest data valid, every node to be encoded
+        self.sparse_steps = self.full_steps = 0
+
+    def state(self):
+        if self.eps is not None and self._mode != "initial":
+            _project_tree(self.s, self.newv, self.sigs[0], self.L)
+        return super().state()
+
+    def step(self, t_end=np.inf):
+        if self.eps is None:
+            return super().step(t_end)
+        L = self.L
+        t0 = time.perf_counter()
+        old, new = self.sigs
+        if self._mode == "full":
+            self._norm = _project_tree(self.s, self.newv, old, L)
+        sparse = self._mode == "sparse"
+        _encode_tree(self.s, self.newv, old, new, self.raw, self._norm, L, float(self.eps),
+                     sparse)
+        leaves, levels = _predict_tree(self.raw, L, new)
+        t1 = time.perf_counter()
+        dt = min(_dt_tree(self.s, old, sparse, leaves, levels, L, self.dx, self.dy, self.g,
+                          self.cfl), t_end - self.t)
+        if not dt > 0:
+            return dt
+        norm, full = _update_tree(self.s, old, sparse, leaves, levels, L, self.dx, self.dy,
+                                  dt, self.g, self.n_manning, self.bc, self._eta_in(),
+                                  self.newv, self.zmax, self.zabs, self.zsub,
+                                  float(self.eps))
+        if sparse:
+            self.sparse_steps += 1
+        else:
+            self.full_steps += 1
+        self._norm = norm
+        self._mode = "full" if full else "sparse"
+        self.sigs = [new, old]
+        self.time_mra += t1 - t0
+        self.time_fv += time.perf_counter() - t1
+        self.nleaves = int(leaves.size)
+        self.leaf_history.append((self.t, self.nleaves))
+        self.t += dt
+        self.steps += 1
+        return dt
