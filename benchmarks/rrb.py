@@ -51,7 +51,7 @@ def poisson(N):
     return st, f, u
 
 
-def part_iters(Ns, backends, tol=1e-8, reps=3, loose_tol=1e-3):
+def part_iters(Ns, backends, tol=1e-8, reps=3, loose_tol=1e-3, check_every=(8,)):
     from forestpy.solvers import rrb
 
     for N in Ns:
@@ -66,12 +66,16 @@ def part_iters(Ns, backends, tol=1e-8, reps=3, loose_tol=1e-3):
             rhs = xp.asarray(f)
             # GPU: CUDA-graph iterations (default) and plain launches; a looser
             # tolerance (paper-like ~6-10 iterations) as an extra row, not the headline
-            variants = [(tol, None)]
+            # and the device stopping rule read every k iterations (k = 1: every one)
+            ks = list(check_every) if b == "gpu" else [None]
+            variants = [(tol, None, kc) for kc in ks]
             if b == "gpu" and s._gpu.use_graph:
-                variants += [(tol, False), (loose_tol, None)]
-            for tl, graph in variants:
+                variants += [(tol, False, ks[0])] + [(loose_tol, None, kc) for kc in ks]
+            for tl, graph, kc in variants:
                 if graph is False:
                     s._gpu.use_graph = False
+                if kc is not None:
+                    s._gpu.check_every = kc
                 x, info = s.solve(rhs, tol=tl)  # warm-up (compile, graph capture)
                 times = []
                 for _ in range(reps):
@@ -90,6 +94,7 @@ def part_iters(Ns, backends, tol=1e-8, reps=3, loose_tol=1e-3):
                         "max_levels": s.max_levels,
                         "tol": tl,
                         "cuda_graph": bool(info.get("cuda_graph", False)),
+                        "check_every": kc,
                         "graph_error": getattr(s._gpu, "_graph_error", None) if s._gpu else None,
                         "iterations": info["iterations"],
                         "solve_ms": 1e3 * min(times),
@@ -265,6 +270,7 @@ def part_routines(N, copy_bw, reps=20):
     s = rrb.RRBSolver(st, backend="gpu")
     g = s._gpu
     k, v = g.k, g.v
+    ng = v(g.nogate)  # the gate of the iteration kernels, always open here
     x, info = s.solve(s.backend.xp.asarray(f), tol=1e-8)
     n = g.h * g.w
     vec = g.vec
@@ -293,19 +299,21 @@ def part_routines(N, copy_bw, reps=20):
     bl = _blocks(n)
     timeit(
         "schur_matvec+dot",
-        lambda: k["matvec_dot"][bl, TPB](v(g.S9), v(vec["p"]), v(vec["q"]), v(g.sc), 5),
+        lambda: k["matvec_dot"][bl, TPB](v(g.S9), v(vec["p"]), v(vec["q"]), v(g.sc), 5, ng),
         14 * n,
     )
     fl = g.flat
     timeit(
         "update_xr",
         lambda: k["update_xr"][_blocks(nf), TPB](
-            v(fl["x"]), v(fl["r"]), v(fl["p"]), v(fl["q"]), v(g.sc)
+            v(fl["x"]), v(fl["r"]), v(fl["p"]), v(fl["q"]), v(g.sc), ng
         ),
         12 * n,
     )
     timeit(
-        "update_p", lambda: k["update_p"][_blocks(nf), TPB](v(fl["p"]), v(fl["z"]), v(g.sc)), 6 * n
+        "update_p",
+        lambda: k["update_p"][_blocks(nf), TPB](v(fl["p"]), v(fl["z"]), v(g.sc), ng),
+        6 * n,
     )
     timeit("dot", lambda: k["dot"][_blocks(nf), TPB](v(fl["r"]), v(fl["z"]), v(g.sc), 6), 4 * n)
     timeit(
@@ -322,7 +330,7 @@ def part_routines(N, copy_bw, reps=20):
         timeit(
             "r2_forward",
             lambda P=g.P[lev], a=src, b=dst, m=m: k["r2_forward"][_blocks(m), TPB](
-                v(P), v(a), v(b)
+                v(P), v(a), v(b), ng
             ),
             8 * m,
             lev + 1,
@@ -330,7 +338,7 @@ def part_routines(N, copy_bw, reps=20):
         if lev >= 1:
             timeit(
                 "black_forward",
-                lambda B=g.BL[lev], a=src, m=m: k["black_forward"][_blocks(m), TPB](v(B), v(a)),
+                lambda B=g.BL[lev], a=src, m=m: k["black_forward"][_blocks(m), TPB](v(B), v(a), ng),
                 16 * m,
                 lev + 1,
             )
@@ -338,7 +346,7 @@ def part_routines(N, copy_bw, reps=20):
             timeit(
                 "r2_backward",
                 lambda P=g.P[lev], a=src, X=X, m=m: k["r2_backward"][_blocks(m), TPB](
-                    v(P), v(a), v(X), v(a)
+                    v(P), v(a), v(X), v(a), ng
                 ),
                 9 * m,
                 lev + 1,
@@ -346,7 +354,7 @@ def part_routines(N, copy_bw, reps=20):
             timeit(
                 "black_backward",
                 lambda B=g.BL[lev], a=src, m=m: k["black_backward"][_blocks(m), TPB](
-                    v(B), v(a), v(a)
+                    v(B), v(a), v(a), ng
                 ),
                 16 * m,
                 lev + 1,
@@ -356,7 +364,7 @@ def part_routines(N, copy_bw, reps=20):
     timeit(
         "r2_backward+dot",
         lambda: k["r2_backward_dot"][bl, TPB](
-            v(g.P[0]), v(vec["r"]), v(X), v(vec["z"]), v(g.sc), 6
+            v(g.P[0]), v(vec["r"]), v(X), v(vec["z"]), v(g.sc), 6, ng
         ),
         10 * n,
         1,
@@ -418,6 +426,11 @@ def main(argv=None):
     ap.add_argument("--sizes", default=None, help="comma list of N for 'iters'")
     ap.add_argument("--cpu-max", type=int, default=2048, help="largest N on the CPU")
     ap.add_argument("--vbm", default="4096", help="comma list of N for 'vbm'")
+    ap.add_argument(
+        "--check-every",
+        default="8",
+        help="comma list of k: GPU iterations per graph launch / host read of the stop test",
+    )
     a = ap.parse_args(argv)
     parts = set(a.parts.split(","))
     from forestpy.backend import cuda_simulator_enabled
@@ -432,7 +445,7 @@ def main(argv=None):
         for N in Ns:
             bks = (["cpu"] if N <= a.cpu_max else []) + (["gpu"] if a.gpu else [])
             if bks:
-                part_iters([N], bks)
+                part_iters([N], bks, check_every=[int(k) for k in a.check_every.split(",")])
     if "scipy" in parts:
         part_scipy([16, 32] if a.quick else [64, 128, 256, 512])
     if a.gpu and not sim and "routines" in parts:

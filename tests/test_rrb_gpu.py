@@ -35,3 +35,42 @@ def test_gpu_matches_cpu(nx, ny, level):
     # warm start path
     xw, iw = gpu.solve(xp.asarray(b), x0=xp.asarray(xc), tol=1e-8)
     assert iw["iterations"] <= 1
+
+
+# k = 3: chunks end before, at and after the stopping iteration (k = 1 is the old path,
+# covered by test_gpu_matches_cpu); one k keeps the simulator time down (~35 s per k)
+@pytest.mark.parametrize("k", [3])
+def test_gpu_check_every_k_iterations(k):
+    """Checking convergence on the device every k iterations (iterations past the
+    stopping point are gated no-ops) gives the CPU's count, history and iterate."""
+    nx, ny = 33, 21  # 6 levels, stop at 5: several device levels
+    st = _stencil(nx, ny, seed=3)
+    b = np.random.default_rng(4).standard_normal((ny, nx))
+    cpu = rrb.RRBSolver(st, level=5)
+    gpu = rrb.RRBSolver(st, level=5, backend="gpu")
+    gpu._gpu.check_every = k
+    xp = gpu.backend.xp
+    xc, ic = cpu.solve(b, tol=1e-9)
+    xg, ig = gpu.solve(xp.asarray(b), tol=1e-9)
+    xg = gpu.backend.to_host(xg)
+    assert ic["iterations"] > 3
+    assert ig["converged"] and ig["iterations"] == ic["iterations"]
+    assert int(gpu._gpu.st[1]) == ic["iterations"]  # counted on the device
+    assert np.allclose(ig["history"], ic["history"], rtol=1e-10)
+    assert np.abs(xg - xc).max() < 1e-12 * np.abs(xc).max()
+    # stopped by maxiter inside a chunk: the iterate after exactly maxiter iterations
+    xc2, ic2 = cpu.solve(b, tol=1e-14, maxiter=2)
+    xg2, ig2 = gpu.solve(xp.asarray(b), tol=1e-14, maxiter=2)
+    assert not ig2["converged"] and ig2["iterations"] == ic2["iterations"] == 2
+    assert np.abs(gpu.backend.to_host(xg2) - xc2).max() < 1e-12 * np.abs(xc2).max()
+
+
+def test_next_chunk_is_a_power_of_two_not_past_the_prediction():
+    from forestpy.solvers.rrb.gpu_kernels import _next_chunk
+
+    h = [0.1**i for i in range(3)]  # rate 0.1 per iteration, at 1e-2
+    assert _next_chunk(h, 1e-8, 8) == 4  # 6 more predicted
+    assert _next_chunk(h, 5e-3, 8) == 1  # 1 more predicted
+    assert _next_chunk(h, 1e-30, 8) == 8
+    assert _next_chunk(h[:1], 1e-8, 8) == 8  # no rate yet
+    assert _next_chunk(h, 1e-8, 1) == 1

@@ -6,7 +6,9 @@ every quarter array.  Inner products are fused into the kernel that produces the
 second factor (``p.Sp`` into the Schur matvec, ``r.z`` into the last preconditioner
 kernel): a block reduction in shared memory and one atomic add per block into a small
 device array of CG scalars.  ``alpha`` and ``beta`` are computed on the device from those
-scalars, so an iteration needs one 8-byte read on the host (the convergence test).
+scalars, and the stopping rule is evaluated on the device too (kernel ``check``; once
+it passes, every kernel of later iterations is gated off), so a CUDA graph of several
+iterations needs one small host read per launch (``check_every``).
 
 All arrays live on the device for the life of the solver; on a machine without a GPU
 the same kernels run in Numba's CUDA simulator (tests, tiny grids).
@@ -58,7 +60,9 @@ def gpu_kernels():
             cuda.atomic.add(sc, slot, sh[0])
 
     @cuda.jit
-    def matvec_dot(S, x, y, sc, slot):
+    def matvec_dot(S, x, y, sc, slot, g):
+        if g[0] != 0.0:
+            return
         h, w = x.shape[1], x.shape[2]
         k = cuda.grid(1)
         v = 0.0
@@ -68,7 +72,9 @@ def gpu_kernels():
         block_add(v, sc, slot)
 
     @cuda.jit
-    def black_forward(BL, y):
+    def black_forward(BL, y, g):
+        if g[0] != 0.0:
+            return
         h, w = y.shape[1], y.shape[2]
         k = cuda.grid(1)
         if k < h * w:
@@ -76,7 +82,9 @@ def gpu_kernels():
             bf(BL, y, J, k - J * w, h, w)
 
     @cuda.jit
-    def r2_forward(P, y, X):
+    def r2_forward(P, y, X, g):
+        if g[0] != 0.0:
+            return
         h, w = y.shape[1], y.shape[2]
         k = cuda.grid(1)
         if k < h * w:
@@ -84,7 +92,9 @@ def gpu_kernels():
             rf(P, y, X, J, k - J * w, h, w)
 
     @cuda.jit
-    def r2_backward(P, y, X, o):
+    def r2_backward(P, y, X, o, g):
+        if g[0] != 0.0:
+            return
         h, w = y.shape[1], y.shape[2]
         k = cuda.grid(1)
         if k < h * w:
@@ -92,7 +102,9 @@ def gpu_kernels():
             rb(P, y, X, o, J, k - J * w, h, w)
 
     @cuda.jit
-    def r2_backward_dot(P, y, X, o, sc, slot):
+    def r2_backward_dot(P, y, X, o, sc, slot, g):
+        if g[0] != 0.0:
+            return
         h, w = y.shape[1], y.shape[2]
         k = cuda.grid(1)
         v = 0.0
@@ -102,7 +114,9 @@ def gpu_kernels():
         block_add(v, sc, slot)
 
     @cuda.jit
-    def black_backward(BL, y, x):
+    def black_backward(BL, y, x, g):
+        if g[0] != 0.0:
+            return
         h, w = y.shape[1], y.shape[2]
         k = cuda.grid(1)
         if k < h * w:
@@ -110,7 +124,9 @@ def gpu_kernels():
             bb(BL, y, x, J, k - J * w, h, w)
 
     @cuda.jit
-    def dense_apply(Minv, y, o):
+    def dense_apply(Minv, y, o, g):
+        if g[0] != 0.0:
+            return
         m = Minv.shape[0]
         i = cuda.threadIdx.x + cuda.blockIdx.x * cuda.blockDim.x
         if i < m:
@@ -120,7 +136,9 @@ def gpu_kernels():
             o[i] = s
 
     @cuda.jit
-    def update_xr(x, r, p, q, sc):
+    def update_xr(x, r, p, q, sc, g):
+        if g[0] != 0.0:
+            return
         k = cuda.grid(1)
         if k < x.size:
             alpha = sc[0] / sc[1]
@@ -128,17 +146,73 @@ def gpu_kernels():
             r[k] -= alpha * q[k]
 
     @cuda.jit
-    def update_p(p, z, sc):
+    def update_p(p, z, sc, g):
+        if g[0] != 0.0:
+            return
         k = cuda.grid(1)
         if k < p.size:
             p[k] = z[k] + (sc[2] / sc[0]) * p[k]
 
     @cuda.jit
-    def roll(sc):
-        if cuda.grid(1) == 0:
+    def roll(sc, g):
+        if cuda.grid(1) == 0 and g[0] == 0.0:
             sc[0] = sc[2]
             sc[1] = 0.0
             sc[2] = 0.0
+
+    @cuda.jit
+    def start(sc, st, slot, tol, maxiter):
+        # The stopping state before the first iteration (no host read of r.z):
+        # normb = sqrt(sc[slot]), res = sqrt(r.z) / normb (0 when normb = 0), and the
+        # scalar roll (sc[0] = r.z, sc[1] = sc[2] = 0).
+        if cuda.grid(1) == 0:
+            nb = sc[slot]
+            if nb < 0.0:
+                nb = 0.0
+            nb = math.sqrt(nb)
+            rz = sc[2]
+            if rz < 0.0:
+                rz = 0.0
+            res = 0.0
+            if nb > 0.0:
+                res = math.sqrt(rz) / nb
+            else:
+                nb = 1.0
+            conv = res <= tol
+            st[0] = 1.0 if (conv or maxiter <= 0) else 0.0
+            st[1] = 0.0
+            st[2] = nb
+            st[3] = tol
+            st[4] = maxiter
+            st[5] = 1.0 if conv else 0.0
+            st[6] = res
+            st[7] = 0.0
+            sc[0] = sc[2]
+            sc[1] = 0.0
+            sc[2] = 0.0
+
+    @cuda.jit
+    def check(sc, st, hist):
+        # The stopping rule on the device, after an iteration's r.z (sc[2]):
+        # st = [done, iterations, normb, tol, maxiter, converged, res, -].  Once done,
+        # every gated kernel of later (captured) iterations returns at once, so the
+        # iterate is exactly the one where the test first passed.
+        if cuda.grid(1) == 0 and st[0] == 0.0:
+            c = st[1] + 1.0
+            st[1] = c
+            rz = sc[2]
+            if rz < 0.0:
+                rz = 0.0
+            res = math.sqrt(rz) / st[2]
+            i = int(c) - 1
+            if i < hist.size:
+                hist[i] = res
+            st[6] = res
+            if res <= st[3]:
+                st[0] = 1.0
+                st[5] = 1.0
+            elif c >= st[4]:
+                st[0] = 1.0
 
     @cuda.jit
     def dot(a, b, sc, slot):
@@ -165,6 +239,8 @@ def gpu_kernels():
         update_xr=update_xr,
         update_p=update_p,
         roll=roll,
+        check=check,
+        start=start,
         dot=dot,
         copy=copy,
     )
@@ -173,6 +249,23 @@ def gpu_kernels():
 
 def _blocks(n):
     return max(1, -(-n // TPB))
+
+
+def _next_chunk(hist, tol, kmax):
+    """Iterations in the next graph launch: the largest power of two <= ``kmax`` not
+    past the iterations still needed as predicted from the mean convergence rate so far
+    (a prediction only: a wrong one costs a no-op iteration or an extra host read)."""
+    n = len(hist)
+    if kmax <= 1 or n < 2 or not (0.0 < hist[-1] < hist[0]):
+        return kmax
+    rate = (hist[-1] / hist[0]) ** (1.0 / (n - 1))
+    if not 0.0 < rate < 1.0 or tol <= 0.0:
+        return kmax
+    need = max(1, math.ceil(math.log(tol / hist[-1]) / math.log(rate)))
+    m = 1
+    while 2 * m <= min(need, kmax):
+        m *= 2
+    return m
 
 
 class GPUSolverState:
@@ -208,6 +301,17 @@ class GPUSolverState:
         self.vec = {k: xp.zeros((2, h, w)) for k in ("x", "r", "z", "p", "q")}
         self.full = xp.zeros((4, h, w))
         self.sc = xp.zeros(8)
+        # Device stopping rule: st = [done, iterations, normb, tol, maxiter, converged,
+        # res, -]; hist holds the relative residual of every iteration.  ``st`` is also
+        # the gate of the iteration's kernels; ``nogate`` (always 0) the gate elsewhere.
+        self.nogate = xp.zeros(1)
+        self._stat(1)
+        # At most this many iterations per graph launch (and per host read of the
+        # stopping state); after the first launch a power of two predicted from the
+        # convergence rate (``_next_chunk``).  Iterations past the stopping point are
+        # no-ops (gated kernels), so the iterate and the iteration count are those of
+        # checking after every iteration (``check_every = 1``).
+        self.check_every = 8
         m = self.Minv.shape[0]
         self.Wlast_flat = self.Wlast.reshape(m)
         self.Xlast_flat = self.Xlast.reshape(m)
@@ -224,6 +328,12 @@ class GPUSolverState:
         self._graphs: dict = {}
         self._graph_error = None
 
+    def _stat(self, maxiter):
+        """One device array ``[st (8), hist (maxiter)]``: a single read gives both."""
+        self.stat = self.xp.zeros(8 + max(int(maxiter), 1))
+        self.st = self.stat[:8]
+        self.hist = self.stat[8:]
+
     def v(self, a):
         """Numba view of an array (CuPy -> device array, cached for the solver's own
         arrays; NumPy as is in the simulator)."""
@@ -237,48 +347,56 @@ class GPUSolverState:
         return view
 
     # ------------------------------------------------------------------ routines
-    def matvec_dot(self, x, y, slot=1):
+    def matvec_dot(self, x, y, slot=1, gate=None):
         n = x.shape[1] * x.shape[2]
+        g = self.nogate if gate is None else gate
         self.k["matvec_dot"][_blocks(n), TPB, self._st](
-            self.v(self.S9), self.v(x), self.v(y), self.v(self.sc), slot
+            self.v(self.S9), self.v(x), self.v(y), self.v(self.sc), slot, self.v(g)
         )
 
-    def precondition(self, r, z, slot=2):
-        """``z = M^-1 r`` (red level-1 vectors); adds ``r . z`` into ``sc[slot]``."""
+    def precondition(self, r, z, slot=2, gate=None):
+        """``z = M^-1 r`` (red level-1 vectors); adds ``r . z`` into ``sc[slot]``.
+        Every kernel returns at once when ``gate[0] != 0``."""
         k, v, st = self.k, self.v, self._st
+        g = v(self.nogate if gate is None else gate)
         nl = len(self.P)
         src = r
         for lev in range(nl):
             dst = self.W[lev + 1] if lev + 1 < nl else self.Wlast
             n = src.shape[1] * src.shape[2]
-            k["r2_forward"][_blocks(n), TPB, st](v(self.P[lev]), v(src), v(dst))
+            k["r2_forward"][_blocks(n), TPB, st](v(self.P[lev]), v(src), v(dst), g)
             if lev + 1 < nl:
                 k["black_forward"][_blocks(dst.shape[1] * dst.shape[2]), TPB, st](
-                    v(self.BL[lev + 1]), v(dst)
+                    v(self.BL[lev + 1]), v(dst), g
                 )
             src = dst
         m = self.Minv.shape[0]
-        k["dense_apply"][_blocks(m), TPB, st](v(self.Minv), v(self.Wlast_flat), v(self.Xlast_flat))
+        k["dense_apply"][_blocks(m), TPB, st](
+            v(self.Minv), v(self.Wlast_flat), v(self.Xlast_flat), g
+        )
         X = self.Xlast
         for lev in range(nl - 1, 0, -1):
             y = self.W[lev]
             n = y.shape[1] * y.shape[2]
-            k["r2_backward"][_blocks(n), TPB, st](v(self.P[lev]), v(y), v(X), v(y))
-            k["black_backward"][_blocks(n), TPB, st](v(self.BL[lev]), v(y), v(y))
+            k["r2_backward"][_blocks(n), TPB, st](v(self.P[lev]), v(y), v(X), v(y), g)
+            k["black_backward"][_blocks(n), TPB, st](v(self.BL[lev]), v(y), v(y), g)
             X = y
         n = r.shape[1] * r.shape[2]
-        k["r2_backward_dot"][_blocks(n), TPB, st](v(self.P[0]), v(r), v(X), v(z), v(self.sc), slot)
+        k["r2_backward_dot"][_blocks(n), TPB, st](
+            v(self.P[0]), v(r), v(X), v(z), v(self.sc), slot, g
+        )
 
     def precondition_full(self, b, nx, ny):
         xp = self.xp
         y = xp.ascontiguousarray(to_quarters(xp.asarray(b), xp=xp))
         n = self.h * self.w
-        self.k["black_forward"][_blocks(n), TPB](self.v(self.BL[0]), self.v(y))
+        ng = self.v(self.nogate)
+        self.k["black_forward"][_blocks(n), TPB](self.v(self.BL[0]), self.v(y), ng)
         r = xp.ascontiguousarray(y[:2])
         z = xp.zeros_like(r)
         self.precondition(r, z, slot=7)
         y[:2] = z
-        self.k["black_backward"][_blocks(n), TPB](self.v(self.BL[0]), self.v(y), self.v(y))
+        self.k["black_backward"][_blocks(n), TPB](self.v(self.BL[0]), self.v(y), self.v(y), ng)
         out = from_quarters(y, nx, ny, xp=xp)
         return out if self.sim else out.get()
 
@@ -290,19 +408,35 @@ class GPUSolverState:
         roll (sc[0] = r.z, sc[1] = sc[2] = 0)."""
         k, v, st = self.k, self.v, self._st
         nf = 2 * self.h * self.w
-        k["update_p"][_blocks(nf), TPB, st](v(self.flat["p"]), v(self.flat["z"]), v(self.sc))
-        k["roll"][1, 1, st](v(self.sc))
+        g = v(self.st)
+        k["update_p"][_blocks(nf), TPB, st](v(self.flat["p"]), v(self.flat["z"]), v(self.sc), g)
+        k["roll"][1, 1, st](v(self.sc), g)
 
     def _body(self):
-        """``q = S p`` (+ p.q), ``x += alpha p``, ``r -= alpha q``, ``z = M^-1 r`` (+ r.z)."""
+        """``q = S p`` (+ p.q), ``x += alpha p``, ``r -= alpha q``, ``z = M^-1 r`` (+ r.z),
+        then the stopping rule on the device (``check``)."""
         k, v, st = self.k, self.v, self._st
         nf = 2 * self.h * self.w
         fl = self.flat
-        self.matvec_dot(self.vec["p"], self.vec["q"], slot=1)
+        g = self.st
+        self.matvec_dot(self.vec["p"], self.vec["q"], slot=1, gate=g)
         k["update_xr"][_blocks(nf), TPB, st](
-            v(fl["x"]), v(fl["r"]), v(fl["p"]), v(fl["q"]), v(self.sc)
+            v(fl["x"]), v(fl["r"]), v(fl["p"]), v(fl["q"]), v(self.sc), v(g)
         )
-        self.precondition(self.vec["r"], self.vec["z"], slot=2)
+        self.precondition(self.vec["r"], self.vec["z"], slot=2, gate=g)
+        k["check"][1, 1, st](v(self.sc), v(g), v(self.hist))
+
+    def _iteration(self):
+        self._head()
+        self._body()
+
+    def _chunk(self, first, nit):
+        """``nit`` iterations (the first one without the head when ``first``)."""
+        for i in range(nit):
+            if i == 0 and first:
+                self._body()
+            else:
+                self._iteration()
 
     def _capture(self, fn):
         """Capture the launches of ``fn`` into a CUDA graph (CuPy stream capture of the
@@ -358,7 +492,7 @@ class GPUSolverState:
         full = self.full
         full[...] = to_quarters(rhs, xp=xp)
         rhs_q = full.copy()
-        k["black_forward"][_blocks(n), TPB](v(self.BL[0]), v(full))
+        k["black_forward"][_blocks(n), TPB](v(self.BL[0]), v(full), v(self.nogate))
         bS = full[:2]
         self.sc[:] = 0.0
         graph = False
@@ -366,41 +500,38 @@ class GPUSolverState:
             x[...] = 0.0
             r[...] = bS
             graph |= self._replay("prec_rz", lambda: self.precondition(r, z, slot=2))
-            rz = self.scalar(2)
-            normb = math.sqrt(max(rz, 0.0))
+            slot = 2  # normb = sqrt(r.z)
         else:
             x[...] = to_quarters(x0, xp=xp)[:2]
             z[...] = bS
             graph |= self._replay("prec_zp", lambda: self.precondition(z, p, slot=3))
-            normb = math.sqrt(max(self.scalar(3), 0.0))
             graph |= self._replay("matvec_xq", lambda: self.matvec_dot(x, q, slot=4))
             r[...] = bS - q
             graph |= self._replay("prec_rz", lambda: self.precondition(r, z, slot=2))
-            rz = self.scalar(2)
-        res = math.sqrt(max(rz, 0.0)) / normb if normb > 0 else 0.0
-        converged = res <= tol
-        hist = []
-        it = 0
+            slot = 3  # normb = sqrt(b M^-1 b)
         p[...] = z
-        k["roll"][1, 1](v(self.sc))  # sc[0] = r.z, sc[1] = sc[2] = 0
-
-        def iteration():
-            self._head()
-            self._body()
-
-        while not converged and it < maxiter:
-            if it == 0:
-                graph |= self._replay("body", self._body)
-            else:
-                graph |= self._replay("iteration", iteration)
-            it += 1
-            res = math.sqrt(max(self.scalar(2), 0.0)) / normb
-            hist.append(res)
-            if res <= tol:
-                converged = True
+        if len(self.hist) < maxiter:
+            self._stat(maxiter)
+            self._graphs.clear()  # captured with the old state array
+        # the stopping state and the scalar roll on the device, then chunks of
+        # ``check_every`` iterations with one host read of the state after each
+        k["start"][1, 1](v(self.sc), v(self.st), slot, float(tol), float(maxiter))
+        kk = max(1, int(self.check_every))
+        first, nit = True, kk
+        while True:
+            key = ("chunk0" if first else "chunk", nit)
+            graph |= self._replay(key, lambda f=first, m=nit: self._chunk(f, m))
+            first = False
+            stv = self.stat if self.sim else self.stat.get()
+            if stv[0] != 0.0:
                 break
+            nit = _next_chunk(stv[8 : 8 + int(stv[1])], tol, kk)
+        it = int(stv[1])
+        converged = bool(stv[5] != 0.0)
+        res = float(stv[6])
+        hist = [float(h) for h in stv[8 : 8 + it]]
         full[:2] = x
-        k["black_backward"][_blocks(n), TPB](v(self.BL[0]), v(rhs_q), v(full))
+        k["black_backward"][_blocks(n), TPB](v(self.BL[0]), v(rhs_q), v(full), v(self.nogate))
         out = from_quarters(full, nx, ny, xp=xp)
         if not self.sim:
             cuda.synchronize()
