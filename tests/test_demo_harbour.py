@@ -64,3 +64,14 @@ def test_coarse_harbour_run(tmp_path):
     g = np.load(tmp_path / "gauges.npz")
     assert g["zeta"].shape == (res["steps"], len(h.GAUGES))
     assert np.ptp(g["zeta"][:, 0]) == pytest.approx(hs["sea"])
+
+
+@pytest.mark.parametrize("bad", [{"speed": -1.0}, {"tol": 0.0}, {"rrb_level": 1},
+                                 {"backend": "tpu"}])
+def test_options_are_typed_and_checked(bad):
+    from forestpy.options import OptionError
+
+    with pytest.raises(OptionError, match=next(iter(bad))):
+        _demo().setup(**bad)
+    with pytest.raises(KeyError, match="sped"):
+        _demo().setup(sped=3.0)

@@ -33,7 +33,7 @@ import pathlib
 import time
 
 import numpy as np
-from forestpy.extensions.boussinesq import VBM
+from forestpy.extensions.boussinesq import VBM, solver_options
 
 from forestpy.options import Option, merge_options
 
@@ -49,15 +49,7 @@ OPTIONS = dict(
     sponge=Option(100.0, "sponge width (m) on the west, south and north sides", min=0.0),
     t_final=Option(None, "end time (s); default: arrival at the berth + 40 s", type=float,
                    min=0.0, none_ok=True),
-    cfl=Option(0.8, "Courant number of the leapfrog frames", min=0.0, max=1.0,
-               min_inclusive=False),
-    tol=Option(1e-6, "relative tolerance of the RRB-PCG solve per frame", min=0.0,
-               max=1.0, min_inclusive=False),
-    rrb_level=Option(None, "RRB level at which the remaining system is factorised "
-                     "completely (None: the first level with <= 64 nodes)",
-                     type=int, min=2, none_ok=True),
-    backend=Option("cpu", "cpu or gpu", choices=("cpu", "gpu")),
-    out=Option("out/harbour", "output folder"),
+    **solver_options("out/harbour"),
 )
 LX, LY = 1200.0, 800.0
 GAUGES = {

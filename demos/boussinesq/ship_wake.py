@@ -27,7 +27,7 @@ import pathlib
 import time
 
 import numpy as np
-from forestpy.extensions.boussinesq import VBM, dispersion_omega
+from forestpy.extensions.boussinesq import VBM, dispersion_omega, solver_options
 
 from forestpy.options import Option, merge_options
 
@@ -51,15 +51,7 @@ OPTIONS = dict(
         min_inclusive=False,
         none_ok=True,
     ),
-    cfl=Option(0.8, "Courant number of the leapfrog frames", min=0.0, max=1.0,
-               min_inclusive=False),
-    tol=Option(1e-6, "relative tolerance of the RRB-PCG solve per frame", min=0.0,
-               max=1.0, min_inclusive=False),
-    rrb_level=Option(None, "RRB level at which the remaining system is factorised "
-                     "completely (None: the first level with <= 64 nodes)",
-                     type=int, min=2, none_ok=True),
-    backend=Option("cpu", "cpu or gpu", choices=("cpu", "gpu")),
-    out=Option("out/ship_wake", "output folder"),
+    **solver_options("out/ship_wake"),
 )
 G = 9.81
 

@@ -36,8 +36,26 @@ import numpy as np
 from forestpy.solvers.rrb import RRBSolver
 
 from forestpy.backend import get_backend
+from forestpy.options import Option
 
-__all__ = ["VBM", "profile_coefficients", "dispersion_omega", "ship_pressure"]
+__all__ = ["VBM", "profile_coefficients", "dispersion_omega", "ship_pressure",
+           "solver_options"]
+
+
+def solver_options(out: str) -> dict:
+    """The typed options every VBM demo shares (time step, RRB-PCG, backend, output
+    folder ``out``), for a demo's ``OPTIONS``."""
+    return dict(
+        cfl=Option(0.8, "Courant number of the leapfrog frames", min=0.0, max=1.0,
+                   min_inclusive=False),
+        tol=Option(1e-6, "relative tolerance of the RRB-PCG solve per frame", min=0.0,
+                   max=1.0, min_inclusive=False),
+        rrb_level=Option(None, "RRB level at which the remaining system is factorised "
+                         "completely (None: the first level with <= 64 nodes)",
+                         type=int, min=2, none_ok=True),
+        backend=Option("cpu", "cpu or gpu", choices=("cpu", "gpu")),
+        out=Option(out, "output folder"),
+    )
 
 
 def profile_coefficients(h, kappa=None):
