@@ -338,7 +338,7 @@ class Simulation:
         while True:
             self._set_forest(forest)
             self.q = self._qinit()
-            self._validate(self.q, "the initial condition")
+            self._initial_state_set()
             if self.max_level == self.min_level:
                 break
             self.fill_ghosts()
@@ -347,6 +347,11 @@ class Simulation:
                 break
             forest = forest.refine(flags).balance()
         self.regrids = 0
+
+    def _initial_state_set(self) -> None:
+        """Called by :meth:`_initial_refinement` once ``q`` holds the initial condition
+        of a level (a distributed run checks it across ranks)."""
+        self._validate(self.q, "the initial condition")
 
     # ------------------------------------------------------------------ pieces
     def fill_ghosts(self, q=None) -> None:

@@ -239,25 +239,16 @@ class DistributedSimulation(Simulation):
         comm = getattr(self, "_pending_comm", None)
         if comm is None or hasattr(self, "comm"):  # distribute(): the serial build
             return super()._initial_refinement()
-        from forestpy.forest import Forest
-
         self._init_comm(comm)
         self.built_distributed = True
         self._full = False
-        forest = Forest.new(self.domain.brick(), self.min_level)
-        while True:
-            self._set_forest(forest)  # aux of the local rows
-            self.q = self._qinit()  # the local rows' centres
-            self._spare = self._spare_of = None
-            self._validate_all(self.q, "the initial condition")
-            if self.max_level == self.min_level:
-                break
-            self.fill_ghosts()
-            flags = self._refine_flags()
-            if not flags.any():
-                break
-            forest = forest.refine(flags).balance()
-        self.regrids = 0
+        super()._initial_refinement()  # _set_forest and _qinit act on the local rows
+
+    def _initial_state_set(self) -> None:
+        if getattr(self, "_full", True):  # the serial build
+            return super()._initial_state_set()
+        self._spare = self._spare_of = None
+        self._validate_all(self.q, "the initial condition")
 
     def _qinit(self):
         if getattr(self, "_full", True) or len(self.l2g):
