@@ -51,7 +51,8 @@ def poisson(N):
     return st, f, u
 
 
-def part_iters(Ns, backends, tol=1e-8, reps=3, loose_tol=1e-3, check_every=(8,)):
+def part_iters(Ns, backends, tol=1e-8, reps=3, loose_tol=1e-3, check_every=(8,),
+               tail_nodes=(None,)):
     from forestpy.solvers import rrb
 
     for N in Ns:
@@ -67,15 +68,20 @@ def part_iters(Ns, backends, tol=1e-8, reps=3, loose_tol=1e-3, check_every=(8,))
             # GPU: CUDA-graph iterations (default) and plain launches; a looser
             # tolerance (paper-like ~6-10 iterations) as an extra row, not the headline
             # and the device stopping rule read every k iterations (k = 1: every one)
+            # and the coarse levels in the single-block kernel up to ``tn`` nodes
             ks = list(check_every) if b == "gpu" else [None]
-            variants = [(tol, None, kc) for kc in ks]
+            tns = list(tail_nodes) if b == "gpu" else [None]
+            variants = [(tol, None, kc, tn) for tn in tns for kc in ks]
             if b == "gpu" and s._gpu.use_graph:
-                variants += [(tol, False, ks[0])] + [(loose_tol, None, kc) for kc in ks]
-            for tl, graph, kc in variants:
+                variants += [(tol, False, ks[0], tns[0])]
+                variants += [(loose_tol, None, kc, tn) for tn in tns for kc in ks]
+            for tl, graph, kc, tn in variants:
                 if graph is False:
                     s._gpu.use_graph = False
                 if kc is not None:
                     s._gpu.check_every = kc
+                if tn is not None and tn != s._gpu.tail_nodes:
+                    s._gpu.set_tail(tn)
                 x, info = s.solve(rhs, tol=tl)  # warm-up (compile, graph capture)
                 times = []
                 for _ in range(reps):
@@ -95,6 +101,8 @@ def part_iters(Ns, backends, tol=1e-8, reps=3, loose_tol=1e-3, check_every=(8,))
                         "tol": tl,
                         "cuda_graph": bool(info.get("cuda_graph", False)),
                         "check_every": kc,
+                        "tail_nodes": s._gpu.tail_nodes if s._gpu else None,
+                        "tail_from_level": s._gpu.tail_from + 1 if s._gpu else None,
                         "graph_error": getattr(s._gpu, "_graph_error", None) if s._gpu else None,
                         "iterations": info["iterations"],
                         "solve_ms": 1e3 * min(times),
@@ -264,7 +272,7 @@ def part_copy(nbytes=1 << 30):
 
 def part_routines(N, copy_bw, reps=20):
     from forestpy.solvers import rrb
-    from forestpy.solvers.rrb.gpu_kernels import TPB, _blocks
+    from forestpy.solvers.rrb.gpu_kernels import TAIL_TPB, TPB, _blocks, _red_blocks
 
     st, f, u = poisson(N)
     s = rrb.RRBSolver(st, backend="gpu")
@@ -296,7 +304,7 @@ def part_routines(N, copy_bw, reps=20):
             }
         )
 
-    bl = _blocks(n)
+    bl = _red_blocks(n)
     timeit(
         "schur_matvec+dot",
         lambda: k["matvec_dot"][bl, TPB](v(g.S9), v(vec["p"]), v(vec["q"]), v(g.sc), 5, ng),
@@ -315,17 +323,25 @@ def part_routines(N, copy_bw, reps=20):
         lambda: k["update_p"][_blocks(nf), TPB](v(fl["p"]), v(fl["z"]), v(g.sc), ng),
         6 * n,
     )
-    timeit("dot", lambda: k["dot"][_blocks(nf), TPB](v(fl["r"]), v(fl["z"]), v(g.sc), 6), 4 * n)
+    timeit("dot", lambda: k["dot"][_red_blocks(nf), TPB](v(fl["r"]), v(fl["z"]), v(g.sc), 6),
+           4 * n)
     timeit(
         "precondition (all levels)",
         lambda: g.precondition(vec["r"], vec["z"], slot=6),
         0,
         count=reps,
     )
-    nl = len(g.P)
+    timeit(
+        f"tail (levels >= {g.tail_from + 1}, one block)",
+        lambda: k["tail"][1, TAIL_TPB](v(g.Pt), v(g.BLt), v(g.Wt), v(g.hw), g.ntail,
+                                       v(g.Wlast), v(g.Xlast), v(g.Minv), ng),
+        0,
+        g.tail_from + 1,
+    )
+    nlp = len(g.P)
     src = vec["r"]
-    for lev in range(nl):
-        dst = g.W[lev + 1] if lev + 1 < nl else g.Wlast
+    for lev in range(g.tail_from):
+        dst = g.W[lev + 1] if lev + 1 < nlp else g.Wlast
         m = src.shape[1] * src.shape[2]
         timeit(
             "r2_forward",
@@ -342,7 +358,7 @@ def part_routines(N, copy_bw, reps=20):
                 16 * m,
                 lev + 1,
             )
-            X = g.W[lev + 1] if lev + 1 < nl else g.Xlast
+            X = g.W[lev + 1] if lev + 1 < nlp else g.Xlast
             timeit(
                 "r2_backward",
                 lambda P=g.P[lev], a=src, X=X, m=m: k["r2_backward"][_blocks(m), TPB](
@@ -360,7 +376,7 @@ def part_routines(N, copy_bw, reps=20):
                 lev + 1,
             )
         src = dst
-    X = g.W[1] if nl > 1 else g.Xlast
+    X = g.W[1] if nlp > 1 else g.Xlast
     timeit(
         "r2_backward+dot",
         lambda: k["r2_backward_dot"][bl, TPB](
@@ -369,6 +385,20 @@ def part_routines(N, copy_bw, reps=20):
         10 * n,
         1,
     )
+    # A whole CG iteration as the solver runs it: a captured graph of 8 iterations,
+    # never stopping (tol 0, no iteration limit), per iteration.
+    s.solve(s.backend.xp.asarray(f), tol=1e-8)
+    graph = g._capture(lambda: g._chunk(False, 8))
+    if graph is not None:
+        g.st[...] = s.backend.xp.asarray([0.0, 0.0, 1.0, 0.0, 1e30, 0.0, 0.0, 0.0])
+        stream = g._graph_stream()
+        graph.launch(stream)
+        with _events() as t:
+            for _ in range(reps):
+                graph.launch(stream)
+        emit({"bench": "routine", "N": N, "routine": "CG iteration (graph of 8)",
+              "level": 0, "ms": t.ms / (8 * reps), "graph_nodes_per_iteration":
+              len(graph.get_nodes()) / 8 if hasattr(graph, "get_nodes") else None})
 
 
 def part_vbm(N, backend, frames=5):
@@ -427,6 +457,11 @@ def main(argv=None):
     ap.add_argument("--cpu-max", type=int, default=2048, help="largest N on the CPU")
     ap.add_argument("--vbm", default="4096", help="comma list of N for 'vbm'")
     ap.add_argument(
+        "--tail-nodes",
+        default="4096",
+        help="comma list: GPU levels with at most this many quarter nodes in one block",
+    )
+    ap.add_argument(
         "--check-every",
         default="8",
         help="comma list of k: GPU iterations per graph launch / host read of the stop test",
@@ -445,7 +480,8 @@ def main(argv=None):
         for N in Ns:
             bks = (["cpu"] if N <= a.cpu_max else []) + (["gpu"] if a.gpu else [])
             if bks:
-                part_iters([N], bks, check_every=[int(k) for k in a.check_every.split(",")])
+                part_iters([N], bks, check_every=[int(k) for k in a.check_every.split(",")],
+                           tail_nodes=[int(k) for k in a.tail_nodes.split(",")])
     if "scipy" in parts:
         part_scipy([16, 32] if a.quick else [64, 128, 256, 512])
     if a.gpu and not sim and "routines" in parts:

@@ -4,11 +4,25 @@ One thread per quarter index ``(J, I)`` of a level (1D blocks of 256 threads ove
 row-major quarter rectangle), so consecutive threads touch consecutive addresses of
 every quarter array.  Inner products are fused into the kernel that produces their
 second factor (``p.Sp`` into the Schur matvec, ``r.z`` into the last preconditioner
-kernel): a block reduction in shared memory and one atomic add per block into a small
-device array of CG scalars.  ``alpha`` and ``beta`` are computed on the device from those
-scalars, and the stopping rule is evaluated on the device too (kernel ``check``; once
-it passes, every kernel of later iterations is gated off), so a CUDA graph of several
-iterations needs one small host read per launch (``check_every``).
+kernel): grid-stride loops over at most ``RED_BLOCKS`` blocks, a block reduction in
+shared memory and one atomic add per block into a small device array of CG scalars (so
+a few hundred atomics on one address, not one per 256 nodes).  ``alpha`` and ``beta``
+are computed on the device from those scalars, and the stopping rule is evaluated on
+the device too (kernel ``check``; once it passes, every kernel of later iterations is
+gated off), so a CUDA graph of several iterations needs one small host read per launch
+(``check_every``).
+
+The coarse levels, where a level-wide launch would be mostly launch latency, run in
+one single-block kernel (``tail``): every level whose quarter arrays hold at most
+``tail_nodes`` nodes, forward, the dense last-level solve and backward, with a block
+barrier between the level steps.  Their arrays live in padded stacks (one array per
+kind, a leading level index) so that one kernel sees them all.
+
+A whole solve is three kinds of CUDA graph: ``setup`` (natural -> quarter order, the
+black elimination, the first preconditioner application, the device stopping state),
+chunks of iterations, and ``finish`` (black back-substitution, quarter -> natural
+order); on the host only the copies of ``rhs`` in and ``x`` out, the launches and one
+read of the stopping state per chunk.
 
 All arrays live on the device for the life of the solver; on a machine without a GPU
 the same kernels run in Numba's CUDA simulator (tests, tiny grids).
@@ -31,6 +45,13 @@ from .ordering import from_quarters, quarter_shape, to_quarters
 __all__ = ["GPUSolverState", "gpu_kernels"]
 
 TPB = 256
+# Blocks of the reducing kernels (grid-stride loops): enough to fill an H100/H200
+# (132 multiprocessors x 8 blocks of 256), few enough that the one atomic add per
+# block on a single address stays cheap.
+RED_BLOCKS = 1024
+# Threads of the single-block coarse-level kernel (fewer in the simulator, where every
+# thread is a Python thread).
+TAIL_TPB = 512
 _KERNELS: dict = {}
 
 
@@ -64,11 +85,14 @@ def gpu_kernels():
         if g[0] != 0.0:
             return
         h, w = x.shape[1], x.shape[2]
+        n = h * w
         k = cuda.grid(1)
+        stride = cuda.gridsize(1)
         v = 0.0
-        if k < h * w:
+        while k < n:
             J = k // w
-            v = mv(S, x, y, J, k - J * w, h, w)
+            v += mv(S, x, y, J, k - J * w, h, w)
+            k += stride
         block_add(v, sc, slot)
 
     @cuda.jit
@@ -106,11 +130,14 @@ def gpu_kernels():
         if g[0] != 0.0:
             return
         h, w = y.shape[1], y.shape[2]
+        n = h * w
         k = cuda.grid(1)
+        stride = cuda.gridsize(1)
         v = 0.0
-        if k < h * w:
+        while k < n:
             J = k // w
-            v = rb(P, y, X, o, J, k - J * w, h, w)
+            v += rb(P, y, X, o, J, k - J * w, h, w)
+            k += stride
         block_add(v, sc, slot)
 
     @cuda.jit
@@ -124,16 +151,74 @@ def gpu_kernels():
             bb(BL, y, x, J, k - J * w, h, w)
 
     @cuda.jit
-    def dense_apply(Minv, y, o, g):
+    def tail(Pt, BLt, Wt, hw, ntail, Wlast, Xlast, Minv, g):
+        # Levels t = 0 .. ntail-1 of the stacks (the solver's levels f .. nl-1):
+        # forward r2 elimination (+ black elimination of the next level), the dense
+        # solve of the last level, backward; one block, a barrier between steps.
+        # hw[t] = (h, w) of Wt[t]; the last level's quarters are Wlast / Xlast.
         if g[0] != 0.0:
             return
+        t0 = cuda.threadIdx.x
+        nt = cuda.blockDim.x
+        for t in range(ntail):
+            h = hw[t, 0]
+            w = hw[t, 1]
+            y = Wt[t]
+            X = Wlast
+            if t + 1 < ntail:
+                X = Wt[t + 1]
+            k = t0
+            while k < h * w:
+                J = k // w
+                rf(Pt[t], y, X, J, k - J * w, h, w)
+                k += nt
+            cuda.syncthreads()
+            if t + 1 < ntail:
+                h1 = hw[t + 1, 0]
+                w1 = hw[t + 1, 1]
+                k = t0
+                while k < h1 * w1:
+                    J = k // w1
+                    bf(BLt[t + 1], X, J, k - J * w1, h1, w1)
+                    k += nt
+                cuda.syncthreads()
         m = Minv.shape[0]
-        i = cuda.threadIdx.x + cuda.blockIdx.x * cuda.blockDim.x
-        if i < m:
+        hl = Wlast.shape[1]
+        wl = Wlast.shape[2]
+        i = t0
+        while i < m:
             s = 0.0
             for j in range(m):
-                s += Minv[i, j] * y[j]
-            o[i] = s
+                q = j // (hl * wl)
+                jj = j - q * hl * wl
+                J = jj // wl
+                s += Minv[i, j] * Wlast[q, J, jj - J * wl]
+            q = i // (hl * wl)
+            ii = i - q * hl * wl
+            J = ii // wl
+            Xlast[q, J, ii - J * wl] = s
+            i += nt
+        cuda.syncthreads()
+        for tt in range(ntail):
+            t = ntail - 1 - tt
+            h = hw[t, 0]
+            w = hw[t, 1]
+            y = Wt[t]
+            X = Xlast
+            if t + 1 < ntail:
+                X = Wt[t + 1]
+            k = t0
+            while k < h * w:
+                J = k // w
+                rb(Pt[t], y, X, y, J, k - J * w, h, w)
+                k += nt
+            cuda.syncthreads()
+            k = t0
+            while k < h * w:
+                J = k // w
+                bb(BLt[t], y, y, J, k - J * w, h, w)
+                k += nt
+            cuda.syncthreads()
 
     @cuda.jit
     def update_xr(x, r, p, q, sc, g):
@@ -151,21 +236,17 @@ def gpu_kernels():
             return
         k = cuda.grid(1)
         if k < p.size:
-            p[k] = z[k] + (sc[2] / sc[0]) * p[k]
+            p[k] = z[k] + sc[5] * p[k]
 
     @cuda.jit
-    def roll(sc, g):
-        if cuda.grid(1) == 0 and g[0] == 0.0:
-            sc[0] = sc[2]
-            sc[1] = 0.0
-            sc[2] = 0.0
-
-    @cuda.jit
-    def start(sc, st, slot, tol, maxiter):
+    def start(sc, st, slot, par):
         # The stopping state before the first iteration (no host read of r.z):
         # normb = sqrt(sc[slot]), res = sqrt(r.z) / normb (0 when normb = 0), and the
-        # scalar roll (sc[0] = r.z, sc[1] = sc[2] = 0).
+        # scalar roll (sc[0] = r.z, sc[1] = sc[2] = 0); par = [tol, maxiter] (a device
+        # array, so a captured graph serves every tolerance).
         if cuda.grid(1) == 0:
+            tol = par[0]
+            maxiter = par[1]
             nb = sc[slot]
             if nb < 0.0:
                 nb = 0.0
@@ -196,7 +277,9 @@ def gpu_kernels():
         # The stopping rule on the device, after an iteration's r.z (sc[2]):
         # st = [done, iterations, normb, tol, maxiter, converged, res, -].  Once done,
         # every gated kernel of later (captured) iterations returns at once, so the
-        # iterate is exactly the one where the test first passed.
+        # iterate is exactly the one where the test first passed.  Otherwise the
+        # scalars roll for the next iteration: beta = r.z / r.z_old into sc[5],
+        # sc[0] = r.z, sc[1] = sc[2] = 0.
         if cuda.grid(1) == 0 and st[0] == 0.0:
             c = st[1] + 1.0
             st[1] = c
@@ -213,13 +296,20 @@ def gpu_kernels():
                 st[5] = 1.0
             elif c >= st[4]:
                 st[0] = 1.0
+            else:
+                sc[5] = sc[2] / sc[0]
+                sc[0] = sc[2]
+                sc[1] = 0.0
+                sc[2] = 0.0
 
     @cuda.jit
     def dot(a, b, sc, slot):
         k = cuda.grid(1)
+        stride = cuda.gridsize(1)
         v = 0.0
-        if k < a.size:
-            v = a[k] * b[k]
+        while k < a.size:
+            v += a[k] * b[k]
+            k += stride
         block_add(v, sc, slot)
 
     @cuda.jit
@@ -228,6 +318,47 @@ def gpu_kernels():
         if k < a.size:
             b[k] = a[k]
 
+    @cuda.jit
+    def fill(a, value):
+        k = cuda.grid(1)
+        if k < a.size:
+            a[k] = value
+
+    @cuda.jit
+    def sub(a, b, o):
+        k = cuda.grid(1)
+        if k < a.size:
+            o[k] = a[k] - b[k]
+
+    @cuda.jit
+    def split(a, y):
+        # natural (ny, nx) -> quarters y[4, h, w] (r1, r2, b1, b2), pads 0
+        h, w = y.shape[1], y.shape[2]
+        ny, nx = a.shape[0], a.shape[1]
+        k = cuda.grid(1)
+        if k < h * w:
+            J = k // w
+            I = k - J * w
+            for q in range(4):
+                i = 2 * I + (1 if (q == 1 or q == 2) else 0)
+                j = 2 * J + (1 if (q == 1 or q == 3) else 0)
+                y[q, J, I] = a[j, i] if (i < nx and j < ny) else 0.0
+
+    @cuda.jit
+    def merge(y, a):
+        # quarters y[4, h, w] -> natural (ny, nx)
+        h, w = y.shape[1], y.shape[2]
+        ny, nx = a.shape[0], a.shape[1]
+        k = cuda.grid(1)
+        if k < h * w:
+            J = k // w
+            I = k - J * w
+            for q in range(4):
+                i = 2 * I + (1 if (q == 1 or q == 2) else 0)
+                j = 2 * J + (1 if (q == 1 or q == 3) else 0)
+                if i < nx and j < ny:
+                    a[j, i] = y[q, J, I]
+
     _KERNELS.update(
         matvec_dot=matvec_dot,
         black_forward=black_forward,
@@ -235,20 +366,28 @@ def gpu_kernels():
         r2_backward=r2_backward,
         r2_backward_dot=r2_backward_dot,
         black_backward=black_backward,
-        dense_apply=dense_apply,
+        tail=tail,
         update_xr=update_xr,
         update_p=update_p,
-        roll=roll,
         check=check,
         start=start,
         dot=dot,
         copy=copy,
+        fill=fill,
+        sub=sub,
+        split=split,
+        merge=merge,
     )
     return _KERNELS
 
 
 def _blocks(n):
     return max(1, -(-n // TPB))
+
+
+def _red_blocks(n):
+    """Blocks of a reducing (grid-stride) kernel over ``n`` items."""
+    return min(_blocks(n), RED_BLOCKS)
 
 
 def _next_chunk(hist, tol, kmax):
@@ -269,9 +408,13 @@ def _next_chunk(hist, tol, kmax):
 
 
 class GPUSolverState:
-    """Device-resident factorisation and CG workspace; see :class:`.solver.RRBSolver`."""
+    """Device-resident factorisation and CG workspace; see :class:`.solver.RRBSolver`.
 
-    def __init__(self, data):
+    ``tail_nodes``: levels whose quarter arrays have at most this many nodes are applied
+    by the single-block kernel ``tail`` (0: only the dense last-level solve there).
+    """
+
+    def __init__(self, data, tail_nodes: int = 4096):
         self.sim = cuda_simulator_enabled()
         if self.sim:
             self.xp = np
@@ -288,18 +431,23 @@ class GPUSolverState:
         def put(a):
             return xp.ascontiguousarray(xp.asarray(np.ascontiguousarray(a)))
 
+        self._put = put
+        self._data = data
         self.S9 = put(data["schur9"])
         self.P = [put(p) for p in data["rot"]]
         self.BL = [put(b) for b in data["black"]]
-        self.W = [None] + [
-            xp.zeros((4,) + quarter_shape(nx, ny)) for nx, ny in data["shapes"][1:-1]
-        ]
         hk, wk = quarter_shape(*data["shapes"][-1])
         self.Wlast = xp.zeros((4, hk, wk))
         self.Xlast = xp.zeros((4, hk, wk))
         self.Minv = put(data["last_inv"])
         self.vec = {k: xp.zeros((2, h, w)) for k in ("x", "r", "z", "p", "q")}
         self.full = xp.zeros((4, h, w))
+        self.rhs_q = xp.zeros((4, h, w))
+        self.x0_q = xp.zeros((4, h, w))
+        self.rhs_nat = xp.zeros((self.ny, self.nx))
+        self.x0_nat = xp.zeros((self.ny, self.nx))
+        self.out_nat = xp.zeros((self.ny, self.nx))
+        self.par = xp.zeros(2)  # [tol, maxiter] of the solve, read by ``start``
         self.sc = xp.zeros(8)
         # Device stopping rule: st = [done, iterations, normb, tol, maxiter, converged,
         # res, -]; hist holds the relative residual of every iteration.  ``st`` is also
@@ -312,21 +460,55 @@ class GPUSolverState:
         # no-ops (gated kernels), so the iterate and the iteration count are those of
         # checking after every iteration (``check_every = 1``).
         self.check_every = 8
-        m = self.Minv.shape[0]
-        self.Wlast_flat = self.Wlast.reshape(m)
-        self.Xlast_flat = self.Xlast.reshape(m)
         nf = 2 * h * w
         self.flat = {k: a.reshape(nf) for k, a in self.vec.items()}
         self._views: dict = {}
         self._st = 0  # Numba stream of the launches (0: the default stream)
-        # A CG iteration (update_p, roll, matvec + dot, update_xr, the whole
-        # preconditioner + r.z: ~5 + 4 * levels kernels) and the start-up
-        # preconditioner applications are captured once into CUDA graphs and replayed:
-        # one graph launch instead of ~35 Python dispatches of ~30-40 us each.  Off in
-        # the simulator; ``use_graph = False`` turns it off.
+        # The setup, chunks of CG iterations (~12 + 4 x (levels outside the tail)
+        # kernels each) and the finish are captured once into CUDA graphs and replayed
+        # on one stream: a graph launch instead of ~40 Python dispatches of ~30-40 us
+        # each.  Off in the simulator; ``use_graph = False`` turns it off.
         self.use_graph = not self.sim
         self._graphs: dict = {}
         self._graph_error = None
+        self._stream = None
+        self.set_tail(tail_nodes)
+
+    def set_tail(self, tail_nodes: int) -> None:
+        """Levels with at most ``tail_nodes`` quarter nodes go to the single-block
+        kernel: their arrays are moved into padded stacks (``Pt``, ``BLt``, ``Wt``);
+        ``W[lev]`` of those levels become views of ``Wt``."""
+        xp, data = self.xp, self._data
+        nl = len(self.P)
+        shapes = [quarter_shape(nx, ny) for nx, ny in data["shapes"]]
+        f = nl
+        while f > 1 and shapes[f - 1][0] * shapes[f - 1][1] <= tail_nodes:
+            f -= 1
+        self.tail_nodes = int(tail_nodes)
+        self.tail_from = f
+        ntail = nl - f
+        hmax = max([shapes[lev][0] for lev in range(f, nl)], default=1)
+        wmax = max([shapes[lev][1] for lev in range(f, nl)], default=1)
+        nst = max(ntail, 1)
+        Pt = np.zeros((nst, 5, hmax, wmax))
+        BLt = np.zeros((nst, 2, 5, hmax, wmax))
+        hw = np.ones((nst, 2), dtype=np.int64)
+        for t in range(ntail):
+            hh, ww = shapes[f + t]
+            Pt[t, :, :hh, :ww] = data["rot"][f + t]
+            BLt[t, :, :, :hh, :ww] = data["black"][f + t]
+            hw[t] = hh, ww
+        self.Pt, self.BLt, self.hw = self._put(Pt), self._put(BLt), self._put(hw)
+        self.ntail = ntail
+        self.Wt = xp.zeros((nst, 4, hmax, wmax))
+        self.W = [None]
+        for lev in range(1, nl):
+            hh, ww = shapes[lev]
+            if lev >= f:
+                self.W.append(self.Wt[lev - f, :, :hh, :ww])
+            else:
+                self.W.append(xp.zeros((4, hh, ww)))
+        self._graphs.clear()
 
     def _stat(self, maxiter):
         """One device array ``[st (8), hist (maxiter)]``: a single read gives both."""
@@ -346,11 +528,14 @@ class GPUSolverState:
         self._views[id(a)] = (a, view)
         return view
 
+    def _flat(self, a):
+        return a.reshape(a.size)
+
     # ------------------------------------------------------------------ routines
     def matvec_dot(self, x, y, slot=1, gate=None):
         n = x.shape[1] * x.shape[2]
         g = self.nogate if gate is None else gate
-        self.k["matvec_dot"][_blocks(n), TPB, self._st](
+        self.k["matvec_dot"][_red_blocks(n), TPB, self._st](
             self.v(self.S9), self.v(x), self.v(y), self.v(self.sc), slot, self.v(g)
         )
 
@@ -359,9 +544,9 @@ class GPUSolverState:
         Every kernel returns at once when ``gate[0] != 0``."""
         k, v, st = self.k, self.v, self._st
         g = v(self.nogate if gate is None else gate)
-        nl = len(self.P)
+        nl, f = len(self.P), self.tail_from
         src = r
-        for lev in range(nl):
+        for lev in range(f):
             dst = self.W[lev + 1] if lev + 1 < nl else self.Wlast
             n = src.shape[1] * src.shape[2]
             k["r2_forward"][_blocks(n), TPB, st](v(self.P[lev]), v(src), v(dst), g)
@@ -370,19 +555,19 @@ class GPUSolverState:
                     v(self.BL[lev + 1]), v(dst), g
                 )
             src = dst
-        m = self.Minv.shape[0]
-        k["dense_apply"][_blocks(m), TPB, st](
-            v(self.Minv), v(self.Wlast_flat), v(self.Xlast_flat), g
+        k["tail"][1, 32 if self.sim else TAIL_TPB, st](
+            v(self.Pt), v(self.BLt), v(self.Wt), v(self.hw), self.ntail, v(self.Wlast),
+            v(self.Xlast), v(self.Minv), g
         )
-        X = self.Xlast
-        for lev in range(nl - 1, 0, -1):
+        X = self.W[f] if f < nl else self.Xlast
+        for lev in range(f - 1, 0, -1):
             y = self.W[lev]
             n = y.shape[1] * y.shape[2]
             k["r2_backward"][_blocks(n), TPB, st](v(self.P[lev]), v(y), v(X), v(y), g)
             k["black_backward"][_blocks(n), TPB, st](v(self.BL[lev]), v(y), v(y), g)
             X = y
         n = r.shape[1] * r.shape[2]
-        k["r2_backward_dot"][_blocks(n), TPB, st](
+        k["r2_backward_dot"][_red_blocks(n), TPB, st](
             v(self.P[0]), v(r), v(X), v(z), v(self.sc), slot, g
         )
 
@@ -403,18 +588,62 @@ class GPUSolverState:
     def scalar(self, i):
         return float(self.sc[i])
 
+    def _launch1(self, name, a, *args):
+        """A flat elementwise kernel over ``a`` (and arrays of its size)."""
+        self.k[name][_blocks(a.size), TPB, self._st](*args)
+
+    def _setup(self, warm):
+        """Before the iterations, all on the device: quarters of ``rhs`` (and ``x0``),
+        the black elimination (Schur right-hand side ``bS`` in ``full[:2]``), the
+        initial residual and its preconditioned form, ``p = z``, the stopping state."""
+        k, v, st = self.k, self.v, self._st
+        n = self.h * self.w
+        ng = v(self.nogate)
+        fl = self.flat
+        full, bS = self._flat(self.full), self._flat(self.full[:2])
+        k["split"][_blocks(n), TPB, st](v(self.rhs_nat), v(self.full))
+        self._launch1("copy", full, v(full), v(self._flat(self.rhs_q)))
+        k["black_forward"][_blocks(n), TPB, st](v(self.BL[0]), v(self.full), ng)
+        self._launch1("fill", self.sc, v(self.sc), 0.0)
+        r, z, p = self.vec["r"], self.vec["z"], self.vec["p"]
+        if not warm:
+            self._launch1("fill", fl["x"], v(fl["x"]), 0.0)
+            self._launch1("copy", bS, v(bS), v(fl["r"]))
+            self.precondition(r, z, slot=2)
+            slot = 2  # normb = sqrt(r.z)
+        else:
+            k["split"][_blocks(n), TPB, st](v(self.x0_nat), v(self.x0_q))
+            self._launch1("copy", fl["x"], v(self._flat(self.x0_q[:2])), v(fl["x"]))
+            self._launch1("copy", bS, v(bS), v(fl["z"]))
+            self.precondition(z, p, slot=3)
+            self.matvec_dot(self.vec["x"], self.vec["q"], slot=4)
+            self._launch1("sub", bS, v(bS), v(fl["q"]), v(fl["r"]))
+            self.precondition(r, z, slot=2)
+            slot = 3  # normb = sqrt(b M^-1 b)
+        self._launch1("copy", fl["z"], v(fl["z"]), v(fl["p"]))
+        k["start"][1, 1, st](v(self.sc), v(self.st), slot, v(self.par))
+
+    def _finish(self):
+        """Black back-substitution from the red iterate, quarters -> natural order."""
+        k, v, st = self.k, self.v, self._st
+        n = self.h * self.w
+        self._launch1("copy", self.flat["x"], v(self.flat["x"]), v(self._flat(self.full[:2])))
+        k["black_backward"][_blocks(n), TPB, st](
+            v(self.BL[0]), v(self.rhs_q), v(self.full), v(self.nogate)
+        )
+        k["merge"][_blocks(n), TPB, st](v(self.full), v(self.out_nat))
+
     def _head(self):
-        """Iteration part after the convergence test: ``p = z + beta p`` and the scalar
-        roll (sc[0] = r.z, sc[1] = sc[2] = 0)."""
+        """Iteration part after the convergence test: ``p = z + beta p``."""
         k, v, st = self.k, self.v, self._st
         nf = 2 * self.h * self.w
-        g = v(self.st)
-        k["update_p"][_blocks(nf), TPB, st](v(self.flat["p"]), v(self.flat["z"]), v(self.sc), g)
-        k["roll"][1, 1, st](v(self.sc), g)
+        k["update_p"][_blocks(nf), TPB, st](
+            v(self.flat["p"]), v(self.flat["z"]), v(self.sc), v(self.st)
+        )
 
     def _body(self):
         """``q = S p`` (+ p.q), ``x += alpha p``, ``r -= alpha q``, ``z = M^-1 r`` (+ r.z),
-        then the stopping rule on the device (``check``)."""
+        then the stopping rule and the scalar roll on the device (``check``)."""
         k, v, st = self.k, self.v, self._st
         nf = 2 * self.h * self.w
         fl = self.flat
@@ -440,11 +669,9 @@ class GPUSolverState:
 
     def _capture(self, fn):
         """Capture the launches of ``fn`` into a CUDA graph (CuPy stream capture of the
-        Numba launches); ``None`` on any failure (then plain launches, and why is kept
-        in ``_graph_error``)."""
-        import cupy
-
-        stream = cupy.cuda.Stream(non_blocking=False)
+        Numba launches on the solver's stream); ``None`` on any failure (then plain
+        launches, and why is kept in ``_graph_error``)."""
+        stream = self._graph_stream()
         cuda.synchronize()
         graph = None
         try:
@@ -459,7 +686,16 @@ class GPUSolverState:
             self._graph_error = repr(exc)
             self.use_graph = False
             return None
-        return graph, stream
+        return graph
+
+    def _graph_stream(self):
+        # One blocking stream for every graph: graphs run in launch order, and the
+        # host's copies and reads on the legacy default stream wait for them.
+        if self._stream is None:
+            import cupy
+
+            self._stream = cupy.cuda.Stream(non_blocking=False)
+        return self._stream
 
     def _replay(self, key, fn):
         """Run ``fn`` (kernel launches on the solver's own arrays only): plainly the first
@@ -478,44 +714,23 @@ class GPUSolverState:
             if g is None:
                 fn()
                 return False
-        graph, stream = g
-        graph.launch(stream)
-        stream.synchronize()
+        g.launch(self._graph_stream())
         return True
 
     # ------------------------------------------------------------------ PCG
     def solve(self, rhs, x0, tol, maxiter, nx, ny):
         t0 = time.perf_counter()
-        xp, k, v = self.xp, self.k, self.v
-        x, r, z, p, q = (self.vec[n] for n in ("x", "r", "z", "p", "q"))
-        n = self.h * self.w
-        full = self.full
-        full[...] = to_quarters(rhs, xp=xp)
-        rhs_q = full.copy()
-        k["black_forward"][_blocks(n), TPB](v(self.BL[0]), v(full), v(self.nogate))
-        bS = full[:2]
-        self.sc[:] = 0.0
-        graph = False
-        if x0 is None:
-            x[...] = 0.0
-            r[...] = bS
-            graph |= self._replay("prec_rz", lambda: self.precondition(r, z, slot=2))
-            slot = 2  # normb = sqrt(r.z)
-        else:
-            x[...] = to_quarters(x0, xp=xp)[:2]
-            z[...] = bS
-            graph |= self._replay("prec_zp", lambda: self.precondition(z, p, slot=3))
-            graph |= self._replay("matvec_xq", lambda: self.matvec_dot(x, q, slot=4))
-            r[...] = bS - q
-            graph |= self._replay("prec_rz", lambda: self.precondition(r, z, slot=2))
-            slot = 3  # normb = sqrt(b M^-1 b)
-        p[...] = z
+        xp = self.xp
+        self.rhs_nat[...] = rhs
+        if x0 is not None:
+            self.x0_nat[...] = x0
         if len(self.hist) < maxiter:
             self._stat(maxiter)
             self._graphs.clear()  # captured with the old state array
-        # the stopping state and the scalar roll on the device, then chunks of
-        # ``check_every`` iterations with one host read of the state after each
-        k["start"][1, 1](v(self.sc), v(self.st), slot, float(tol), float(maxiter))
+        self.par[...] = xp.asarray(np.array([tol, maxiter], dtype=np.float64))
+        warm = x0 is not None
+        graph = self._replay(("setup", warm), lambda: self._setup(warm))
+        # chunks of ``check_every`` iterations with one host read of the state after each
         kk = max(1, int(self.check_every))
         first, nit = True, kk
         while True:
@@ -526,20 +741,16 @@ class GPUSolverState:
             if stv[0] != 0.0:
                 break
             nit = _next_chunk(stv[8 : 8 + int(stv[1])], tol, kk)
-        it = int(stv[1])
-        converged = bool(stv[5] != 0.0)
-        res = float(stv[6])
-        hist = [float(h) for h in stv[8 : 8 + it]]
-        full[:2] = x
-        k["black_backward"][_blocks(n), TPB](v(self.BL[0]), v(rhs_q), v(full), v(self.nogate))
-        out = from_quarters(full, nx, ny, xp=xp)
+        graph |= self._replay("finish", self._finish)
+        out = self.out_nat.copy()
         if not self.sim:
             cuda.synchronize()
+        it = int(stv[1])
         return out, {
             "iterations": it,
-            "converged": converged,
-            "residual": res,
-            "history": hist,
+            "converged": bool(stv[5] != 0.0),
+            "residual": float(stv[6]),
+            "history": [float(h) for h in stv[8 : 8 + it]],
             "time_s": time.perf_counter() - t0,
             "cuda_graph": graph,
         }
