@@ -304,10 +304,10 @@ def part_routines(N, copy_bw, reps=20):
             }
         )
 
-    bl = _red_blocks(n)
+    bl = _red_blocks(n, g.wave("r2_backward_dot"))
     timeit(
         "schur_matvec+dot",
-        lambda: k["matvec_dot"][bl, TPB](v(g.S9), v(vec["p"]), v(vec["q"]), v(g.sc), 5, ng),
+        lambda: g.matvec_dot(vec["p"], vec["q"], slot=5),
         14 * n,
     )
     fl = g.flat
@@ -323,8 +323,8 @@ def part_routines(N, copy_bw, reps=20):
         lambda: k["update_p"][_blocks(nf), TPB](v(fl["p"]), v(fl["z"]), v(g.sc), ng),
         6 * n,
     )
-    timeit("dot", lambda: k["dot"][_red_blocks(nf), TPB](v(fl["r"]), v(fl["z"]), v(g.sc), 6),
-           4 * n)
+    timeit("dot", lambda: k["dot"][_red_blocks(nf, g.wave("dot")), TPB](
+        v(fl["r"]), v(fl["z"]), v(g.sc), 6), 4 * n)
     timeit(
         "precondition (all levels)",
         lambda: g.precondition(vec["r"], vec["z"], slot=6),
@@ -458,7 +458,7 @@ def main(argv=None):
     ap.add_argument("--vbm", default="4096", help="comma list of N for 'vbm'")
     ap.add_argument(
         "--tail-nodes",
-        default="4096",
+        default="1024",
         help="comma list: GPU levels with at most this many quarter nodes in one block",
     )
     ap.add_argument(

@@ -45,9 +45,12 @@ from .ordering import from_quarters, quarter_shape, to_quarters
 __all__ = ["GPUSolverState", "gpu_kernels"]
 
 TPB = 256
-# Blocks of the reducing kernels (grid-stride loops): enough to fill an H100/H200
-# (132 multiprocessors x 8 blocks of 256), few enough that the one atomic add per
-# block on a single address stays cheap.
+MV_TILE = (32, 8)  # threads (I, J) of a matvec block; MV_TILE[0] * MV_TILE[1] == TPB
+# Blocks of the reducing kernels (grid-stride loops) before their register count is
+# known (first launch, simulator); then exactly one wave: as many blocks as fit on
+# the device at once (an H200: 2 x 132 for the matvec's 92 registers a thread).  One
+# wave measured 14 us for the 1225^2 matvec against 23 us with 1024 blocks (the
+# partial last wave) on an H200.
 RED_BLOCKS = 1024
 # Threads of the single-block coarse-level kernel (fewer in the simulator, where every
 # thread is a Python thread).
@@ -68,7 +71,7 @@ def gpu_kernels():
     @cuda.jit(device=True)
     def block_add(v, sc, slot):
         sh = cuda.shared.array(TPB, float64)
-        t = cuda.threadIdx.x
+        t = cuda.threadIdx.x + cuda.threadIdx.y * cuda.blockDim.x
         sh[t] = v
         cuda.syncthreads()
         s = TPB // 2
@@ -82,17 +85,20 @@ def gpu_kernels():
 
     @cuda.jit
     def matvec_dot(S, x, y, sc, slot, g):
+        # 2D blocks of MV_TILE threads (grid-stride over rows): the rows J - 1 and
+        # J + 1 a node reads were mostly loaded by the same block, so they come from
+        # its multiprocessor's L1 rather than L2 (1D blocks of one row: 40 % of copy
+        # bandwidth on an H200, see docs/rrb.md).
         if g[0] != 0.0:
             return
         h, w = x.shape[1], x.shape[2]
-        n = h * w
-        k = cuda.grid(1)
-        stride = cuda.gridsize(1)
+        I = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+        J = cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y
         v = 0.0
-        while k < n:
-            J = k // w
-            v += mv(S, x, y, J, k - J * w, h, w)
-            k += stride
+        if I < w:
+            while J < h:
+                v += mv(S, x, y, J, I, h, w)
+                J += cuda.blockDim.y * cuda.gridDim.y
         block_add(v, sc, slot)
 
     @cuda.jit
@@ -155,7 +161,10 @@ def gpu_kernels():
         # Levels t = 0 .. ntail-1 of the stacks (the solver's levels f .. nl-1):
         # forward r2 elimination (+ black elimination of the next level), the dense
         # solve of the last level, backward; one block, a barrier between steps.
-        # hw[t] = (h, w) of Wt[t]; the last level's quarters are Wlast / Xlast.
+        # hw[t] = (h, w) of Wt[t]; the last level's quarters are Wlast / Xlast
+        # (Minv works on their flat (q, J, I) order; no flat views are passed: the
+        # CUDA simulator copies every argument, so two views of one array would not
+        # alias there).  blockDim.x: a multiple of 32, at most TAIL_TPB.
         if g[0] != 0.0:
             return
         t0 = cuda.threadIdx.x
@@ -182,23 +191,34 @@ def gpu_kernels():
                     bf(BLt[t + 1], X, J, k - J * w1, h1, w1)
                     k += nt
                 cuda.syncthreads()
+        # dense solve of the last level, one warp per row (lanes over the row:
+        # coalesced reads of Minv, and no serial chain of m dependent loads)
+        red = cuda.shared.array(TAIL_TPB, float64)
         m = Minv.shape[0]
-        hl = Wlast.shape[1]
         wl = Wlast.shape[2]
-        i = t0
-        while i < m:
+        hwl = Wlast.shape[1] * wl
+        lane = t0 % 32
+        nw = nt // 32
+        for i0 in range(0, m, nw):
+            i = i0 + t0 // 32
             s = 0.0
-            for j in range(m):
-                q = j // (hl * wl)
-                jj = j - q * hl * wl
-                J = jj // wl
-                s += Minv[i, j] * Wlast[q, J, jj - J * wl]
-            q = i // (hl * wl)
-            ii = i - q * hl * wl
-            J = ii // wl
-            Xlast[q, J, ii - J * wl] = s
-            i += nt
-        cuda.syncthreads()
+            if i < m:
+                j = lane
+                while j < m:
+                    q = j // hwl
+                    J = (j - q * hwl) // wl
+                    s += Minv[i, j] * Wlast[q, J, j - q * hwl - J * wl]
+                    j += 32
+            red[t0] = s
+            cuda.syncthreads()
+            if lane == 0 and i < m:
+                acc = 0.0
+                for j in range(32):
+                    acc += red[t0 + j]
+                q = i // hwl
+                J = (i - q * hwl) // wl
+                Xlast[q, J, i - q * hwl - J * wl] = acc
+            cuda.syncthreads()
         for tt in range(ntail):
             t = ntail - 1 - tt
             h = hw[t, 0]
@@ -385,9 +405,30 @@ def _blocks(n):
     return max(1, -(-n // TPB))
 
 
-def _red_blocks(n):
+def _mv_grid(h, w, cap=RED_BLOCKS):
+    """Blocks of the 2D matvec: every column tile, rows capped so that there are at
+    most ``cap`` blocks (at least one row of tiles)."""
+    gx = -(-w // MV_TILE[0])
+    gy = max(1, min(-(-h // MV_TILE[1]), cap // gx))
+    return gx, gy
+
+
+def _red_blocks(n, cap=RED_BLOCKS):
     """Blocks of a reducing (grid-stride) kernel over ``n`` items."""
-    return min(_blocks(n), RED_BLOCKS)
+    return min(_blocks(n), cap)
+
+
+def one_wave(kernel) -> int:
+    """Blocks of ``TPB`` threads of a compiled ``kernel`` resident on the device at
+    once (register-limited occupancy); ``RED_BLOCKS`` while not compiled yet."""
+    try:
+        regs = max(kernel.get_regs_per_thread().values())
+    except Exception:  # noqa: BLE001 - not compiled yet, or no such query
+        return RED_BLOCKS
+    dev = cuda.get_current_device()
+    regs = -(-max(int(regs), 1) // 8) * 8  # allocation granularity
+    per_sm = max(1, min(2048 // TPB, 65536 // (TPB * regs)))
+    return dev.MULTIPROCESSOR_COUNT * per_sm
 
 
 def _next_chunk(hist, tol, kmax):
@@ -414,7 +455,7 @@ class GPUSolverState:
     by the single-block kernel ``tail`` (0: only the dense last-level solve there).
     """
 
-    def __init__(self, data, tail_nodes: int = 4096):
+    def __init__(self, data, tail_nodes: int = 1024):
         self.sim = cuda_simulator_enabled()
         if self.sim:
             self.xp = np
@@ -462,6 +503,11 @@ class GPUSolverState:
         self.check_every = 8
         nf = 2 * h * w
         self.flat = {k: a.reshape(nf) for k, a in self.vec.items()}
+        # flat views made once (``v`` caches device views by object)
+        self.full_flat = self.full.reshape(4 * h * w)
+        self.bS_flat = self.full[:2].reshape(nf)
+        self.rhs_q_flat = self.rhs_q.reshape(4 * h * w)
+        self.x0_red_flat = self.x0_q[:2].reshape(nf)
         self._views: dict = {}
         self._st = 0  # Numba stream of the launches (0: the default stream)
         # The setup, chunks of CG iterations (~12 + 4 x (levels outside the tail)
@@ -472,6 +518,7 @@ class GPUSolverState:
         self._graphs: dict = {}
         self._graph_error = None
         self._stream = None
+        self._wave: dict = {}
         self.set_tail(tail_nodes)
 
     def set_tail(self, tail_nodes: int) -> None:
@@ -528,14 +575,20 @@ class GPUSolverState:
         self._views[id(a)] = (a, view)
         return view
 
-    def _flat(self, a):
-        return a.reshape(a.size)
+    def wave(self, name):
+        """Blocks of one wave of the reducing kernel ``name`` (see :func:`one_wave`)."""
+        got = self._wave.get(name)
+        if got is None:
+            got = RED_BLOCKS if self.sim else one_wave(self.k[name])
+            if got != RED_BLOCKS or self.sim:
+                self._wave[name] = got
+        return got
 
     # ------------------------------------------------------------------ routines
     def matvec_dot(self, x, y, slot=1, gate=None):
-        n = x.shape[1] * x.shape[2]
         g = self.nogate if gate is None else gate
-        self.k["matvec_dot"][_red_blocks(n), TPB, self._st](
+        grid = _mv_grid(self.h, self.w, self.wave("matvec_dot"))
+        self.k["matvec_dot"][grid, MV_TILE, self._st](
             self.v(self.S9), self.v(x), self.v(y), self.v(self.sc), slot, self.v(g)
         )
 
@@ -567,7 +620,7 @@ class GPUSolverState:
             k["black_backward"][_blocks(n), TPB, st](v(self.BL[lev]), v(y), v(y), g)
             X = y
         n = r.shape[1] * r.shape[2]
-        k["r2_backward_dot"][_red_blocks(n), TPB, st](
+        k["r2_backward_dot"][_red_blocks(n, self.wave("r2_backward_dot")), TPB, st](
             v(self.P[0]), v(r), v(X), v(z), v(self.sc), slot, g
         )
 
@@ -600,9 +653,9 @@ class GPUSolverState:
         n = self.h * self.w
         ng = v(self.nogate)
         fl = self.flat
-        full, bS = self._flat(self.full), self._flat(self.full[:2])
+        full, bS = self.full_flat, self.bS_flat
         k["split"][_blocks(n), TPB, st](v(self.rhs_nat), v(self.full))
-        self._launch1("copy", full, v(full), v(self._flat(self.rhs_q)))
+        self._launch1("copy", full, v(full), v(self.rhs_q_flat))
         k["black_forward"][_blocks(n), TPB, st](v(self.BL[0]), v(self.full), ng)
         self._launch1("fill", self.sc, v(self.sc), 0.0)
         r, z, p = self.vec["r"], self.vec["z"], self.vec["p"]
@@ -613,7 +666,7 @@ class GPUSolverState:
             slot = 2  # normb = sqrt(r.z)
         else:
             k["split"][_blocks(n), TPB, st](v(self.x0_nat), v(self.x0_q))
-            self._launch1("copy", fl["x"], v(self._flat(self.x0_q[:2])), v(fl["x"]))
+            self._launch1("copy", fl["x"], v(self.x0_red_flat), v(fl["x"]))
             self._launch1("copy", bS, v(bS), v(fl["z"]))
             self.precondition(z, p, slot=3)
             self.matvec_dot(self.vec["x"], self.vec["q"], slot=4)
@@ -627,7 +680,7 @@ class GPUSolverState:
         """Black back-substitution from the red iterate, quarters -> natural order."""
         k, v, st = self.k, self.v, self._st
         n = self.h * self.w
-        self._launch1("copy", self.flat["x"], v(self.flat["x"]), v(self._flat(self.full[:2])))
+        self._launch1("copy", self.flat["x"], v(self.flat["x"]), v(self.bS_flat))
         k["black_backward"][_blocks(n), TPB, st](
             v(self.BL[0]), v(self.rhs_q), v(self.full), v(self.nogate)
         )
