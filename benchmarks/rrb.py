@@ -285,15 +285,22 @@ def part_routines(N, copy_bw, reps=20):
     nf = 2 * n
 
     def timeit(name, launch, words, level=1, count=reps):
-        launch()
+        # ``count`` launches captured in one CUDA graph, replayed: device time per
+        # launch as inside the solver's graphs (plain launches from Python would
+        # measure the ~25 us dispatch at small sizes)
+        launch()  # compile
+        graph = g._capture(lambda: [launch() for _ in range(count)])
+        stream = g._graph_stream()
+        graph.launch(stream)
         with _events() as t:
-            for _ in range(count):
-                launch()
-        ms = t.ms / count
+            for _ in range(5):
+                graph.launch(stream)
+        ms = t.ms / (5 * count)
         bw = words * 8 / (ms * 1e-3) / 1e9
         emit(
             {
                 "bench": "routine",
+                "timing": f"CUDA graph of {count} launches",
                 "N": N,
                 "routine": name,
                 "level": level,
@@ -313,17 +320,17 @@ def part_routines(N, copy_bw, reps=20):
     fl = g.flat
     timeit(
         "update_xr",
-        lambda: k["update_xr"][_blocks(nf), TPB](
+        lambda: k["update_xr"][_blocks(nf), TPB, g._st](
             v(fl["x"]), v(fl["r"]), v(fl["p"]), v(fl["q"]), v(g.sc), ng
         ),
         12 * n,
     )
     timeit(
         "update_p",
-        lambda: k["update_p"][_blocks(nf), TPB](v(fl["p"]), v(fl["z"]), v(g.sc), ng),
+        lambda: k["update_p"][_blocks(nf), TPB, g._st](v(fl["p"]), v(fl["z"]), v(g.sc), ng),
         6 * n,
     )
-    timeit("dot", lambda: k["dot"][_red_blocks(nf, g.wave("dot")), TPB](
+    timeit("dot", lambda: k["dot"][_red_blocks(nf, g.wave("dot")), TPB, g._st](
         v(fl["r"]), v(fl["z"]), v(g.sc), 6), 4 * n)
     timeit(
         "precondition (all levels)",
@@ -333,7 +340,7 @@ def part_routines(N, copy_bw, reps=20):
     )
     timeit(
         f"tail (levels >= {g.tail_from + 1}, one block)",
-        lambda: k["tail"][1, TAIL_TPB](v(g.Pt), v(g.BLt), v(g.Wt), v(g.hw), g.ntail,
+        lambda: k["tail"][1, TAIL_TPB, g._st](v(g.Pt), v(g.BLt), v(g.Wt), v(g.hw), g.ntail,
                                        v(g.Wlast), v(g.Xlast), v(g.Minv), ng),
         0,
         g.tail_from + 1,
@@ -345,7 +352,7 @@ def part_routines(N, copy_bw, reps=20):
         m = src.shape[1] * src.shape[2]
         timeit(
             "r2_forward",
-            lambda P=g.P[lev], a=src, b=dst, m=m: k["r2_forward"][_blocks(m), TPB](
+            lambda P=g.P[lev], a=src, b=dst, m=m: k["r2_forward"][_blocks(m), TPB, g._st](
                 v(P), v(a), v(b), ng
             ),
             8 * m,
@@ -354,14 +361,15 @@ def part_routines(N, copy_bw, reps=20):
         if lev >= 1:
             timeit(
                 "black_forward",
-                lambda B=g.BL[lev], a=src, m=m: k["black_forward"][_blocks(m), TPB](v(B), v(a), ng),
+                lambda B=g.BL[lev], a=src, m=m: k["black_forward"][_blocks(m), TPB, g._st](
+                    v(B), v(a), ng),
                 16 * m,
                 lev + 1,
             )
             X = g.W[lev + 1] if lev + 1 < nlp else g.Xlast
             timeit(
                 "r2_backward",
-                lambda P=g.P[lev], a=src, X=X, m=m: k["r2_backward"][_blocks(m), TPB](
+                lambda P=g.P[lev], a=src, X=X, m=m: k["r2_backward"][_blocks(m), TPB, g._st](
                     v(P), v(a), v(X), v(a), ng
                 ),
                 9 * m,
@@ -369,7 +377,7 @@ def part_routines(N, copy_bw, reps=20):
             )
             timeit(
                 "black_backward",
-                lambda B=g.BL[lev], a=src, m=m: k["black_backward"][_blocks(m), TPB](
+                lambda B=g.BL[lev], a=src, m=m: k["black_backward"][_blocks(m), TPB, g._st](
                     v(B), v(a), v(a), ng
                 ),
                 16 * m,
@@ -379,7 +387,7 @@ def part_routines(N, copy_bw, reps=20):
     X = g.W[1] if nlp > 1 else g.Xlast
     timeit(
         "r2_backward+dot",
-        lambda: k["r2_backward_dot"][bl, TPB](
+        lambda: k["r2_backward_dot"][bl, TPB, g._st](
             v(g.P[0]), v(vec["r"]), v(X), v(vec["z"]), v(g.sc), 6, ng
         ),
         10 * n,

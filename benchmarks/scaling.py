@@ -14,17 +14,36 @@ Problem: a shallow-water dam break (shallow_roe, walls) on a uniform grid of
 (the others wait), so one launch measures 1 and 2 GPUs with the kernels compiled once.
 
 One rank runs the plain serial :class:`~forestpy.Simulation` (the reference); with
-several ranks one simulation is timed with overlap off, then goes on with it on.
-Per run: ``s_per_step`` is the wall time per step with timers that do not synchronise
-the device (what a user sees; on the GPU the overlapped exchange runs while the early
-patches' kernel runs).  ``phase_s_per_step`` comes from a second timed segment whose
-timers synchronise the device per phase (on the CPU the two are one segment), the
-largest over ranks: exchange (halo and edge-flux exchanges: post + pack + wait +
-unpack), exchange.pack, exchange.wait, exchange.unpack, ghost_fill, step, time_sync,
-cfl_check.  A weak run records ``efficiency`` = s_per_step on 1 rank / s_per_step here
-and a strong run ``speedup``, when the 1-rank run was in the same launch.  An overlap-on
-run records ``exchange_hidden`` = (s_per_step off - s_per_step on) / exchange of the
-off run (1 when overlap hides the whole exchange).
+several ranks one simulation goes on through ``--repeats`` rounds of timed segments of
+``--steps`` steps, one segment per overlap setting in each round (off, on, off, on,
+...), so that a drift of the machine touches both settings alike.  ``--overlap`` takes
+off, on and single: "on" is the default step (on the GPU two patch-list launches, see
+``DistributedSimulation._step_overlapped``), "single" the overlap without them (one
+launch for the early patches, one for the late ones).
+Per segment: the wall time per step with timers that do not synchronise the device
+(what a user sees; on the GPU the overlapped exchange runs while the early patches'
+kernel runs), and the phases from a second segment whose timers synchronise the device
+per phase (on the CPU the two are one segment), the largest over ranks: exchange (halo
+and edge-flux exchanges: post + pack + wait + unpack), exchange.pack, exchange.wait,
+exchange.unpack, ghost_fill, step, time_sync, cfl_check, and the two costs that the
+overlap adds, inside ghost_fill and step: ghost_fill.late (the second fill pass, of the
+late patches) and step.late (their kernel, with the gather and scatter of their rows;
+with the GPU's two launches: step.second, the late patches and half of the early ones).
+Per run: ``s_per_step`` is the median over the repeats (``s_per_step_repeats`` each,
+``s_per_step_min``/``_max``, ``s_per_step_spread`` = (max - min) / median);
+``phase_s_per_step`` the median of each phase (``phase_s_per_step_repeats`` each).  A
+weak run records ``efficiency`` = s_per_step on 1 rank / s_per_step here and a strong run
+``speedup``, when the 1-rank run was in the same launch.  An overlap-on run records
+``exchange_hidden`` = (s_per_step off - s_per_step on) / exchange of the off run, from
+the medians (1 when overlap hides the whole exchange), ``exchange_hidden_repeats`` the
+same per round (its two adjacent segments, over the median exchange), and
+``overlap_extra_s_per_step`` = ghost_fill.late + step.late, and ``overlap_variant``.
+With "none" among the settings (put it last: it leaves the halo stale), an overlapped
+run also records ``halo_cost_s_per_step`` = s_per_step(off) - s_per_step(none), the
+halo exchange's cost as wall time, and ``exchange_hidden_wall`` = (s_per_step(off) -
+s_per_step(on)) / that cost (per round: ``exchange_hidden_wall_repeats``): the share of
+the exchange's wall-time cost that the overlap removes, with its own added costs
+(second fill pass, two launches) counted against it.
 """
 
 import argparse
@@ -36,7 +55,7 @@ import time
 import numpy as np
 
 PHASES = ("exchange", "exchange.pack", "exchange.wait", "exchange.unpack", "ghost_fill",
-          "step", "time_sync", "cfl_check")
+          "step", "time_sync", "cfl_check", "ghost_fill.late", "step.late", "step.second")
 
 
 def _list(kind):
@@ -96,7 +115,9 @@ def main(argv=None):
     ap.add_argument("--mx", type=int, default=32)
     ap.add_argument("--level", type=int, default=3)
     ap.add_argument("--trees", type=int, default=1)
-    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--steps", type=int, default=50, help="steps per timed segment")
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="timed segments per run, overlap settings interleaved")
     ap.add_argument("--overlap", type=_list(str), default=["off", "on"], help="off,on")
     ap.add_argument("--sizes", type=_list(int), default=None,
                     help="run on the first k ranks for each k (default: all ranks)")
@@ -107,11 +128,13 @@ def main(argv=None):
 
     world = MPI.COMM_WORLD
     sizes = a.sizes or [world.size]
-    if a.trees < 1 or any(not 1 <= k <= world.size for k in sizes):
-        raise SystemExit("--trees must be positive and --sizes within 1..ranks")
+    if a.trees < 1 or a.steps < 1 or a.repeats < 1 or any(
+            not 1 <= k <= world.size for k in sizes):
+        raise SystemExit("--trees, --steps, --repeats must be positive and --sizes "
+                         "within 1..ranks")
     if any(m not in ("weak", "strong") for m in a.mode) or any(
-            o not in ("on", "off") for o in a.overlap):
-        raise SystemExit("--mode takes weak,strong and --overlap off,on")
+            o not in ("on", "off", "single", "none") for o in a.overlap):
+        raise SystemExit("--mode takes weak,strong and --overlap off,on,single,none")
     device = None
     if a.backend == "gpu":
         from forestpy.parallel import select_device
@@ -124,11 +147,18 @@ def main(argv=None):
             if k == 1 and mode == "strong" and "weak" in a.mode:
                 continue  # the same problem as weak on one rank
             sim = build(a, comm, mode) if comm != MPI.COMM_NULL else None
+            settings = a.overlap if k > 1 else ["off"]
+            segments = {ov: [] for ov in settings}
+            for _ in range(a.repeats if sim is not None else 0):
+                for ov in settings:
+                    segments[ov].append(segment(a, sim, comm, ov))
             off = None
-            for ov in (a.overlap if k > 1 else ["off"]):
+            none = [w for w, _ in segments.get("none", [])]
+            for ov in settings:
                 rec = None
                 if sim is not None:
-                    rec = run_one(a, sim, comm, mode, ov == "on", device)
+                    rec = record(a, sim, comm, mode, ov != "off", device, segments[ov])
+                    rec["overlap_variant"] = ov
                     if k == 1:
                         one_rank["weak"] = one_rank["strong"] = rec["s_per_step"]
                     elif mode in one_rank:
@@ -136,9 +166,25 @@ def main(argv=None):
                         rec[key] = one_rank[mode] / rec["s_per_step"]
                     if ov == "off":
                         off = rec
-                    elif off is not None and off["phase_s_per_step"]["exchange"] > 0:
+                    elif ov == "none":
+                        pass
+                    elif off is not None and none:
+                        # the halo exchange's cost as wall time, T(off) - T(none), and
+                        # the share of it the overlap removes
+                        t_none = float(np.median(none))
+                        rec["halo_cost_s_per_step"] = off["s_per_step"] - t_none
+                        rec["exchange_hidden_wall"] = (
+                            (off["s_per_step"] - rec["s_per_step"]) / (off["s_per_step"] - t_none))
+                        rec["exchange_hidden_wall_repeats"] = [
+                            (w_off - w_on) / (w_off - w_none) for (w_off, _), (w_on, _), w_none
+                            in zip(segments["off"], segments[ov], none)]
+                    if ov not in ("off", "none") and off is not None and \
+                            off["phase_s_per_step"]["exchange"] > 0:
                         rec["exchange_hidden"] = (off["s_per_step"] - rec["s_per_step"]) / \
                             off["phase_s_per_step"]["exchange"]
+                        rec["exchange_hidden_repeats"] = [
+                            (w_off - w_on) / off["phase_s_per_step"]["exchange"]
+                            for (w_off, _), (w_on, _) in zip(segments["off"], segments[ov])]
                 world.Barrier()
                 if world.rank == 0:
                     line = json.dumps(rec)
@@ -155,17 +201,41 @@ def main(argv=None):
             comm.Free()
 
 
-def run_one(a, sim, comm, mode, overlap, device):
-    """Time ``sim`` with overlap on or off (the same simulation goes on)."""
+def segment(a, sim, comm, overlap):
+    """One timed segment of ``sim`` (which goes on) with overlap ``"off"``, ``"on"``,
+    ``"single"`` (on, without the GPU's two patch-list launches: one early launch and
+    one of the late patches) or ``"none"`` (off, and the halo exchange skipped: the
+    run without its communication, a timing reference whose state is wrong): seconds
+    per step, the per-phase seconds."""
+    if comm.size > 1:
+        sim.overlap = overlap in ("on", "single")
+        sim.__dict__.pop("_rows_ok", None)  # "on": decided from the backend and the step
+        sim.__dict__.pop("_exchange", None)
+        if overlap == "single":
+            sim._rows_ok = False
+        if overlap == "none":
+            exchange = type(sim)._exchange
+
+            def skip_halo(arr, plan, send_arr=None):
+                if plan is not sim.q_exchange:
+                    exchange(sim, arr, plan, send_arr)
+
+            sim._exchange = skip_halo
+    sim.run(max_steps=2)  # compile, first exchange; after a switch, the new mode's buffers
+    wall, phases = timed(sim, comm, a.steps, sync=False)
+    if a.backend == "gpu":  # the split needs synchronising timers: a second segment
+        _, phases = timed(sim, comm, a.steps, sync=True)
+    return wall, phases
+
+
+def record(a, sim, comm, mode, overlap, device, segments):
+    """The JSON record of one run from its timed segments (medians over them)."""
     from mpi4py import MPI
 
-    if comm.size > 1:
-        sim.overlap = overlap
-    sim.run(max_steps=2)  # compile, first exchange
+    walls = [w for w, _ in segments]
+    wall = float(np.median(walls))
+    phases = {p: float(np.median([ph[p] for _, ph in segments])) for p in PHASES}
     gpu = a.backend == "gpu"
-    wall, phases = timed(sim, comm, a.steps, sync=False)
-    if gpu:  # the split needs synchronising timers: a second segment
-        _, phases = timed(sim, comm, a.steps, sync=True)
     cells = sim.geom.npatch * a.mx * a.mx
     late = sim.late.n if comm.size > 1 else 0
     # per-rank memory: patch rows held (owned + halo in a distributed run), bytes of
@@ -183,7 +253,12 @@ def run_one(a, sim, comm, mode, overlap, device):
         device=device, mx=a.mx, level=a.level, trees_x=int(sim.domain.ntrees[0]),
         npatch=int(sim.geom.npatch), cells=int(cells), cells_per_rank=int(cells // comm.size),
         steps=a.steps, overlap=overlap, s_per_step=wall, cell_updates_per_s=cells / wall,
-        phase_s_per_step=phases, phases_synchronised=gpu, distributed=comm.size > 1,
+        repeats=len(walls), s_per_step_repeats=walls, s_per_step_min=min(walls),
+        s_per_step_max=max(walls), s_per_step_spread=(max(walls) - min(walls)) / wall,
+        phase_s_per_step=phases, phases_synchronised=gpu,
+        phase_s_per_step_repeats={p: [ph[p] for _, ph in segments] for p in PHASES},
+        overlap_extra_s_per_step=phases["ghost_fill.late"] + phases["step.late"],
+        distributed=comm.size > 1,
         halo_patches_per_rank=int(comm.allreduce(len(getattr(sim, "halo", ())), op=MPI.MAX)),
         late_patches_per_rank=int(comm.allreduce(late, op=MPI.MAX)),
         late_fraction=float(comm.allreduce(late, op=MPI.MAX)) / nmax,

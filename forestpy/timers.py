@@ -94,7 +94,9 @@ class Timers:
 
         lines = [f"{'phase':<24}{'seconds':>10}{'share':>8}"]
         for k, v in self.seconds.items():
-            lines.append(line("  " + k.split(".", 1)[1] if "." in k else k, v))
+            if "." in k:  # sub-phases outside PHASES are listed last: named in full
+                k = "  " + (k.split(".", 1)[1] if k in PHASES else k)
+            lines.append(line(k, v))
         lines.append(line("other", self.other(wall)))
         lines.append(f"{'total wall':<24}{wall:10.3f}")
         return "\n".join(lines)

@@ -275,7 +275,9 @@ class SolverVtable:
         ``(num_eqn,) + x.shape``.  ``setaux(x, y, dx, dy) -> aux`` (optional), shape
         ``(num_aux,) + x.shape``, ghost cells included.
     Single-step update
-        ``step(q, aux, geom, dt) -> (q_new, cfl, edge_fluxes)`` (required);
+        ``step(q, aux, geom, dt, out=None, edge_out=None) -> (q_new, cfl, edge_fluxes)``
+        (required; ``out``/``edge_out``: arrays to write the new interiors and the edge
+        fluxes into, which the distributed step passes);
         ``b4step(sim, dt)`` (optional, before each step);
         ``src2(q, aux, x, y, t, dt)`` (optional split source, updates ``q`` in place).
     Time sync

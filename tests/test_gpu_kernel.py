@@ -100,7 +100,9 @@ def both(solver, mx, my, order, tw, capa, limiter="mc", npatch=2, mbc=2, seed=0,
     qg = np.full(q.shape, np.nan, dtype=dtype)
     cg = np.full(npatch, np.nan)
     eg = np.full((npatch, 4, meqn, max(mx, my)), np.nan)
-    gpu[npatch, nt](q.astype(dtype), aux.astype(dtype), qg, dx, dy, dt, params, codes, cg, eg)
+    rows = np.arange(npatch, dtype=np.int64)
+    gpu[npatch, nt](rows, q.astype(dtype), aux.astype(dtype), qg, dx, dy, dt, params, codes, cg,
+                    eg)
     b = mbc
     return (qc[:, :, b:-b, b:-b], cc, ec), (qg[:, :, b:-b, b:-b], cg, eg)
 
@@ -176,3 +178,28 @@ def test_gpu_fluctuations_match_cpu():
         make_fluctuation_kernel(solver)(ixy, ql, qr, none, none, solver.params_array(), a)
         make_gpu_fluctuation_kernel(solver)(ixy, ql, qr, none, none, solver.params_array(), b)
         assert np.abs(a - b).max() < 1e-14
+
+
+def test_rows_list_steps_only_the_listed_patches():
+    """``rows``: the listed patches (any order) get the full launch's results; the
+    others' entries of qnew, cfl and edge are untouched."""
+    solver = get_riemann("shallow_roe")
+    mx = my = 4
+    mbc, npatch = 2, 3
+    q, aux, dx, dy = make_data(solver, mx, my, mbc, npatch, seed=4)
+    params = solver.params_array()
+    codes = np.full(solver.num_waves, LIMITERS["mc"], dtype=np.int64)
+    gpu, nt = make_gpu_step_kernel(solver, mx, my, mbc)
+    shape_e = (npatch, 4, solver.num_eqn, max(mx, my))
+    full = (np.zeros_like(q), np.zeros(npatch), np.zeros(shape_e))
+    gpu[npatch, nt](np.arange(npatch), q, aux, *full[:1], dx, dy, 0.02, params, codes,
+                    *full[1:])
+    part = (np.full_like(q, np.nan), np.full(npatch, np.nan), np.full(shape_e, np.nan))
+    rows = np.array([2, 0], dtype=np.int64)
+    gpu[len(rows), nt](rows, q, aux, *part[:1], dx, dy, 0.02, params, codes, *part[1:])
+    b = mbc
+    for a, c in zip(full, part):
+        if a.ndim == 4:
+            a, c = a[:, :, b:-b, b:-b], c[:, :, b:-b, b:-b]
+        assert np.array_equal(a[rows], c[rows])
+        assert np.isnan(c[1]).all()

@@ -346,10 +346,14 @@ def test_serial_checkpoint_restarts_on_2_ranks(tmp_path, radial_dam, serial_amr)
 
 
 @pytest.mark.slow
-def test_gpu_backend_is_bitwise_the_serial_run(tmp_path, radial_dam):
+@pytest.mark.parametrize("level", [1, 2])
+def test_gpu_backend_is_bitwise_the_serial_run(tmp_path, radial_dam, level):
     # the GPU path (device arrays, buffers staged through the host), uniform grid; in CI in
-    # Numba's CUDA simulator (~20 s), on a GPU machine with NUMBA_ENABLE_CUDASIM=0
-    opts = dict(mx=8, min_level=1, max_level=1, t_final=0.1, backend="gpu")  # 4 patches
+    # Numba's CUDA simulator (~20 s), on a GPU machine with NUMBA_ENABLE_CUDASIM=0.  Level
+    # 1: 4 patches, all late; level 2: 16, early and late ones, so both patch-list
+    # launches of the overlapped step hold patches
+    mx, t_final = (8, 0.1) if level == 1 else (4, 0.5)  # 1 step; 3 steps
+    opts = dict(mx=mx, min_level=level, max_level=level, t_final=t_final, backend="gpu")
     par = launch(2, tmp_path, "run", **opts)
     sim = serial(radial_dam, **opts)
     assert (par["owned"] > 0).all()

@@ -192,6 +192,7 @@ class DistributedSimulation(Simulation):
 
     overlap = True
     whole_range_fraction = 0.25  # see _step_overlapped
+    early_split = 0.5  # GPU: share of the early patches in the first launch
 
     def __init__(self, riemann, *, qinit, domain=None, comm=None, overlap=None, **options):
         self._pending_comm = comm if comm is not None else _world()
@@ -435,6 +436,12 @@ class DistributedSimulation(Simulation):
             )
 
         self.early, self.late = group(early_rows), group(late_rows)
+        # GPU, patch-list launches (see _step_overlapped): early patches first, then
+        # the late ones followed by the rest of the early ones
+        na = int(round(self.early_split * len(early_rows)))
+        self.first_rows = be.to_device(early_rows[:na].astype(np.int64))
+        self.second_rows = be.to_device(np.concatenate([late_rows, early_rows[na:]])
+                                        .astype(np.int64))
 
     def _schedule(self, needed, owner, rows):
         """Who sends which rows to whom: ``needed`` global ids this rank receives,
@@ -864,27 +871,17 @@ class DistributedSimulation(Simulation):
         self._root_copy = None  # the state changes
         n, xp = self.nown, self.xp
         if self.overlap and self.vtable.b4step is None:
-            q_new, cfl, edge_loc = self._step_overlapped(dt)
+            q_new, cfl, edge = self._step_overlapped(dt)
         else:
             self.fill_ghosts()
             if self.vtable.b4step is not None:
                 with self.timers("sources"):
                     self.vtable.b4step(self, dt)
             with self.timers("step"):
-                q_new = self._new_state()
+                q_new, edge, cfl = self._new_state(), self._new_edge(), xp.zeros(0)
                 if n:
-                    q_loc, cfl, edge_loc = self.vtable.step(self.q[:n], self.aux[:n],
-                                                            self.local_arrays, dt)
-                    _copy_ghost_frame(self.q[:n], q_loc, self.mbc)  # no unset memory
-                    q_new[:n] = q_loc
-                else:
-                    cfl, edge_loc = xp.zeros(0), None
-        meqn = self.riemann.num_eqn
-        with self.timers("step"):
-            edge = xp.zeros((self.n_edge_rows, 4, meqn, max(self.mx, self.my)),
-                            dtype=np.float64 if edge_loc is None else edge_loc.dtype)
-            if edge_loc is not None:
-                edge[:n] = edge_loc
+                    cfl = self.vtable.step(self.q[:n], self.aux[:n], self.local_arrays, dt,
+                                           out=q_new[:n], edge_out=edge[:n])[1]
         self._exchange(edge, self.edge_exchange)
         with self.timers("time_sync"):
             self.solver.time_sync(self.owned_sync_plan, self.q, q_new, self.aux, edge, dt)
@@ -936,16 +933,28 @@ class DistributedSimulation(Simulation):
             return self._spare
         return self.q.copy()
 
-    def _step_kernel(self, group, dt):
-        """Step kernel on the owned patches ``group`` (a contiguous view, or a gathered
-        copy when they are not contiguous); returns (q_new of the group with the ghost
-        frame of the input, cfl, edge fluxes)."""
+    def _new_edge(self):
+        """The edge fluxes of a step: owned rows (every entry written by the step
+        kernel) then the edge halo (every row received), so left unset."""
+        return self.xp.empty((self.n_edge_rows, 4, self.riemann.num_eqn,
+                              max(self.mx, self.my)))
+
+    def _step_kernel(self, group, dt, q_new, edge):
+        """Step kernel on the owned patches ``group``, into their rows of ``q_new``
+        (interiors: its ghost cells keep finite values of an earlier state) and
+        ``edge``; returns their Courant numbers.  A contiguous group is stepped in
+        place, another one gathered and its results scattered back."""
         if group.n == 0:
-            return None, self.xp.zeros(0), None
-        q_in = self.q[group.sel]
-        out, cfl, edge = self.vtable.step(q_in, self.aux[group.sel], group.arrays, dt)
-        _copy_ghost_frame(q_in, out, self.mbc)
-        return out, cfl, edge
+            return self.xp.zeros(0)
+        sel = group.sel
+        if isinstance(sel, slice):
+            return self.vtable.step(self.q[sel], self.aux[sel], group.arrays, dt,
+                                    out=q_new[sel], edge_out=edge[sel])[1]
+        q_g, cfl, edge_g = self.vtable.step(self.q[sel], self.aux[sel], group.arrays, dt)
+        edge[sel] = edge_g
+        b = self.mbc
+        q_new[sel, :, b:-b, b:-b] = q_g[:, :, b:-b, b:-b]  # q_g's ghost cells are unset
+        return cfl
 
     def _fill_group(self, plan, group) -> None:
         """Ghost fill of the destinations in ``plan``, then the physical boundaries of
@@ -970,48 +979,80 @@ class DistributedSimulation(Simulation):
         wait; fill the ghosts of, and step, the late patches.  The same arithmetic per
         patch as the plain step, so the result is bitwise the same.
 
-        When the late patches are few (at most ``whole_range_fraction`` of the owned
-        ones), the early kernel runs on the whole owned range, a view, and the late
-        patches' results of that call (made with ghost cells not yet filled) are
-        replaced by those of the late call: a little redundant work instead of
+        On the GPU (a step that takes a patch list, ``rows``) the owned patches go in
+        two launches that write straight into the new state: the first
+        ``early_split`` of the early patches, then, once the halo has arrived and the
+        late ghosts are filled, the late patches followed by the remaining early ones.
+        The host waits for MPI while the device runs the first launch, and the late
+        patches (too few to fill the device alone) run beside the remaining early
+        ones instead of as an under-filled launch of their own.
+
+        Otherwise, when the late patches are few (at most ``whole_range_fraction`` of
+        the owned ones), the early kernel runs on the whole owned range, a view, and
+        the late patches' results of that call (made with ghost cells not yet filled)
+        are replaced by those of the late call: a little redundant work instead of
         gathering and scattering every early patch (they are not contiguous)."""
         early, late = self.early, self.late
         q, xp = self.q, self.xp
         n = self.nown
+        if self._patch_list_step():
+            return self._step_two_launches(dt)
         whole = 0 < late.n <= self.whole_range_fraction * n
         with self.timers("exchange"):
             pending = self._post(q, self.q_exchange)
         with self.timers("ghost_fill"):
             self._fill_group(self.early_plan, early)
         with self.timers("step"):
+            q_new, edge = self._new_state(), self._new_edge()
             if whole:
-                q_e, cfl_e, edge_e = self.vtable.step(q[:n], self.aux[:n],
-                                                      self.local_arrays, dt)
+                cfl = self.vtable.step(q[:n], self.aux[:n], self.local_arrays, dt,
+                                       out=q_new[:n], edge_out=edge[:n])[1]
             else:
-                q_e, cfl_e, edge_e = self._step_kernel(early, dt)
+                cfl_e = self._step_kernel(early, dt, q_new, edge)
         with self.timers("exchange"):
             self._complete(q, self.q_exchange, pending)
-        with self.timers("ghost_fill"):
+        # the costs the overlap adds (a second fill pass, the late kernel): sub-phases
+        with self.timers("ghost_fill"), self.timers("ghost_fill.late"):
             self._fill_group(self.late_plan, late)
-        with self.timers("step"):
-            q_l, cfl_l, edge_l = self._step_kernel(late, dt)
-            q_new = self._new_state()
+        with self.timers("step"), self.timers("step.late"):
+            cfl_l = self._step_kernel(late, dt, q_new, edge)
             if whole:
-                q_e[late.rows] = q_l
-                cfl_e[late.rows] = cfl_l
-                edge_e[late.rows] = edge_l
-                _copy_ghost_frame(q[:n], q_e, self.mbc)
-                q_new[:n] = q_e
-                return q_new, cfl_e, edge_e
-            parts = [(g, qq, ee) for g, qq, ee in ((early, q_e, edge_e), (late, q_l, edge_l))
-                     if g.n]
-            edge = None
-            for g, qq, ee in parts:
-                q_new[g.sel] = qq
-                if edge is None:
-                    edge = xp.empty((n,) + ee.shape[1:], dtype=ee.dtype)
-                edge[g.rows] = ee
-            cfl = xp.concatenate([cfl_e, cfl_l])
+                cfl[late.rows] = cfl_l
+            else:
+                cfl = xp.concatenate([cfl_e, cfl_l])  # only its maximum is used
+        return q_new, cfl, edge
+
+    def _patch_list_step(self) -> bool:
+        """Whether the step kernel takes a patch list (``rows``): GPU Clawpack."""
+        got = self.__dict__.get("_rows_ok")
+        if got is None:
+            import inspect
+
+            try:
+                params = inspect.signature(self.vtable.step).parameters
+            except (TypeError, ValueError):
+                params = {}
+            got = self._rows_ok = self.backend.is_gpu and "rows" in params
+        return got
+
+    def _step_two_launches(self, dt):
+        """The overlapped step in two patch-list launches (see _step_overlapped)."""
+        q, n = self.q, self.nown
+        args = (q[:n], self.aux[:n], self.local_arrays, dt)
+        with self.timers("exchange"):
+            pending = self._post(q, self.q_exchange)
+        with self.timers("ghost_fill"):
+            self._fill_group(self.early_plan, self.early)
+        with self.timers("step"):
+            q_new, edge, cfl = self._new_state(), self._new_edge(), self.xp.zeros(n)
+            out = dict(out=q_new[:n], edge_out=edge[:n], cfl_out=cfl)
+            self.vtable.step(*args, rows=self.first_rows, **out)
+        with self.timers("exchange"):
+            self._complete(q, self.q_exchange, pending)
+        with self.timers("ghost_fill"), self.timers("ghost_fill.late"):
+            self._fill_group(self.late_plan, self.late)
+        with self.timers("step"), self.timers("step.second"):
+            self.vtable.step(*args, rows=self.second_rows, **out)
         return q_new, cfl, edge
 
     def _global_status(self, q_owned, cfl) -> np.ndarray:

@@ -88,13 +88,17 @@ def make_gpu_step_kernel(riemann, mx: int, my: int, mbc: int, *, order: int = 2,
                          rows_per_tile: int | None = None):
     """Compiled CUDA step for one Riemann solver, patch shape and option set.
 
-    Returns ``(kernel, nthreads)``; launch with one block per patch::
+    Returns ``(kernel, nthreads)``; launch with one block per patch to step::
 
-        kernel[npatch, nthreads](q, aux, qnew, dx, dy, dt, params, limiter_codes,
-                                 cfl_out, edge_out)
+        kernel[len(rows), nthreads](rows, q, aux, qnew, dx, dy, dt, params,
+                                    limiter_codes, cfl_out, edge_out)
 
     with the array conventions of :func:`.step_kernel.make_step_kernel` (``cfl_out``
     receives each patch's Courant number, ``edge_out`` the edge fluctuation fluxes).
+    ``rows`` (int64, on the device) lists the patches to step, as indices into every
+    per-patch array; the other patches' entries of ``qnew``, ``cfl_out`` and
+    ``edge_out`` are left as they are.  Blocks start roughly in list order, so patches
+    listed first start first (the distributed step lists its late patches first).
     ``shared_bytes`` bounds the shared memory per block (smaller values give more,
     thinner row tiles; tests use it to exercise tiling on small patches).
     """
@@ -144,8 +148,8 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
     opts = {} if cuda_simulator_enabled() else {"max_registers": max_registers}
 
     @cuda.jit(**opts)
-    def step(q, aux, qnew, dx, dy, dt, params, lim, cfl_out, edge_out):
-        p = cuda.blockIdx.x
+    def step(rows, q, aux, qnew, dx, dy, dt, params, lim, cfl_out, edge_out):
+        p = rows[cuda.blockIdx.x]
         t = cuda.threadIdx.x
         S = cuda.shared.array((SLOT, NSLOT), float64)
         red = cuda.shared.array(NT, float64)

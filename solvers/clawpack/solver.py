@@ -90,17 +90,27 @@ class ClawpackSolver:
             self.backend.to_device(self.params) if self.on_gpu else self.params
         )
 
-    def step(self, q, aux, geom, dt):
+    def step(self, q, aux, geom, dt, out=None, edge_out=None, rows=None, cfl_out=None):
         """One step of every patch: returns ``(q_new, cfl[npatch], edge_fluxes)``.
 
         ``geom`` needs ``mx, my, mbc`` and per-patch ``dx, dy`` arrays on the backend.
+        ``out`` (the shape of ``q``, not ``q``) receives the new interiors, its ghost
+        cells left as they are, and ``edge_out`` the edge fluxes: a caller stepping
+        into its own arrays (the distributed step) saves a copy of the whole state.
+        ``rows`` (GPU only; device int64 indices): step only these patches, in one
+        launch, writing only their entries of ``out``, ``edge_out`` and ``cfl_out``
+        (all three required then).
         """
         if self.on_gpu:
-            return self._step_gpu(q, aux, geom, dt)
+            return self._step_gpu(q, aux, geom, dt, out, edge_out, rows, cfl_out)
+        if rows is not None:
+            raise ValueError("step(rows=...) is a GPU-backend option")
         npatch, meqn = q.shape[:2]
-        q_new = np.empty_like(q)  # the kernel writes the interiors; ghosts stay unset
+        # without ``out`` the kernel writes the interiors and the ghosts stay unset
+        q_new = np.empty_like(q) if out is None else out
         cfl = np.zeros(npatch)
-        edge = np.zeros((npatch, 4, meqn, max(geom.mx, geom.my)))
+        edge = (np.zeros((npatch, 4, meqn, max(geom.mx, geom.my))) if edge_out is None
+                else edge_out)  # the kernel writes every entry: edge_out may be unset
         self._kernel(
             q,
             geom.mbc,
@@ -116,7 +126,7 @@ class ClawpackSolver:
         )
         return q_new, cfl, edge
 
-    def _step_gpu(self, q, aux, geom, dt):
+    def _step_gpu(self, q, aux, geom, dt, out=None, edge_out=None, rows=None, cfl_out=None):
         from .gpu_kernel import make_gpu_step_kernel
 
         xp = self.backend.xp
@@ -125,13 +135,29 @@ class ClawpackSolver:
             self.riemann, geom.mx, geom.my, geom.mbc, order=self.order,
             transverse_waves=self.transverse_waves, capacity_index=self.capacity_index,
         )
-        q_new = xp.empty_like(q)  # the kernel writes the interiors; ghosts stay unset
-        cfl = xp.zeros(npatch)
-        edge = xp.empty((npatch, 4, meqn, max(geom.mx, geom.my)))
-        if npatch:
-            kernel[npatch, nthreads](q, aux, q_new, geom.dx, geom.dy, float(dt),
-                                     self.params_on_backend, self._limiter_codes_dev, cfl, edge)
+        if rows is None:
+            rows = self._all_rows(npatch)
+            cfl = xp.zeros(npatch)
+        elif out is None or edge_out is None or cfl_out is None:
+            raise ValueError("step(rows=...) needs out, edge_out and cfl_out")
+        else:
+            cfl = cfl_out
+        q_new = xp.empty_like(q) if out is None else out
+        edge = (xp.empty((npatch, 4, meqn, max(geom.mx, geom.my))) if edge_out is None
+                else edge_out)
+        if len(rows):
+            kernel[len(rows), nthreads](rows, q, aux, q_new, geom.dx, geom.dy, float(dt),
+                                        self.params_on_backend, self._limiter_codes_dev, cfl,
+                                        edge)
         return q_new, cfl, edge
+
+    def _all_rows(self, npatch):
+        """``arange(npatch)`` on the device (cached: the kernel's patch list)."""
+        cache = self.__dict__.setdefault("_rows_cache", {})
+        got = cache.get(npatch)
+        if got is None:
+            got = cache[npatch] = self.backend.to_device(np.arange(npatch, dtype=np.int64))
+        return got
 
     def time_sync(self, plan, q_old, q_new, aux, edge, dt) -> None:
         """Coarse-fine conservation fix of ``q_new`` (see :mod:`forestpy.patches.time_sync`);
