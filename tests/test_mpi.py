@@ -92,6 +92,9 @@ def test_uniform_grid_is_bitwise_the_serial_run(tmp_path, radial_dam, overlap, w
     par = launch(3, tmp_path, "run", overlap=overlap, whole_range_fraction=whole, **UNIFORM)
     assert par["gathers"] == 0
     assert (par["split"][:, 1] > 0).all() and par["split"].sum() == 64  # late patches
+    # the halo exchange moves boundary strips: the 2-cell ring inside each 8 x 8 patch
+    # (48 of the 144 padded cells), not whole patches
+    np.testing.assert_array_equal(par["strips"], [[48, 144]] * 3)
     assert_local_layout(par)
     assert_same_state(par, serial(radial_dam, **UNIFORM))
 

@@ -193,6 +193,7 @@ class DistributedSimulation(Simulation):
     overlap = True
     whole_range_fraction = 0.25  # see _step_overlapped
     early_split = 0.5  # GPU: share of the early patches in the first launch
+    strip_fraction = 0.75  # halo exchange of whole patches above this share of cells
 
     def __init__(self, riemann, *, qinit, domain=None, comm=None, overlap=None, **options):
         self._pending_comm = comm if comm is not None else _world()
@@ -360,6 +361,10 @@ class DistributedSimulation(Simulation):
         self.owned_ghost_plan = GhostPlan(**lplan).to(be)
         self.n_edge_rows = hi - lo + len(edge_halo)
         self.q_exchange = self._schedule(halo, owner, g2l)
+        self._exchange_cells(self.q_exchange, [gplan["copy_src"], gplan["avg_src"],
+                                               gplan["interp_center"],
+                                               gplan["interp_nbr"][gplan["interp_valid"]],
+                                               s["fine"][m]], owned)
         self.edge_exchange = self._schedule(edge_halo, owner, rows)
         geom, pa = self.geom, self.patch_arrays
         self.local_geom = _sub_geometry(geom, self.l2g)
@@ -443,6 +448,31 @@ class DistributedSimulation(Simulation):
         self.second_rows = be.to_device(np.concatenate([late_rows, early_rows[na:]])
                                         .astype(np.int64))
 
+    def _exchange_cells(self, plan, triplets, owned) -> None:
+        """The halo exchange moves boundary strips, not whole patches: only the cells
+        of a patch that some rank's ghost fill or time sync reads from a remote patch
+        (``triplets``: ``(..., 3)`` arrays of (global patch, j, i)), the same cell set
+        for every patch (the union over all ranks: a ring along the patch's sides).
+        ``plan.cells`` (flat indices into a padded patch) stays None when the ring
+        would hold most of the patch anyway."""
+        from mpi4py import MPI
+
+        pa = self.patch_arrays
+        ny, nx = pa.my + 2 * pa.mbc, pa.mx + 2 * pa.mbc
+        mask = np.zeros(ny * nx, dtype=np.uint8)
+        for t in triplets:
+            t = np.asarray(t).reshape(-1, 3).astype(np.int64)
+            t = t[~owned(t[:, 0])]
+            mask[t[:, 1] * nx + t[:, 2]] = 1
+        both = np.empty_like(mask)
+        self.comm.Allreduce(mask, both, op=MPI.MAX)
+        cells = np.flatnonzero(both)
+        if len(cells) > self.strip_fraction * mask.size:
+            return
+        plan.cells = cells
+        plan.cells_dev = self.backend.to_device(cells)
+        plan.eq_dev = self.backend.to_device(np.arange(self.riemann.num_eqn))
+
     def _schedule(self, needed, owner, rows):
         """Who sends which rows to whom: ``needed`` global ids this rank receives,
         stored at rows ``rows[id]``; the ids asked of this rank are sent from its owned
@@ -457,7 +487,8 @@ class DistributedSimulation(Simulation):
         be = self.backend
         return SimpleNamespace(recv=recv, send=send,
                                recv_dev={r: be.to_device(v) for r, v in recv.items()},
-                               send_dev={r: be.to_device(v) for r, v in send.items()})
+                               send_dev={r: be.to_device(v) for r, v in send.items()},
+                               cells=None)
 
     # ------------------------------------------------------------------ communication
     def _exchange(self, arr, plan, send_arr=None) -> None:
@@ -475,7 +506,8 @@ class DistributedSimulation(Simulation):
         them.  Returns what :meth:`_complete` needs."""
         be, comm = self.backend, self.comm
         send_arr = arr if send_arr is None else send_arr
-        shape = arr.shape[1:]
+        cells = getattr(plan, "cells", None)
+        shape = arr.shape[1:] if cells is None else (arr.shape[1], len(cells))
         staged = be.is_gpu and not be.simulator
         reqs, bufs = [], {}
         for r, ids in plan.recv.items():
@@ -485,12 +517,21 @@ class DistributedSimulation(Simulation):
             if staged:
                 packed = self._stage(send_arr, plan)
             else:
-                packed = {r: np.ascontiguousarray(be.to_host(send_arr[plan.send_dev[r]]))
+                packed = {r: np.ascontiguousarray(be.to_host(self._pack(send_arr, plan, r)))
                           for r in plan.send}
         pending = SimpleNamespace(reqs=reqs, bufs=bufs, packed=packed, sent=False)
         if not staged:
             self._send(pending)
         return pending
+
+    @staticmethod
+    def _pack(arr, plan, r):
+        """The rows sent to rank ``r`` (only ``plan.cells`` of each when set)."""
+        rows = arr[plan.send_dev[r]]
+        if getattr(plan, "cells", None) is None:
+            return rows
+        n, m, ny, nx = rows.shape
+        return rows.reshape(n, m, ny * nx)[:, :, plan.cells_dev]
 
     def _send(self, pending) -> None:
         for r, buf in pending.packed.items():
@@ -513,7 +554,7 @@ class DistributedSimulation(Simulation):
         if getattr(self, "_copy_stream", None) is None:
             self._copy_stream = cupy.cuda.Stream(non_blocking=True)
         stream = self._copy_stream
-        dev = {r: send_arr[plan.send_dev[r]] for r in plan.send}
+        dev = {r: self._pack(send_arr, plan, r) for r in plan.send}
         ready = cupy.cuda.Event()
         ready.record()
         stream.wait_event(ready)
@@ -538,8 +579,19 @@ class DistributedSimulation(Simulation):
                 self._send(pending)
             MPI.Request.Waitall(pending.reqs)
         with self.timers("exchange.unpack"):
+            cells = getattr(plan, "cells", None)
+            flat = None
+            if cells is not None:
+                if not arr.flags.c_contiguous:
+                    raise RuntimeError("halo strips need a C-contiguous state array")
+                flat = arr.reshape(arr.shape[0], arr.shape[1], arr.shape[2] * arr.shape[3])
             for r in plan.recv:
-                arr[plan.recv_dev[r]] = be.to_device(pending.bufs[r], arr.dtype)
+                buf = be.to_device(pending.bufs[r], arr.dtype)
+                if flat is None:
+                    arr[plan.recv_dev[r]] = buf
+                else:  # a view of arr: the strips go into the halo rows in place
+                    flat[plan.recv_dev[r][:, None, None], plan.eq_dev[None, :, None],
+                         plan.cells_dev[None, None, :]] = buf
 
     def gather_state(self) -> None:
         """Make ``q``, ``aux`` and ``aux_setaux`` hold every patch on every rank, in

@@ -135,6 +135,9 @@ layout = sim.comm.allgather((sim.q.shape[0], sim.aux.shape[0], sim.aux_setaux.sh
                              sim.hi - sim.lo, len(sim.halo), int(sim._full)))
 owned = sim.comm.allgather(sim.hi - sim.lo)
 split = sim.comm.allgather((sim.early.n, sim.late.n))
+# cells per patch moved by the halo exchange (-1: whole patches), cells of a padded patch
+cells = sim.q_exchange.cells
+strips = sim.comm.allgather((-1 if cells is None else len(cells), int(np.prod(sim.q.shape[2:]))))
 summary, summary_peak = traced_peak(sim.summary)  # the totals: collective
 totals = summary["totals_final"]
 # (totals gathered, bytes traced during summary(), during save_checkpoint(), global q bytes,
@@ -151,4 +154,4 @@ with sim.root_view(0) as is_root:  # the final state on rank 0 only
                  totals=np.array(list(totals.values())), level=sim.forest.level,
                  record=np.array(recorder.rows), memory=np.array(memory),
                  totals_initial=np.array(list(sim.totals_initial.values())),
-                 build=np.array(build))
+                 build=np.array(build), strips=np.array(strips))
