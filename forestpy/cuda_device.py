@@ -1,4 +1,4 @@
-"""Single-source kernels: compile a ``numba.njit`` function for the GPU.
+"""Single-source kernels: compile a ``numba.njit`` function for the GPU; CUDA graphs.
 
 :func:`cuda_device` turns a plain or ``numba.njit`` Python function into a Numba-CUDA
 device function, and does the same, recursively, for every ``numba.njit`` function it
@@ -13,7 +13,7 @@ import types
 
 from numba.core.registry import CPUDispatcher
 
-__all__ = ["cuda_device"]
+__all__ = ["capture_graph", "cuda_device"]
 
 _DEVICE: dict = {}
 
@@ -56,3 +56,24 @@ def cuda_device(func):
     dev = cuda.jit(device=True)(py2)
     _DEVICE[py] = dev
     return dev
+
+
+def capture_graph(launch, stream=None):
+    """Record into a CUDA graph the Numba kernel launches that ``launch(st)`` makes on
+    the Numba stream ``st``: CuPy's stream capture of ``stream`` (default: a new
+    blocking stream, so that work on the legacy default stream and the graph's are
+    ordered), after a device synchronise.  Returns ``(graph, stream)``;
+    ``graph.launch(stream)`` replays the launches.  Raises whatever the capture raises
+    (callers fall back to plain launches)."""
+    import cupy
+    from numba import cuda
+
+    if stream is None:
+        stream = cupy.cuda.Stream(non_blocking=False)
+    cuda.synchronize()
+    stream.begin_capture()
+    try:
+        launch(cuda.external_stream(stream.ptr))
+    finally:
+        graph = stream.end_capture()
+    return graph, stream

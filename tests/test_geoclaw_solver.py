@@ -604,3 +604,68 @@ def test_unknown_shore_regrid_mode_is_refused():
     with pytest.raises(ValueError, match="surface_regrid"):
         geoclaw_simulation(rough_bottom(-0.3), domain=Domain((0, 0), (1, 1)), mx=8,
                            min_level=1, shore_regrid="volume")
+
+
+class _ThreadComm:
+    """Two "ranks" as threads of one process: ``allreduce`` (sum, or MPI.LOR) through
+    a barrier, in rank order, as MPI's collectives would."""
+
+    def __init__(self, rank, shared):
+        self.rank, self.size, self._shared = rank, 2, shared
+
+    def allreduce(self, value, op=None):
+        from mpi4py import MPI
+
+        slots, barrier = self._shared
+        slots[self.rank] = value
+        barrier.wait()
+        got = any(slots) if op is MPI.LOR else slots[0] + slots[1]
+        barrier.wait()
+        return got
+
+
+def test_positivity_fix_reduces_over_ranks():
+    """A patch lacking more water than it holds takes the rest from the whole domain:
+    split over two ranks (threads with a fake communicator) the result equals the
+    serial one, and the other rank's patches give their share (without the reduction
+    they would be left unchanged and the volume would not be kept)."""
+    import threading
+    from types import SimpleNamespace
+
+    from forestpy.extensions.geoclaw.sources import GeoClawSources
+
+    rng = np.random.default_rng(7)
+    h = rng.uniform(0.5, 1.0, (3, 4, 4))
+    h[0] = 0.01
+    h[0, 1, 1] = -1.0  # patch 0 lacks far more than it holds
+    hu, hv = rng.normal(size=h.shape), rng.normal(size=h.shape)
+    dx = np.array([1.0, 2.0, 2.0])
+
+    def fix(parts, comm=None):
+        src = GeoClawSources()
+        src.sim = SimpleNamespace(patch_arrays=SimpleNamespace(dx=dx[parts], dy=dx[parts]),
+                                  comm=comm)
+        a, b, c = h[parts].copy(), hu[parts].copy(), hv[parts].copy()
+        src._restore_positivity(np, a, b, c)
+        return a, b, c
+
+    serial = fix(slice(0, 3))
+    shared = ([None, None], threading.Barrier(2))
+    out = {}
+
+    def rank(r, parts):
+        out[r] = fix(parts, _ThreadComm(r, shared))
+
+    threads = [threading.Thread(target=rank, args=(0, slice(0, 1))),
+               threading.Thread(target=rank, args=(1, slice(1, 3)))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for k in range(3):
+        both = np.concatenate([out[0][k], out[1][k]])
+        np.testing.assert_allclose(both, serial[k], rtol=1e-14, atol=1e-15)
+    assert not np.allclose(out[1][0], h[1:3])  # the other rank gave water
+    vol = lambda a: float((a.sum(axis=(1, 2)) * dx[: len(a)] ** 2).sum())  # noqa: E731
+    assert math.isclose(vol(serial[0]), vol(np.maximum(h, 0)) + (h[0, 1, 1] * dx[0] ** 2),
+                        rel_tol=1e-13)

@@ -85,6 +85,29 @@ def test_tail_kernel_matches_cpu_for_every_split():
             assert np.abs(gpu.backend.to_host(xg) - xc).max() < 1e-12 * np.abs(xc).max()
 
 
+def test_non_finite_input_is_refused_and_the_solver_stays_usable():
+    """NaN or inf in rhs or x0: one clear error, on the CPU and on the GPU (flagged by
+    the conversion kernel, read with the first chunk's state); the GPU's level buffers
+    never see it, so the next solve is the CPU's."""
+    nx, ny = 9, 7
+    st = _stencil(nx, ny, seed=8)
+    b = np.random.default_rng(9).standard_normal((ny, nx))
+    bad = b.copy()
+    bad[3, 4] = np.nan
+    cpu = rrb.RRBSolver(st, level=3)
+    gpu = rrb.RRBSolver(st, level=3, backend="gpu")
+    for s in (cpu, gpu):
+        xp = s.backend.xp
+        with pytest.raises(ValueError, match="rhs has non-finite"):
+            s.solve(xp.asarray(bad))
+        with pytest.raises(ValueError, match="non-finite"):
+            s.solve(xp.asarray(b), x0=xp.asarray(np.full_like(b, np.inf)))
+    xc, ic = cpu.solve(b, tol=1e-10)
+    xg, ig = gpu.solve(gpu.backend.xp.asarray(b), tol=1e-10)
+    assert ig["iterations"] == ic["iterations"]
+    assert np.abs(gpu.backend.to_host(xg) - xc).max() < 1e-11 * np.abs(xc).max()
+
+
 def test_next_chunk_is_a_power_of_two_not_past_the_prediction():
     from forestpy.solvers.rrb.gpu_kernels import _next_chunk
 

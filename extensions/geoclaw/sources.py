@@ -190,6 +190,11 @@ class GeoClawSources:
         self._cells_for = None
         return self
 
+    def _comm(self):
+        """The simulation's communicator when it has several ranks, else None."""
+        comm = getattr(self.sim, "comm", None)
+        return None if comm is None or comm.size == 1 else comm
+
     # ------------------------------------------------------------------ sources
     def _source_cells(self):
         """Per source: (index arrays into the interior, area of the selected cells),
@@ -202,9 +207,7 @@ class GeoClawSources:
         sim = self.sim
         if self._cells_for is sim.geom:
             return self._cells
-        comm = getattr(sim, "comm", None)
-        if comm is not None and comm.size == 1:
-            comm = None
+        comm = self._comm()
         g = sim.geom
         b = g.mbc
         x, y = sim.centers_host
@@ -269,9 +272,21 @@ class GeoClawSources:
         proportion to their depth; what a patch cannot cover (it holds less water than
         it lacks) is taken from all cells of the domain in proportion to their depth.
         The total volume is kept to round-off; when no depth is negative every value is
-        left bit for bit (all scale factors are exactly 1)."""
-        if xp is np and not (h < 0.0).any():  # the usual case, decided on the host
+        left bit for bit (all scale factors are exactly 1).
+
+        In a distributed run the domain-wide part reduces over all ranks (every rank
+        calls the hook, so the collectives match): the leftover always, the volume only
+        when some rank has a leftover (rare; the volume's sum then differs from the
+        serial one by round-off).  With no leftover anywhere the result is bitwise the
+        serial one."""
+        comm = self._comm()
+        if xp is np and comm is None and not (h < 0.0).any():  # the usual case, on host
             return 0.0
+        if xp is np and comm is not None:
+            from mpi4py import MPI
+
+            if not comm.allreduce(bool((h < 0.0).any()), op=MPI.LOR):
+                return 0.0
         pa = self.sim.patch_arrays
         area = pa.dx * pa.dy
         neg = xp.minimum(h, 0.0)
@@ -282,6 +297,10 @@ class GeoClawSources:
         local = 1.0 - covered / xp.where(total > 0.0, total, 1.0)
         leftover = ((deficit - covered) * area).sum()
         volume = (total * area).sum() - (covered * area).sum()
+        if comm is not None:
+            leftover = comm.allreduce(float(leftover))
+            if leftover > 0.0:
+                volume = comm.allreduce(float(volume))
         glob = 1.0 - leftover / xp.where(volume > 0.0, volume, 1.0)
         scale = (local * glob)[:, None, None]
         dry = neg < 0.0

@@ -49,10 +49,10 @@ import numpy as np
 from numba import cuda
 
 from forestpy.backend import cuda_simulator_enabled
-from forestpy.cuda_device import cuda_device
+from forestpy.cuda_device import capture_graph, cuda_device
 
 from . import fv1, mra
-from .solver import HWFV1, bed_stats
+from .solver import HWFV1, _node_value, bed_stats
 
 __all__ = ["HWFV1GPU"]
 
@@ -70,6 +70,7 @@ _demorton = cuda_device(mra.demorton)
 _cell_update = cuda_device(fv1.cell_update)
 _ghost = cuda_device(fv1.ghost)
 _wave = cuda_device(fv1.wave_speed)
+_value = cuda_device(_node_value)  # (s, sig_old, sparse, x, n, out)
 
 
 @cuda.jit(device=True, inline=True)
@@ -88,29 +89,6 @@ def _level(p):
 @cuda.jit(device=True, inline=True)
 def _dt(cfl, rmin, t, t_end):
     return min(cfl * rmin[0], t_end[0] - t[0])
-
-
-@cuda.jit(device=True)
-def _value(s, sigs, par, mode, x, n, out):
-    """(h, qx, qy, z) of node ``x`` (level ``n``) as encoding the projected finest data
-    gives it: stored for nodes of the old tree (all nodes in full mode); for a node below
-    an old leaf a, derived from a (the projection's scale coefficient)."""
-    m = x - _off(n)
-    if mode == SPARSE:
-        while n > 0 and not sigs[par, _off(n - 1) + (m >> 2)]:
-            n -= 1
-            m >>= 2
-    a = _off(n) + m
-    out[3] = s[3, x]
-    if a == x:
-        out[0] = s[0, x]
-        out[1] = s[1, x]
-        out[2] = s[2, x]
-    else:
-        ha = s[0, a]
-        out[0] = max(0.0, ha + s[3, a] - s[3, x]) if ha > 0.0 else ha
-        out[1] = s[1, a]
-        out[2] = s[2, a]
 
 
 @cuda.jit
@@ -284,7 +262,7 @@ def k_traverse(s, sigs, ctl, L, dx, dy, g, rmin, count, leaves):
             k_n = 1
     for k in range(k_n):
         x = mine[k]
-        _value(s, sigs, par, mode, x, nc, val)
+        _value(s, sigs[par], mode == SPARSE, x, nc, val)
         v = _wave(val[0], val[1], val[2], g)
         size = min(dx, dy) * 2.0 ** (L - nc)
         r = min(r, size / v if v > 0.0 else 1e300)
@@ -332,21 +310,21 @@ def k_update(s, sigs, ctl, leaves, L, dx, dy, cfl, rmin, t, t_end, g, nm, walls,
             off = _off(n)
             size = 1 << n
             i, j = _demorton(x - off)
-            _value(s, sigs, par, mode, x, n, c)
+            _value(s, sigs[par], mode == SPARSE, x, n, c)
             if i + 1 < size:
-                _value(s, sigs, par, mode, off + _morton(i + 1, j), n, e)
+                _value(s, sigs[par], mode == SPARSE, off + _morton(i + 1, j), n, e)
             else:
                 e[0], e[1], e[2], e[3] = _ghost(c[0], c[1], c[2], c[3], True, walls[1])
             if i > 0:
-                _value(s, sigs, par, mode, off + _morton(i - 1, j), n, w)
+                _value(s, sigs[par], mode == SPARSE, off + _morton(i - 1, j), n, w)
             else:
                 w[0], w[1], w[2], w[3] = _ghost(c[0], c[1], c[2], c[3], True, walls[0])
             if j + 1 < size:
-                _value(s, sigs, par, mode, off + _morton(i, j + 1), n, no)
+                _value(s, sigs[par], mode == SPARSE, off + _morton(i, j + 1), n, no)
             else:
                 no[0], no[1], no[2], no[3] = _ghost(c[0], c[1], c[2], c[3], False, walls[3])
             if j > 0:
-                _value(s, sigs, par, mode, off + _morton(i, j - 1), n, so)
+                _value(s, sigs[par], mode == SPARSE, off + _morton(i, j - 1), n, so)
             else:
                 so[0], so[1], so[2], so[3] = _ghost(c[0], c[1], c[2], c[3], False, walls[2])
             fac = 2.0 ** (L - n)
@@ -639,27 +617,15 @@ class HWFV1GPU(HWFV1):
         self._slot += 1
 
     def _capture(self):
-        """Capture the launches of ``len(self._plans)`` steps into a CUDA graph (CuPy
-        stream capture of the Numba launches); ``None`` on any failure (then plain
-        launches, and why is kept in ``graph_error``)."""
+        """Capture the launches of ``len(self._plans)`` steps into a CUDA graph
+        (:func:`forestpy.cuda_device.capture_graph`); ``None`` on any failure (then
+        plain launches, and why is kept in ``graph_error``)."""
         try:
-            import cupy
-
-            stream = cupy.cuda.Stream(non_blocking=False)
-            cuda.synchronize()
-            stream.begin_capture()
-            try:
-                st = cuda.external_stream(stream.ptr)
-                for plan in self._plans:
-                    for k in plan:
-                        k(st)
-            finally:
-                graph = stream.end_capture()
+            return capture_graph(lambda st: [k(st) for plan in self._plans for k in plan])
         except Exception as exc:  # noqa: BLE001 - any capture failure: plain launches
             self.graph_error = repr(exc)
             self.use_graph = False
             return None
-        return graph, stream
 
     def _launch_many(self, nsteps, t_end):
         """Launch ``nsteps`` steps: graph replays where possible, else plain launches."""

@@ -290,13 +290,14 @@ def bed_stats(s, d, L):
 def _node_value(s, sig_old, sparse, x, n, out):
     """(h, qx, qy, z) of node ``x`` (level ``n``) as encoding the projected finest data
     gives it: stored for nodes of the old tree (every node after a full encode), derived
-    from the old leaf above it otherwise."""
-    m = x - (4**n - 1) // 3
+    from the old leaf above it otherwise.  Also the GPU's device function
+    (:mod:`.gpu`, through ``cuda_device``)."""
+    m = x - ((1 << (2 * n)) - 1) // 3  # level offsets (4^n - 1) / 3
     if sparse:
-        while n > 0 and not sig_old[(4 ** (n - 1) - 1) // 3 + (m >> 2)]:
+        while n > 0 and not sig_old[((1 << (2 * n - 2)) - 1) // 3 + (m >> 2)]:
             n -= 1
             m >>= 2
-    a = (4**n - 1) // 3 + m
+    a = ((1 << (2 * n)) - 1) // 3 + m
     out[3] = s[3, x]
     if a == x:
         out[0] = s[0, x]

@@ -37,7 +37,7 @@ import numpy as np
 from numba import cuda, float64
 
 from forestpy.backend import cuda_simulator_enabled
-from forestpy.cuda_device import cuda_device
+from forestpy.cuda_device import capture_graph, cuda_device
 
 from . import kernels as K
 from .ordering import from_quarters, quarter_shape, to_quarters
@@ -263,7 +263,8 @@ def gpu_kernels():
         # The stopping state before the first iteration (no host read of r.z):
         # normb = sqrt(sc[slot]), res = sqrt(r.z) / normb (0 when normb = 0), and the
         # scalar roll (sc[0] = r.z, sc[1] = sc[2] = 0); par = [tol, maxiter] (a device
-        # array, so a captured graph serves every tolerance).
+        # array, so a captured graph serves every tolerance).  st[7] != 0 (``split``
+        # found a non-finite input): done at once, not converged.
         if cuda.grid(1) == 0:
             tol = par[0]
             maxiter = par[1]
@@ -279,15 +280,14 @@ def gpu_kernels():
                 res = math.sqrt(rz) / nb
             else:
                 nb = 1.0
-            conv = res <= tol
-            st[0] = 1.0 if (conv or maxiter <= 0) else 0.0
+            conv = res <= tol and st[7] == 0.0
+            st[0] = 1.0 if (conv or maxiter <= 0 or st[7] != 0.0) else 0.0
             st[1] = 0.0
             st[2] = nb
             st[3] = tol
             st[4] = maxiter
             st[5] = 1.0 if conv else 0.0
             st[6] = res
-            st[7] = 0.0
             sc[0] = sc[2]
             sc[1] = 0.0
             sc[2] = 0.0
@@ -351,8 +351,9 @@ def gpu_kernels():
             o[k] = a[k] - b[k]
 
     @cuda.jit
-    def split(a, y):
-        # natural (ny, nx) -> quarters y[4, h, w] (r1, r2, b1, b2), pads 0
+    def split(a, y, flag):
+        # natural (ny, nx) -> quarters y[4, h, w] (r1, r2, b1, b2), pads 0; a NaN or
+        # inf sets flag[0] (the same value from any thread: no race that matters)
         h, w = y.shape[1], y.shape[2]
         ny, nx = a.shape[0], a.shape[1]
         k = cuda.grid(1)
@@ -362,7 +363,10 @@ def gpu_kernels():
             for q in range(4):
                 i = 2 * I + (1 if (q == 1 or q == 2) else 0)
                 j = 2 * J + (1 if (q == 1 or q == 3) else 0)
-                y[q, J, I] = a[j, i] if (i < nx and j < ny) else 0.0
+                val = a[j, i] if (i < nx and j < ny) else 0.0
+                if math.isnan(val) or math.isinf(val):
+                    flag[0] = 1.0
+                y[q, J, I] = val
 
     @cuda.jit
     def merge(y, a):
@@ -561,6 +565,10 @@ class GPUSolverState:
         """One device array ``[st (8), hist (maxiter)]``: a single read gives both."""
         self.stat = self.xp.zeros(8 + max(int(maxiter), 1))
         self.st = self.stat[:8]
+        # st[7]: a non-finite rhs or x0 (set by ``split``); also the gate of the
+        # setup's preconditioner and matvec, so that NaN never reaches the level
+        # buffers (their padded entries would keep it for every later solve)
+        self.flag = self.stat[7:8]
         self.hist = self.stat[8:]
 
     def v(self, a):
@@ -654,7 +662,11 @@ class GPUSolverState:
         ng = v(self.nogate)
         fl = self.flat
         full, bS = self.full_flat, self.bS_flat
-        k["split"][_blocks(n), TPB, st](v(self.rhs_nat), v(self.full))
+        bad = self.flag
+        self._launch1("fill", bad, v(bad), 0.0)
+        k["split"][_blocks(n), TPB, st](v(self.rhs_nat), v(self.full), v(bad))
+        if warm:
+            k["split"][_blocks(n), TPB, st](v(self.x0_nat), v(self.x0_q), v(bad))
         self._launch1("copy", full, v(full), v(self.rhs_q_flat))
         k["black_forward"][_blocks(n), TPB, st](v(self.BL[0]), v(self.full), ng)
         self._launch1("fill", self.sc, v(self.sc), 0.0)
@@ -662,16 +674,15 @@ class GPUSolverState:
         if not warm:
             self._launch1("fill", fl["x"], v(fl["x"]), 0.0)
             self._launch1("copy", bS, v(bS), v(fl["r"]))
-            self.precondition(r, z, slot=2)
+            self.precondition(r, z, slot=2, gate=bad)
             slot = 2  # normb = sqrt(r.z)
         else:
-            k["split"][_blocks(n), TPB, st](v(self.x0_nat), v(self.x0_q))
             self._launch1("copy", fl["x"], v(self.x0_red_flat), v(fl["x"]))
             self._launch1("copy", bS, v(bS), v(fl["z"]))
-            self.precondition(z, p, slot=3)
-            self.matvec_dot(self.vec["x"], self.vec["q"], slot=4)
+            self.precondition(z, p, slot=3, gate=bad)
+            self.matvec_dot(self.vec["x"], self.vec["q"], slot=4, gate=bad)
             self._launch1("sub", bS, v(bS), v(fl["q"]), v(fl["r"]))
-            self.precondition(r, z, slot=2)
+            self.precondition(r, z, slot=2, gate=bad)
             slot = 3  # normb = sqrt(b M^-1 b)
         self._launch1("copy", fl["z"], v(fl["z"]), v(fl["p"]))
         k["start"][1, 1, st](v(self.sc), v(self.st), slot, v(self.par))
@@ -721,25 +732,24 @@ class GPUSolverState:
                 self._iteration()
 
     def _capture(self, fn):
-        """Capture the launches of ``fn`` into a CUDA graph (CuPy stream capture of the
-        Numba launches on the solver's stream); ``None`` on any failure (then plain
-        launches, and why is kept in ``_graph_error``)."""
-        stream = self._graph_stream()
-        cuda.synchronize()
-        graph = None
-        try:
-            stream.begin_capture()
+        """Capture the launches of ``fn`` into a CUDA graph on the solver's stream
+        (:func:`forestpy.cuda_device.capture_graph`; the routines launch on ``_st``);
+        ``None`` on any failure (then plain launches, and why is kept in
+        ``_graph_error``)."""
+
+        def launch(st):
+            self._st = st
             try:
-                self._st = cuda.external_stream(stream.ptr)
                 fn()
             finally:
                 self._st = 0
-                graph = stream.end_capture()
+
+        try:
+            return capture_graph(launch, self._graph_stream())[0]
         except Exception as exc:  # noqa: BLE001 - any capture failure: plain launches
             self._graph_error = repr(exc)
             self.use_graph = False
             return None
-        return graph
 
     def _graph_stream(self):
         # One blocking stream for every graph: graphs run in launch order, and the
@@ -791,6 +801,9 @@ class GPUSolverState:
             graph |= self._replay(key, lambda f=first, m=nit: self._chunk(f, m))
             first = False
             stv = self.stat if self.sim else self.stat.get()
+            if stv[7] != 0.0:
+                what = "rhs" if x0 is None else "rhs or x0"
+                raise ValueError(f"RRB solve: {what} has non-finite values (NaN or inf)")
             if stv[0] != 0.0:
                 break
             nit = _next_chunk(stv[8 : 8 + int(stv[1])], tol, kk)

@@ -200,6 +200,9 @@ class RRBSolver:
 
     def _solve_cpu(self, rhs, x0, tol, maxiter):
         t0 = time.perf_counter()
+        for name, a in (("rhs", rhs), ("x0", x0)):
+            if a is not None and not np.isfinite(a).all():
+                raise ValueError(f"RRB solve: {name} has non-finite values (NaN or inf)")
         lv = self._lv
         v = lv["vec"]
         x, r, z, p, q = v["x"], v["r"], v["z"], v["p"], v["q"]
