@@ -52,7 +52,7 @@ def poisson(N):
 
 
 def part_iters(Ns, backends, tol=1e-8, reps=3, loose_tol=1e-3, check_every=(8,),
-               tail_nodes=(None,), pair_nodes=(None,)):
+               tail_nodes=(None,)):
     from forestpy.solvers import rrb
 
     for N in Ns:
@@ -71,21 +71,17 @@ def part_iters(Ns, backends, tol=1e-8, reps=3, loose_tol=1e-3, check_every=(8,),
             # and the coarse levels in the single-block kernel up to ``tn`` nodes
             ks = list(check_every) if b == "gpu" else [None]
             tns = list(tail_nodes) if b == "gpu" else [None]
-            pns = list(pair_nodes) if b == "gpu" else [None]
-            variants = [(tol, None, kc, tn, pn) for pn in pns for tn in tns for kc in ks]
+            variants = [(tol, None, kc, tn) for tn in tns for kc in ks]
             if b == "gpu" and s._gpu.use_graph:
-                variants += [(tol, False, ks[0], tns[0], pns[0])]
-                variants += [(loose_tol, None, kc, tn, pn) for pn in pns for tn in tns
-                             for kc in ks]
-            for tl, graph, kc, tn, pn in variants:
+                variants += [(tol, False, ks[0], tns[0])]
+                variants += [(loose_tol, None, kc, tn) for tn in tns for kc in ks]
+            for tl, graph, kc, tn in variants:
                 if graph is False:
                     s._gpu.use_graph = False
                 if kc is not None:
                     s._gpu.check_every = kc
                 if tn is not None and tn != s._gpu.tail_nodes:
                     s._gpu.set_tail(tn)
-                if pn is not None and pn != s._gpu.pair_nodes:
-                    s._gpu.set_pairs(pn)
                 x, info = s.solve(rhs, tol=tl)  # warm-up (compile, graph capture)
                 times = []
                 for _ in range(reps):
@@ -107,7 +103,6 @@ def part_iters(Ns, backends, tol=1e-8, reps=3, loose_tol=1e-3, check_every=(8,),
                         "check_every": kc,
                         "tail_nodes": s._gpu.tail_nodes if s._gpu else None,
                         "tail_from_level": s._gpu.tail_from + 1 if s._gpu else None,
-                        "pair_nodes": s._gpu.pair_nodes if s._gpu else None,
                         "graph_error": getattr(s._gpu, "_graph_error", None) if s._gpu else None,
                         "iterations": info["iterations"],
                         "solve_ms": 1e3 * min(times),
@@ -388,22 +383,6 @@ def part_routines(N, copy_bw, reps=20):
                 16 * m,
                 lev + 1,
             )
-            timeit(
-                "backward_pair (r2 + black back-substitution fused)",
-                lambda P=g.P[lev], B=g.BL[lev], a=src, X=X, o=g.O[lev], m=m:
-                k["backward_pair"][_blocks(m), TPB, g._st](v(P), v(B), v(a), v(X), v(o), ng),
-                23 * m,
-                lev + 1,
-            )
-        if lev + 1 < nlp:
-            m1 = dst.shape[1] * dst.shape[2]
-            timeit(
-                "forward_pair (r2 elimination + next black step fused)",
-                lambda P=g.P[lev], a=src, B=g.BL[lev + 1], b=dst, m1=m1:
-                k["forward_pair"][_blocks(m1), TPB, g._st](v(P), v(a), v(B), v(b), ng),
-                8 * m + 14 * m1,
-                lev + 1,
-            )
         src = dst
     X = g.W[1] if nlp > 1 else g.Xlast
     timeit(
@@ -491,11 +470,6 @@ def main(argv=None):
         help="comma list: GPU levels with at most this many quarter nodes in one block",
     )
     ap.add_argument(
-        "--pair-nodes",
-        default=str(1 << 17),
-        help="comma list: GPU level steps of at most this many quarter nodes fused (0: none)",
-    )
-    ap.add_argument(
         "--check-every",
         default="8",
         help="comma list of k: GPU iterations per graph launch / host read of the stop test",
@@ -515,8 +489,7 @@ def main(argv=None):
             bks = (["cpu"] if N <= a.cpu_max else []) + (["gpu"] if a.gpu else [])
             if bks:
                 part_iters([N], bks, check_every=[int(k) for k in a.check_every.split(",")],
-                           tail_nodes=[int(k) for k in a.tail_nodes.split(",")],
-                           pair_nodes=[int(k) for k in a.pair_nodes.split(",")])
+                           tail_nodes=[int(k) for k in a.tail_nodes.split(",")])
     if "scipy" in parts:
         part_scipy([16, 32] if a.quick else [64, 128, 256, 512])
     if a.gpu and not sim and "routines" in parts:

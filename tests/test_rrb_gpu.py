@@ -67,8 +67,7 @@ def test_gpu_check_every_k_iterations(k):
 
 def test_tail_kernel_matches_cpu_for_every_split():
     """The coarse levels applied by the single-block kernel (``tail_nodes``): none
-    (dense solve only), some, all; the level steps outside it fused pairwise
-    (``pair_nodes``) or not; the preconditioner and a solve equal the CPU's."""
+    (dense solve only), some, all; the preconditioner and a solve equal the CPU's."""
     nx, ny = 33, 21  # quarters: r 187 nodes, W[1..3] 54, 15, 6; stop at level 5
     st = _stencil(nx, ny, seed=5)
     b = np.random.default_rng(6).standard_normal((ny, nx))
@@ -79,9 +78,7 @@ def test_tail_kernel_matches_cpu_for_every_split():
     for tail_nodes, first in ((0, 4), (10, 3), (4096, 1)):
         gpu._gpu.set_tail(tail_nodes)
         assert gpu._gpu.tail_from == first
-        for pairs in (0, 60, 1 << 17):  # level steps fused: none, the small ones, all
-            gpu._gpu.set_pairs(pairs)
-            assert np.allclose(gpu.precondition(b), pc, rtol=1e-12, atol=1e-13)
+        assert np.allclose(gpu.precondition(b), pc, rtol=1e-12, atol=1e-13)
         if tail_nodes == 10:  # one solve (the simulator is slow)
             xg, ig = gpu.solve(gpu.backend.xp.asarray(b), tol=1e-6)
             assert ig["iterations"] == ic["iterations"]

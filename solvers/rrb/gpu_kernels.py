@@ -67,8 +67,6 @@ def gpu_kernels():
     rf = cuda_device(K.body_r2_forward)
     rb = cuda_device(K.body_r2_backward)
     bb = cuda_device(K.body_black_backward)
-    fp = cuda_device(K.body_forward_pair)
-    bp = cuda_device(K.body_backward_pair)
 
     @cuda.jit(device=True)
     def block_add(v, sc, slot):
@@ -157,30 +155,6 @@ def gpu_kernels():
         if k < h * w:
             J = k // w
             bb(BL, y, x, J, k - J * w, h, w)
-
-    @cuda.jit
-    def forward_pair(P, y, BL, X, g):
-        # r2 elimination of a level and the black step of the next, one thread per
-        # node of the next level's quarters X
-        if g[0] != 0.0:
-            return
-        h, w = y.shape[1], y.shape[2]
-        h1, w1 = X.shape[1], X.shape[2]
-        k = cuda.grid(1)
-        if k < h1 * w1:
-            J = k // w1
-            fp(P, y, BL, X, J, k - J * w1, h, w, h1, w1)
-
-    @cuda.jit
-    def backward_pair(P, BL, y, X, o, g):
-        # r2 and black back-substitution of a level at once, into o (not y)
-        if g[0] != 0.0:
-            return
-        h, w = y.shape[1], y.shape[2]
-        k = cuda.grid(1)
-        if k < h * w:
-            J = k // w
-            bp(P, BL, y, X, o, J, k - J * w, h, w)
 
     @cuda.jit
     def tail(Pt, BLt, Wt, hw, ntail, Wlast, Xlast, Minv, g):
@@ -416,8 +390,6 @@ def gpu_kernels():
         r2_backward=r2_backward,
         r2_backward_dot=r2_backward_dot,
         black_backward=black_backward,
-        forward_pair=forward_pair,
-        backward_pair=backward_pair,
         tail=tail,
         update_xr=update_xr,
         update_p=update_p,
@@ -485,13 +457,9 @@ class GPUSolverState:
 
     ``tail_nodes``: levels whose quarter arrays have at most this many nodes are applied
     by the single-block kernel ``tail`` (0: only the dense last-level solve there).
-    ``pair_nodes``: outside the tail, a level step whose quarter arrays have at most this
-    many nodes fuses its two kernels (r2 elimination + the next level's black step;
-    black + r2 back-substitution) into one, recomputing the neighbour values the second
-    reads (0: never).
     """
 
-    def __init__(self, data, tail_nodes: int = 1024, pair_nodes: int = 1 << 17):
+    def __init__(self, data, tail_nodes: int = 1024):
         self.sim = cuda_simulator_enabled()
         if self.sim:
             self.xp = np
@@ -555,7 +523,6 @@ class GPUSolverState:
         self._graph_error = None
         self._stream = None
         self._wave: dict = {}
-        self.pair_nodes = int(pair_nodes)
         self.set_tail(tail_nodes)
 
     def set_tail(self, tail_nodes: int) -> None:
@@ -586,24 +553,13 @@ class GPUSolverState:
         self.ntail = ntail
         self.Wt = xp.zeros((nst, 4, hmax, wmax))
         self.W = [None]
-        self.O = [None]  # outputs of the fused back-substitution (they cannot alias W)
         for lev in range(1, nl):
             hh, ww = shapes[lev]
             if lev >= f:
                 self.W.append(self.Wt[lev - f, :, :hh, :ww])
-                self.O.append(None)
             else:
                 self.W.append(xp.zeros((4, hh, ww)))
-                self.O.append(xp.zeros((4, hh, ww)))
         self._graphs.clear()
-
-    def set_pairs(self, pair_nodes: int) -> None:
-        """Fuse the level steps of at most ``pair_nodes`` quarter nodes (0: none)."""
-        self.pair_nodes = int(pair_nodes)
-        self._graphs.clear()
-
-    def _paired(self, a) -> bool:
-        return a.shape[1] * a.shape[2] <= self.pair_nodes
 
     def _stat(self, maxiter):
         """One device array ``[st (8), hist (maxiter)]``: a single read gives both."""
@@ -654,15 +610,11 @@ class GPUSolverState:
         for lev in range(f):
             dst = self.W[lev + 1] if lev + 1 < nl else self.Wlast
             n = src.shape[1] * src.shape[2]
-            n1 = dst.shape[1] * dst.shape[2]
-            if lev + 1 < nl and self._paired(dst):
-                k["forward_pair"][_blocks(n1), TPB, st](
-                    v(self.P[lev]), v(src), v(self.BL[lev + 1]), v(dst), g
+            k["r2_forward"][_blocks(n), TPB, st](v(self.P[lev]), v(src), v(dst), g)
+            if lev + 1 < nl:
+                k["black_forward"][_blocks(dst.shape[1] * dst.shape[2]), TPB, st](
+                    v(self.BL[lev + 1]), v(dst), g
                 )
-            else:
-                k["r2_forward"][_blocks(n), TPB, st](v(self.P[lev]), v(src), v(dst), g)
-                if lev + 1 < nl:
-                    k["black_forward"][_blocks(n1), TPB, st](v(self.BL[lev + 1]), v(dst), g)
             src = dst
         k["tail"][1, 32 if self.sim else TAIL_TPB, st](
             v(self.Pt), v(self.BLt), v(self.Wt), v(self.hw), self.ntail, v(self.Wlast),
@@ -672,16 +624,9 @@ class GPUSolverState:
         for lev in range(f - 1, 0, -1):
             y = self.W[lev]
             n = y.shape[1] * y.shape[2]
-            if self._paired(y):
-                o = self.O[lev]
-                k["backward_pair"][_blocks(n), TPB, st](
-                    v(self.P[lev]), v(self.BL[lev]), v(y), v(X), v(o), g
-                )
-                X = o
-            else:
-                k["r2_backward"][_blocks(n), TPB, st](v(self.P[lev]), v(y), v(X), v(y), g)
-                k["black_backward"][_blocks(n), TPB, st](v(self.BL[lev]), v(y), v(y), g)
-                X = y
+            k["r2_backward"][_blocks(n), TPB, st](v(self.P[lev]), v(y), v(X), v(y), g)
+            k["black_backward"][_blocks(n), TPB, st](v(self.BL[lev]), v(y), v(y), g)
+            X = y
         n = r.shape[1] * r.shape[2]
         k["r2_backward_dot"][_red_blocks(n, self.wave("r2_backward_dot")), TPB, st](
             v(self.P[0]), v(r), v(X), v(z), v(self.sc), slot, g

@@ -94,48 +94,19 @@ def body_schur_matvec(S, x, y, J, I, h, w):
 
 
 @nb.njit(cache=True)
-def black_forward_update(BL, r1, r2, b1, b1w, b1n, b2, b2s, b2e, J, I, h, w):
-    """The black step of L^-1 at node (J, I): its red values ``r1``, ``r2`` minus the
-    couplings times the black values ``b1`` (here, at (J, I-1): ``b1w``, at (J+1, I):
-    ``b1n``) and ``b2`` (here, at (J-1, I): ``b2s``, at (J, I+1): ``b2e``)."""
-    r1 -= (
-        BL[0, 1, J, I] * b1
-        + at4(BL, 0, 2, J, I - 1, h, w) * b1w
-        + BL[1, 3, J, I] * b2
-        + at4(BL, 1, 4, J - 1, I, h, w) * b2s
-    )
-    r2 -= (
-        BL[0, 4, J, I] * b1
-        + at4(BL, 0, 3, J + 1, I, h, w) * b1n
-        + BL[1, 2, J, I] * b2
-        + at4(BL, 1, 1, J, I + 1, h, w) * b2e
-    )
-    return r1, r2
-
-
-@nb.njit(cache=True)
 def body_black_forward(BL, y, J, I, h, w):
     """Red nodes -= (couplings / c_black) * black values (the black step of L^-1)."""
-    r1, r2 = black_forward_update(
-        BL, y[0, J, I], y[1, J, I], y[2, J, I], at(y, 2, J, I - 1, h, w),
-        at(y, 2, J + 1, I, h, w), y[3, J, I], at(y, 3, J - 1, I, h, w),
-        at(y, 3, J, I + 1, h, w), J, I, h, w,
+    y[0, J, I] -= (
+        BL[0, 1, J, I] * y[2, J, I]
+        + at4(BL, 0, 2, J, I - 1, h, w) * at(y, 2, J, I - 1, h, w)
+        + BL[1, 3, J, I] * y[3, J, I]
+        + at4(BL, 1, 4, J - 1, I, h, w) * at(y, 3, J - 1, I, h, w)
     )
-    y[0, J, I] = r1
-    y[1, J, I] = r2
-
-
-@nb.njit(cache=True)
-def r2_value(P, y, J, I, h, w):
-    """The r1 value at (J, I) minus L * r2 values (the r2 step of L^-1); 0 outside the
-    level's ``h x w`` quarter grid."""
-    if J < 0 or J >= h or I < 0 or I >= w:
-        return 0.0
-    return y[0, J, I] - (
-        P[1, J, I] * y[1, J, I]
-        + P[2, J, I] * at(y, 1, J, I - 1, h, w)
-        + P[3, J, I] * at(y, 1, J - 1, I, h, w)
-        + P[4, J, I] * at(y, 1, J - 1, I - 1, h, w)
+    y[1, J, I] -= (
+        BL[0, 4, J, I] * y[2, J, I]
+        + at4(BL, 0, 3, J + 1, I, h, w) * at(y, 2, J + 1, I, h, w)
+        + BL[1, 2, J, I] * y[3, J, I]
+        + at4(BL, 1, 1, J, I + 1, h, w) * at(y, 3, J, I + 1, h, w)
     )
 
 
@@ -143,7 +114,12 @@ def r2_value(P, y, J, I, h, w):
 def body_r2_forward(P, y, X, J, I, h, w):
     """Eliminate the r2 nodes: r1 value minus L * r2 values, written into the next
     level's quarters ``X``."""
-    v = r2_value(P, y, J, I, h, w)
+    v = y[0, J, I] - (
+        P[1, J, I] * y[1, J, I]
+        + P[2, J, I] * at(y, 1, J, I - 1, h, w)
+        + P[3, J, I] * at(y, 1, J - 1, I, h, w)
+        + P[4, J, I] * at(y, 1, J - 1, I - 1, h, w)
+    )
     pi = I & 1
     pj = J & 1
     if pi == 0:
@@ -154,50 +130,16 @@ def body_r2_forward(P, y, X, J, I, h, w):
 
 
 @nb.njit(cache=True)
-def body_forward_pair(P, y, BL, X, J, I, h, w, h1, w1):
-    """``body_r2_forward`` of a level (``y``, ``h x w`` quarters) and
-    ``body_black_forward`` of the next (``X``, ``h1 x w1``) at once, for the node
-    (J, I) of ``X``: its four quarters' r2-eliminated values and the four neighbouring
-    black values the black step reads are computed here (other threads write those,
-    so they are not read), the same arithmetic as the two steps (one launch instead of
-    two: the small levels on a GPU are launch latency)."""
-    J2 = 2 * J
-    I2 = 2 * I
-    r1 = r2_value(P, y, J2, I2, h, w)
-    r2 = r2_value(P, y, J2 + 1, I2 + 1, h, w)
-    b1 = r2_value(P, y, J2, I2 + 1, h, w)
-    b2 = r2_value(P, y, J2 + 1, I2, h, w)
-    r1, r2 = black_forward_update(
-        BL, r1, r2, b1, r2_value(P, y, J2, I2 - 1, h, w),
-        r2_value(P, y, J2 + 2, I2 + 1, h, w), b2, r2_value(P, y, J2 - 1, I2, h, w),
-        r2_value(P, y, J2 + 1, I2 + 2, h, w), J, I, h1, w1,
-    )
-    X[0, J, I] = r1
-    X[1, J, I] = r2
-    X[2, J, I] = b1
-    X[3, J, I] = b2
-
-
-@nb.njit(cache=True)
-def r2_solution(P, y, X, J, I, h, w):
-    """The r2 value at (J, I) from the next level's solution ``X`` (r1 values) and the
-    level's right-hand side ``y``; 0 outside the ``h x w`` grid."""
-    if J < 0 or J >= h or I < 0 or I >= w:
-        return 0.0
-    return y[1, J, I] * P[0, J, I] - (
-        P[1, J, I] * next_level_value(X, J, I, h, w)
-        + at(P, 2, J, I + 1, h, w) * next_level_value(X, J, I + 1, h, w)
-        + at(P, 3, J + 1, I, h, w) * next_level_value(X, J + 1, I, h, w)
-        + at(P, 4, J + 1, I + 1, h, w) * next_level_value(X, J + 1, I + 1, h, w)
-    )
-
-
-@nb.njit(cache=True)
 def body_r2_backward(P, y, X, o, J, I, h, w):
     """r2 values from the next level's solution ``X``; r1 values copied from ``X``.
     Writes ``o[0:2]`` (may alias ``y``); returns ``y . o`` over the two red entries."""
     x1 = next_level_value(X, J, I, h, w)
-    x2 = r2_solution(P, y, X, J, I, h, w)
+    x2 = y[1, J, I] * P[0, J, I] - (
+        P[1, J, I] * x1
+        + at(P, 2, J, I + 1, h, w) * next_level_value(X, J, I + 1, h, w)
+        + at(P, 3, J + 1, I, h, w) * next_level_value(X, J + 1, I, h, w)
+        + at(P, 4, J + 1, I + 1, h, w) * next_level_value(X, J + 1, I + 1, h, w)
+    )
     s = y[0, J, I] * x1 + y[1, J, I] * x2
     o[0, J, I] = x1
     o[1, J, I] = x2
@@ -205,45 +147,22 @@ def body_r2_backward(P, y, X, o, J, I, h, w):
 
 
 @nb.njit(cache=True)
-def black_backward_values(BL, y, x1, x1e, x1n, x2, x2s, x2w, J, I):
-    """Black values = y_black / c - L^T red values, from the red values ``x1`` (r1;
-    at (J, I+1): ``x1e``, at (J+1, I): ``x1n``) and ``x2`` (r2; at (J-1, I): ``x2s``,
-    at (J, I-1): ``x2w``)."""
-    b1 = y[2, J, I] * BL[0, 0, J, I] - (
-        BL[0, 1, J, I] * x1 + BL[0, 2, J, I] * x1e + BL[0, 3, J, I] * x2s + BL[0, 4, J, I] * x2
-    )
-    b2 = y[3, J, I] * BL[1, 0, J, I] - (
-        BL[1, 1, J, I] * x2w + BL[1, 2, J, I] * x2 + BL[1, 3, J, I] * x1 + BL[1, 4, J, I] * x1n
-    )
-    return b1, b2
-
-
-@nb.njit(cache=True)
 def body_black_backward(BL, y, x, J, I, h, w):
     """Black values = y_black / c - L^T red values (writes ``x[2:4]``; may alias ``y``)."""
-    b1, b2 = black_backward_values(
-        BL, y, x[0, J, I], at(x, 0, J, I + 1, h, w), at(x, 0, J + 1, I, h, w), x[1, J, I],
-        at(x, 1, J - 1, I, h, w), at(x, 1, J, I - 1, h, w), J, I,
+    b1 = y[2, J, I] * BL[0, 0, J, I] - (
+        BL[0, 1, J, I] * x[0, J, I]
+        + BL[0, 2, J, I] * at(x, 0, J, I + 1, h, w)
+        + BL[0, 3, J, I] * at(x, 1, J - 1, I, h, w)
+        + BL[0, 4, J, I] * x[1, J, I]
+    )
+    b2 = y[3, J, I] * BL[1, 0, J, I] - (
+        BL[1, 1, J, I] * at(x, 1, J, I - 1, h, w)
+        + BL[1, 2, J, I] * x[1, J, I]
+        + BL[1, 3, J, I] * x[0, J, I]
+        + BL[1, 4, J, I] * at(x, 0, J + 1, I, h, w)
     )
     x[2, J, I] = b1
     x[3, J, I] = b2
-
-
-@nb.njit(cache=True)
-def body_backward_pair(P, BL, y, X, o, J, I, h, w):
-    """``body_r2_backward`` then ``body_black_backward`` of a level at once, into ``o``
-    (not aliasing ``y``): the red values of the neighbours that the black step reads are
-    computed here, with the same arithmetic (one launch instead of two)."""
-    x1 = next_level_value(X, J, I, h, w)
-    x2 = r2_solution(P, y, X, J, I, h, w)
-    b1, b2 = black_backward_values(
-        BL, y, x1, next_level_value(X, J, I + 1, h, w), next_level_value(X, J + 1, I, h, w),
-        x2, r2_solution(P, y, X, J - 1, I, h, w), r2_solution(P, y, X, J, I - 1, h, w), J, I,
-    )
-    o[0, J, I] = x1
-    o[1, J, I] = x2
-    o[2, J, I] = b1
-    o[3, J, I] = b2
 
 
 # ---------------------------------------------------------------- CPU drivers (Numba)
