@@ -261,6 +261,7 @@ def record(a, sim, comm, mode, overlap, device, segments):
         distributed=comm.size > 1,
         halo_patches_per_rank=int(comm.allreduce(len(getattr(sim, "halo", ())), op=MPI.MAX)),
         late_patches_per_rank=int(comm.allreduce(late, op=MPI.MAX)),
+        first_launch_patches=int(len(sim.first_rows)) if comm.size > 1 else None,
         late_fraction=float(comm.allreduce(late, op=MPI.MAX)) / nmax,
         patch_rows_per_rank=comm.allgather(int(sim.q.shape[0])),
         state_bytes_per_rank=comm.allgather(state),

@@ -13,7 +13,7 @@ import types
 
 from numba.core.registry import CPUDispatcher
 
-__all__ = ["capture_graph", "cuda_device"]
+__all__ = ["blocks_per_wave", "capture_graph", "cuda_device"]
 
 _DEVICE: dict = {}
 
@@ -77,3 +77,14 @@ def capture_graph(launch, stream=None):
     finally:
         graph = stream.end_capture()
     return graph, stream
+
+
+def blocks_per_wave(kernel, blockdim) -> int | None:
+    """Blocks of the compiled Numba ``kernel`` (its first specialisation) with
+    ``blockdim`` threads that the device runs at once (the occupancy API times the
+    multiprocessors); None before it is compiled, or in the simulator."""
+    try:
+        compiled = next(iter(kernel.overloads.values()))
+        return int(compiled.max_cooperative_grid_blocks(blockdim))
+    except Exception:  # noqa: BLE001 - not compiled yet, simulator, no such query
+        return None

@@ -441,12 +441,23 @@ class DistributedSimulation(Simulation):
             )
 
         self.early, self.late = group(early_rows), group(late_rows)
-        # GPU, patch-list launches (see _step_overlapped): early patches first, then
-        # the late ones followed by the rest of the early ones
-        na = int(round(self.early_split * len(early_rows)))
-        self.first_rows = be.to_device(early_rows[:na].astype(np.int64))
-        self.second_rows = be.to_device(np.concatenate([late_rows, early_rows[na:]])
-                                        .astype(np.int64))
+        self._early_rows, self._late_rows = early_rows, late_rows
+        self._plan_two_launches(None)
+
+    def _plan_two_launches(self, wave) -> None:
+        """GPU, patch-list launches (see _step_overlapped): ``early_split`` of the early
+        patches first, then the late ones followed by the rest of the early ones.  With
+        ``wave`` (patches the device steps at once) the first launch is a whole number
+        of waves: a partial last wave would leave part of the device idle while the
+        late patches wait for their ghost cells."""
+        early, late = self._early_rows, self._late_rows
+        na = int(round(self.early_split * len(early)))
+        if wave and len(early) >= wave:
+            na = min(max(wave, int(round(na / wave)) * wave), len(early) // wave * wave)
+        be = self.backend
+        self.first_rows = be.to_device(early[:na].astype(np.int64))
+        self.second_rows = be.to_device(np.concatenate([late, early[na:]]).astype(np.int64))
+        self._wave_planned = bool(wave) or not be.is_gpu or be.simulator
 
     def _exchange_cells(self, plan, triplets, owned) -> None:
         """The halo exchange moves boundary strips, not whole patches: only the cells
@@ -1089,6 +1100,9 @@ class DistributedSimulation(Simulation):
 
     def _step_two_launches(self, dt):
         """The overlapped step in two patch-list launches (see _step_overlapped)."""
+        if not self._wave_planned:  # the kernel is compiled after its first launch
+            waves = getattr(self.solver, "blocks_per_wave", None)
+            self._plan_two_launches(waves(self.local_arrays) if waves else None)
         q, n = self.q, self.nown
         args = (q[:n], self.aux[:n], self.local_arrays, dt)
         with self.timers("exchange"):

@@ -151,6 +151,21 @@ class ClawpackSolver:
                                         edge)
         return q_new, cfl, edge
 
+    def blocks_per_wave(self, geom) -> int | None:
+        """Patches the GPU step kernel for ``geom``'s patch shape runs at once (one
+        block each); None on the CPU or before the kernel is compiled."""
+        if not self.on_gpu:
+            return None
+        from forestpy.cuda_device import blocks_per_wave
+
+        from .gpu_kernel import make_gpu_step_kernel
+
+        kernel, nthreads = make_gpu_step_kernel(
+            self.riemann, geom.mx, geom.my, geom.mbc, order=self.order,
+            transverse_waves=self.transverse_waves, capacity_index=self.capacity_index,
+        )
+        return blocks_per_wave(kernel, nthreads)
+
     def _all_rows(self, npatch):
         """``arange(npatch)`` on the device (cached: the kernel's patch list)."""
         cache = self.__dict__.setdefault("_rows_cache", {})

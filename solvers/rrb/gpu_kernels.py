@@ -37,7 +37,7 @@ import numpy as np
 from numba import cuda, float64
 
 from forestpy.backend import cuda_simulator_enabled
-from forestpy.cuda_device import capture_graph, cuda_device
+from forestpy.cuda_device import blocks_per_wave, capture_graph, cuda_device
 
 from . import kernels as K
 from .ordering import from_quarters, quarter_shape, to_quarters
@@ -424,15 +424,8 @@ def _red_blocks(n, cap=RED_BLOCKS):
 
 def one_wave(kernel) -> int:
     """Blocks of ``TPB`` threads of a compiled ``kernel`` resident on the device at
-    once (register-limited occupancy); ``RED_BLOCKS`` while not compiled yet."""
-    try:
-        regs = max(kernel.get_regs_per_thread().values())
-    except Exception:  # noqa: BLE001 - not compiled yet, or no such query
-        return RED_BLOCKS
-    dev = cuda.get_current_device()
-    regs = -(-max(int(regs), 1) // 8) * 8  # allocation granularity
-    per_sm = max(1, min(2048 // TPB, 65536 // (TPB * regs)))
-    return dev.MULTIPROCESSOR_COUNT * per_sm
+    once; ``RED_BLOCKS`` while not compiled yet."""
+    return blocks_per_wave(kernel, TPB) or RED_BLOCKS
 
 
 def _next_chunk(hist, tol, kmax):
