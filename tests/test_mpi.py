@@ -375,3 +375,24 @@ def test_gpu_backend_with_amr_is_bitwise_the_serial_run(tmp_path, radial_dam):
     assert_local_layout(par)
     assert par["gathers"] == 0 and sim.regrids >= 4
     assert_same_state(par, sim)
+
+
+def test_first_gpu_launch_is_whole_waves():
+    """The overlapped GPU step's first patch-list launch holds ``early_split`` of the
+    early patches rounded to whole waves of the device; the second the late patches
+    first, then the other early ones: every owned patch once."""
+    from forestpy.parallel.distributed import DistributedSimulation
+
+    be = SimpleNamespace(to_device=np.asarray, is_gpu=True, simulator=False)
+    sim = SimpleNamespace(_early_rows=np.arange(4032), _late_rows=np.arange(4032, 4096),
+                          early_split=0.5, backend=be)
+    plan = DistributedSimulation._plan_two_launches
+    plan(sim, 132)
+    assert len(sim.first_rows) == 1980 and sim._wave_planned  # 15 waves, nearest to 2016
+    assert list(sim.second_rows[:64]) == list(range(4032, 4096))
+    rows = np.concatenate([sim.first_rows, sim.second_rows])
+    np.testing.assert_array_equal(np.sort(rows), np.arange(4096))
+    plan(sim, None)  # kernel not compiled yet: plain split, planned again later
+    assert len(sim.first_rows) == 2016 and not sim._wave_planned
+    plan(sim, 5000)  # fewer early patches than one wave: plain split
+    assert len(sim.first_rows) == 2016
