@@ -646,8 +646,8 @@ def test_positivity_fix_reduces_over_ranks():
         src.sim = SimpleNamespace(patch_arrays=SimpleNamespace(dx=dx[parts], dy=dx[parts]),
                                   comm=comm)
         a, b, c = h[parts].copy(), hu[parts].copy(), hv[parts].copy()
-        src._restore_positivity(np, a, b, c)
-        return a, b, c
+        moved = src._restore_positivity(np, a, b, c)
+        return a, b, c, moved
 
     serial = fix(slice(0, 3))
     shared = ([None, None], threading.Barrier(2))
@@ -662,10 +662,12 @@ def test_positivity_fix_reduces_over_ranks():
         t.start()
     for t in threads:
         t.join()
-    for k in range(3):
+    for k in range(3):  # h, hu, hv
         both = np.concatenate([out[0][k], out[1][k]])
         np.testing.assert_allclose(both, serial[k], rtol=1e-14, atol=1e-15)
     assert not np.allclose(out[1][0], h[1:3])  # the other rank gave water
+    # the volume moved (volume_redistributed) is the domain's on every rank
+    assert serial[3] > 0 and out[0][3] == out[1][3] == pytest.approx(serial[3], rel=1e-14)
     vol = lambda a: float((a.sum(axis=(1, 2)) * dx[: len(a)] ** 2).sum())  # noqa: E731
     assert math.isclose(vol(serial[0]), vol(np.maximum(h, 0)) + (h[0, 1, 1] * dx[0] ** 2),
                         rel_tol=1e-13)

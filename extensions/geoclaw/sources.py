@@ -278,7 +278,8 @@ class GeoClawSources:
         calls the hook, so the collectives match): the leftover always, the volume only
         when some rank has a leftover (rare; the volume's sum then differs from the
         serial one by round-off).  With no leftover anywhere the result is bitwise the
-        serial one."""
+        serial one.  Returns the volume moved, over all ranks (``volume_redistributed``
+        is then the domain's on every rank)."""
         comm = self._comm()
         if xp is np and comm is None and not (h < 0.0).any():  # the usual case, on host
             return 0.0
@@ -297,8 +298,9 @@ class GeoClawSources:
         local = 1.0 - covered / xp.where(total > 0.0, total, 1.0)
         leftover = ((deficit - covered) * area).sum()
         volume = (total * area).sum() - (covered * area).sum()
-        if comm is not None:
-            leftover = comm.allreduce(float(leftover))
+        moved = (deficit * area).sum()
+        if comm is not None:  # one reduction for both: the leftover and the diagnostic
+            leftover, moved = comm.allreduce(np.array([float(leftover), float(moved)]))
             if leftover > 0.0:
                 volume = comm.allreduce(float(volume))
         glob = 1.0 - leftover / xp.where(volume > 0.0, volume, 1.0)
@@ -307,7 +309,7 @@ class GeoClawSources:
         h[...] = pos * scale
         hu[...] = xp.where(dry, 0.0, hu * scale)
         hv[...] = xp.where(dry, 0.0, hv * scale)
-        return (deficit * area).sum()
+        return moved
 
     def __call__(self, q, aux, x, y, t, dt):
         """Update the interiors of ``q`` in place (the ``src2`` contract)."""
