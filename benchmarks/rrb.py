@@ -317,6 +317,14 @@ def part_routines(N, copy_bw, reps=20):
         lambda: g.matvec_dot(vec["p"], vec["q"], slot=5),
         14 * n,
     )
+    # the matvec's rows per thread, with as many blocks as the rows need (several
+    # waves) instead of the default single wave
+    for rows in (2, 4, 8, 16):
+        g.mv_rows, g._wave["matvec_dot"] = rows, 1 << 30
+        timeit(f"schur_matvec+dot, {rows} rows a thread, all blocks",
+               lambda: g.matvec_dot(vec["p"], vec["q"], slot=5), 14 * n)
+    g.mv_rows = None
+    g._wave.pop("matvec_dot")
     fl = g.flat
     timeit(
         "update_xr",

@@ -62,7 +62,7 @@ def gpu_kernels():
     """The compiled kernels (a dict, built once per process)."""
     if _KERNELS:
         return _KERNELS
-    mv = cuda_device(K.body_schur_matvec)
+    at = cuda_device(K.at)
     bf = cuda_device(K.body_black_forward)
     rf = cuda_device(K.body_r2_forward)
     rb = cuda_device(K.body_r2_backward)
@@ -84,21 +84,77 @@ def gpu_kernels():
             cuda.atomic.add(sc, slot, sh[0])
 
     @cuda.jit
-    def matvec_dot(S, x, y, sc, slot, g):
-        # 2D blocks of MV_TILE threads (grid-stride over rows): the rows J - 1 and
-        # J + 1 a node reads were mostly loaded by the same block, so they come from
-        # its multiprocessor's L1 rather than L2 (1D blocks of one row: 40 % of copy
-        # bandwidth on an H200, see docs/rrb.md).
+    def matvec_dot(S, x, y, sc, slot, rows, g):
+        # y = S x (+ x.y into sc[slot]) with the same arithmetic, term by term, as
+        # kernels.body_schur_matvec.  Each thread walks ``rows`` rows of one column I
+        # (a warp: 32 adjacent columns, so every load is coalesced) and carries the
+        # values of rows J - 1 and J + 1 over in registers: per node 12 first loads
+        # (the minimum: S and x) and 8 side neighbours (I - 1, I + 1: L1 hits), against
+        # 29 bounds-checked loads when every node reads its whole stencil.  Blocks of
+        # MV_TILE threads, grid-stride over the row segments.
         if g[0] != 0.0:
             return
         h, w = x.shape[1], x.shape[2]
         I = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
-        J = cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y
+        seg = cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y
+        nseg = cuda.gridDim.y * cuda.blockDim.y
         v = 0.0
         if I < w:
-            while J < h:
-                v += mv(S, x, y, J, I, h, w)
-                J += cuda.blockDim.y * cuda.gridDim.y
+            J0 = seg * rows
+            while J0 < h:
+                J = J0
+                # row J - 1 (only what row J reads of it)
+                x0m = at(x, 0, J - 1, I, h, w)
+                x1m = at(x, 1, J - 1, I, h, w)
+                x1m_l = at(x, 1, J - 1, I - 1, h, w)
+                s7m = at(S, 7, J - 1, I, h, w)
+                s9m = at(S, 9, J - 1, I, h, w)
+                # row J: what row J - 1 would have carried
+                x0c = x[0, J, I]
+                x1c = x[1, J, I]
+                x0_r = at(x, 0, J, I + 1, h, w)
+                s4 = S[4, J, I]
+                J1 = min(J0 + rows, h)
+                while J < J1:
+                    x0_l = at(x, 0, J, I - 1, h, w)
+                    x1_l = at(x, 1, J, I - 1, h, w)
+                    x1_r = at(x, 1, J, I + 1, h, w)
+                    s6 = S[6, J, I]
+                    s7 = S[7, J, I]
+                    s9 = S[9, J, I]
+                    x0p = at(x, 0, J + 1, I, h, w)
+                    x1p = at(x, 1, J + 1, I, h, w)
+                    x0p_r = at(x, 0, J + 1, I + 1, h, w)
+                    s4p = at(S, 4, J + 1, I, h, w)
+                    y1 = (
+                        S[0, J, I] * x0c
+                        + S[2, J, I] * x1c
+                        + S[3, J, I] * x1_l
+                        + s4 * x1m
+                        + S[5, J, I] * x1m_l
+                        + s6 * x0_r
+                        + at(S, 6, J, I - 1, h, w) * x0_l
+                        + s7 * x0p
+                        + s7m * x0m
+                    )
+                    y2 = (
+                        S[1, J, I] * x1c
+                        + S[2, J, I] * x0c
+                        + at(S, 3, J, I + 1, h, w) * x0_r
+                        + s4p * x0p
+                        + at(S, 5, J + 1, I + 1, h, w) * x0p_r
+                        + S[8, J, I] * x1_r
+                        + at(S, 8, J, I - 1, h, w) * x1_l
+                        + s9 * x1p
+                        + s9m * x1m
+                    )
+                    y[0, J, I] = y1
+                    y[1, J, I] = y2
+                    v += x0c * y1 + x1c * y2
+                    x0m, x1m, x1m_l, s7m, s9m = x0c, x1c, x1_l, s7, s9
+                    x0c, x1c, x0_r, s4 = x0p, x1p, x0p_r, s4p
+                    J += 1
+                J0 += nseg * rows
         block_add(v, sc, slot)
 
     @cuda.jit
@@ -409,12 +465,16 @@ def _blocks(n):
     return max(1, -(-n // TPB))
 
 
-def _mv_grid(h, w, cap=RED_BLOCKS):
-    """Blocks of the 2D matvec: every column tile, rows capped so that there are at
-    most ``cap`` blocks (at least one row of tiles)."""
+def _mv_grid(h, w, cap=RED_BLOCKS, rows=None):
+    """Blocks of the column-walking matvec and the rows each thread walks: every
+    column tile, as many row tiles as fit in ``cap`` blocks (at least one), the rows
+    split evenly among them; ``rows`` given: that many rows a thread (tests)."""
     gx = -(-w // MV_TILE[0])
-    gy = max(1, min(-(-h // MV_TILE[1]), cap // gx))
-    return gx, gy
+    if rows is None:
+        gy = max(1, min(-(-h // MV_TILE[1]), cap // gx))
+        rows = -(-h // (MV_TILE[1] * gy))
+    gy = max(1, min(-(-h // (MV_TILE[1] * rows)), max(1, cap // gx)))
+    return (gx, gy), rows
 
 
 def _red_blocks(n, cap=RED_BLOCKS):
@@ -516,6 +576,7 @@ class GPUSolverState:
         self._graph_error = None
         self._stream = None
         self._wave: dict = {}
+        self.mv_rows = None  # rows a matvec thread walks (None: from the grid)
         self.set_tail(tail_nodes)
 
     def set_tail(self, tail_nodes: int) -> None:
@@ -588,9 +649,9 @@ class GPUSolverState:
     # ------------------------------------------------------------------ routines
     def matvec_dot(self, x, y, slot=1, gate=None):
         g = self.nogate if gate is None else gate
-        grid = _mv_grid(self.h, self.w, self.wave("matvec_dot"))
+        grid, rows = _mv_grid(self.h, self.w, self.wave("matvec_dot"), self.mv_rows)
         self.k["matvec_dot"][grid, MV_TILE, self._st](
-            self.v(self.S9), self.v(x), self.v(y), self.v(self.sc), slot, self.v(g)
+            self.v(self.S9), self.v(x), self.v(y), self.v(self.sc), slot, rows, self.v(g)
         )
 
     def precondition(self, r, z, slot=2, gate=None):
