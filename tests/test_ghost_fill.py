@@ -216,6 +216,23 @@ def n_in_domain_ghosts(geom):
     return int((in_domain_mask(geom) & ~interior_mask(geom)).sum())
 
 
+@pytest.mark.parametrize("mx,my,mbc", [(8, 8, 2), (6, 4, 1), (8, 8, 4)])
+@pytest.mark.parametrize("brick", list(BRICKS))
+def test_plan_equals_the_numpy_reference_builder(brick, mx, my, mbc):
+    """The compiled builder gives the NumPy reference's plan entry for entry (same
+    order, dtypes and shapes), periodic and multi-tree bricks included."""
+    from ghost_plan_reference import build_ghost_plan_reference
+
+    for seed in (31, 32):
+        forest = random_forest(BRICKS[brick], seed)
+        geom = PatchGeometry.from_forest(forest, mx, my, mbc)
+        ref, plan = build_ghost_plan_reference(forest, geom), build_ghost_plan(forest, geom)
+        for name in ref.__dataclass_fields__:
+            a, b = getattr(ref, name), getattr(plan, name)
+            assert a.dtype == b.dtype and a.shape == b.shape, name
+            assert np.array_equal(a, b), name
+
+
 def test_plan_counts_uniform_only_copies():
     for conn in (Brick(2, 1, upper=(2.0, 1.0)), Brick(2, 2, periodic_x=True, periodic_y=True)):
         f = Forest.new(conn, 2)

@@ -1,7 +1,8 @@
 """Ghost-fill plans: built once per regrid from the forest, executed every step.
 
 Every ghost cell of every patch is classified by the leaf that covers it, found by a
-vectorised point location on the forest (no Python loop over patches or faces):
+binary search on the leaves' Morton keys, in two compiled passes parallel over the
+patches (classify and count, then fill; no Python loop over patches or faces):
 
 * **copy** -- covered by a leaf of the same level: one interior cell of that leaf.
 * **average** -- covered by a leaf one level finer: the mean of 2 x 2 interior cells.
@@ -80,126 +81,204 @@ def _ghost_template(mx: int, my: int, mbc: int):
     return jj[ghost], ii[ghost]
 
 
-def _wrap(Ix, Iy, level, geom):
-    """Wrap periodic directions; return wrapped indices and an inside-domain mask."""
-    NX, NY = geom.ncells_at(level)
-    if geom.periodic_x:
-        Ix = np.mod(Ix, NX)
-    if geom.periodic_y:
-        Iy = np.mod(Iy, NY)
-    inside = (Ix >= 0) & (Ix < NX) & (Iy >= 0) & (Iy < NY)
-    return Ix, Iy, inside
+# Kinds of a ghost cell (``_classify``): outside the domain (left to the physical
+# boundary conditions), covered at its own level, one level finer or coarser, or by a
+# leaf two or more levels away (an error).
+_OUTSIDE, _SAME, _FINER, _COARSER, _TOO_FAR = -1, 0, 1, 2, 3
 
 
-def _covering_leaf(forest, level, Ix, Iy, mx, my):
-    """Leaf covering the level-``level`` cell ``(Ix, Iy)`` (wrapped, inside the domain).
+@numba.njit(inline="always")
+def _spread(v):
+    """Bit ``k`` of a 32-bit ``v`` to bit ``2k`` (the Morton interleave)."""
+    v &= 0x00000000FFFFFFFF
+    v = (v | (v << 16)) & 0x0000FFFF0000FFFF
+    v = (v | (v << 8)) & 0x00FF00FF00FF00FF
+    v = (v | (v << 4)) & 0x0F0F0F0F0F0F0F0F
+    v = (v | (v << 2)) & 0x3333333333333333
+    return (v | (v << 1)) & 0x5555555555555555
 
-    The point located is the anchor of the level ``level+1`` quadrant that contains the
-    cell, so a covering leaf one level finer is found too.
-    """
-    Qx, ix = np.divmod(Ix, mx)
-    Qy, iy = np.divmod(Iy, my)
+
+@numba.njit(inline="always")
+def _wrap_cell(Ix, Iy, level, g):
+    """Wrap the level-``level`` cell ``(Ix, Iy)`` in periodic directions; returns
+    ``(Ix, Iy, inside)``.  ``g``: (trees_x, trees_y, periodic_x, periodic_y, mx, my)."""
+    NX = g[0] * g[4] << level
+    NY = g[1] * g[5] << level
+    if g[2]:
+        Ix %= NX
+    if g[3]:
+        Iy %= NY
+    return Ix, Iy, Ix >= 0 and Ix < NX and Iy >= 0 and Iy < NY
+
+
+@numba.njit(inline="always")
+def _covering_leaf(keys, g, level, Ix, Iy):
+    """Leaf covering the level-``level`` cell ``(Ix, Iy)`` (wrapped, inside the domain):
+    the leaf holding the anchor of the level ``level+1`` quadrant that contains the cell,
+    so that a covering leaf one level finer is found too (binary search on the sorted
+    Morton keys of the leaves)."""
+    mx, my = g[4], g[5]
+    Qx = Ix // mx
+    Qy = Iy // my
     sh = MAX_LEVEL - level
-    gX = np.left_shift(Qx, sh) + np.left_shift((2 * ix >= mx).astype(np.int64), sh - 1)
-    gY = np.left_shift(Qy, sh) + np.left_shift((2 * iy >= my).astype(np.int64), sh - 1)
-    leaf = forest.locate_global(gX, gY)
-    if np.any(leaf < 0):
-        raise RuntimeError("internal error: an inside-domain cell found no covering leaf")
-    return leaf
+    gX = (Qx << sh) + ((1 if 2 * (Ix - Qx * mx) >= mx else 0) << (sh - 1))
+    gY = (Qy << sh) + ((1 if 2 * (Iy - Qy * my) >= my else 0) << (sh - 1))
+    tree = (gY >> MAX_LEVEL) * g[0] + (gX >> MAX_LEVEL)
+    mask = (1 << MAX_LEVEL) - 1
+    key = (tree << (2 * MAX_LEVEL)) + (_spread(gX & mask) | (_spread(gY & mask) << 1))
+    lo, hi = 0, len(keys)  # first leaf with a key > key, minus one
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if keys[mid] <= key:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo - 1
 
 
-def _value_sources(forest, geom, level, Ix, Iy):
-    """Sources of the level-``level`` average over cell (Ix, Iy): (valid, src[n, 4, 3]).
+@numba.njit(inline="always")
+def _value_source(keys, g, lvl, gqx, gqy, mbc, level, Ix, Iy, out):
+    """Sources of the level-``level`` average over the cell ``(Ix, Iy)`` into
+    ``out[4, 3]``: a copy (the same cell four times) where a leaf of that level covers
+    it, the 2 x 2 cells of a leaf one level finer; returns 1 (valid), 0 (outside the
+    domain, ``out`` left as is) or -1 (a leaf two or more levels away)."""
+    mx, my = g[4], g[5]
+    Ix, Iy, inside = _wrap_cell(Ix, Iy, level, g)
+    if not inside:
+        return 0
+    leaf = _covering_leaf(keys, g, level, Ix, Iy)
+    d = lvl[leaf] - level
+    if d == 0:
+        for c in range(4):
+            out[c, 0] = leaf
+            out[c, 1] = Iy - gqy[leaf] * my + mbc
+            out[c, 2] = Ix - gqx[leaf] * mx + mbc
+        return 1
+    if d == 1:
+        for c in range(4):
+            out[c, 0] = leaf
+            out[c, 1] = 2 * Iy + c // 2 - gqy[leaf] * my + mbc
+            out[c, 2] = 2 * Ix + c % 2 - gqx[leaf] * mx + mbc
+        return 1
+    return -1
 
-    Cells covered at their own level are copies (the same source four times), cells
-    covered one level finer are 2 x 2 averages; cells outside the domain are invalid.
-    """
-    mx, my, mbc = geom.mx, geom.my, geom.mbc
-    Ix, Iy, valid = _wrap(Ix, Iy, level, geom)
-    src = np.zeros((len(Ix), 4, 3), dtype=np.int64)
-    if not np.any(valid):
-        return valid, src
-    v = np.flatnonzero(valid)
-    lv, ix, iy = level[v], Ix[v], Iy[v]
-    leaf = _covering_leaf(forest, lv, ix, iy, mx, my)
-    dlev = geom.level[leaf] - lv
-    if np.any((dlev != 0) & (dlev != 1)):
-        raise ValueError(
-            "ghost stencil reaches a leaf two levels away: the forest is not 2:1 balanced "
-            "across faces and corners, or mbc is too large for mx"
-        )
-    same = dlev == 0
-    fine = ~same
-    s = np.empty((len(v), 4, 3), dtype=np.int64)
-    s[:, :, 0] = leaf[:, None]
-    s[same, :, 1] = (iy[same] - geom.gqy[leaf[same]] * my + mbc)[:, None]
-    s[same, :, 2] = (ix[same] - geom.gqx[leaf[same]] * mx + mbc)[:, None]
-    lf = leaf[fine]
-    for c, (ox, oy) in enumerate(((0, 0), (1, 0), (0, 1), (1, 1))):
-        s[fine, c, 1] = 2 * iy[fine] + oy - geom.gqy[lf] * my + mbc
-        s[fine, c, 2] = 2 * ix[fine] + ox - geom.gqx[lf] * mx + mbc
-    src[v] = s
-    return valid, src
+
+@numba.njit(parallel=True, cache=True)
+def _classify(keys, g, lvl, gqx, gqy, mbc, gj, gi, kind, cover):
+    """Kind of every ghost cell ``(p, t)`` (template cell ``t``) and its covering leaf."""
+    mx, my = g[4], g[5]
+    for p in numba.prange(len(lvl)):
+        level = lvl[p]
+        for t in range(len(gj)):
+            Ix, Iy, inside = _wrap_cell(gqx[p] * mx + gi[t] - mbc, gqy[p] * my + gj[t] - mbc,
+                                        level, g)
+            if not inside:
+                kind[p, t] = _OUTSIDE
+                continue
+            leaf = _covering_leaf(keys, g, level, Ix, Iy)
+            cover[p, t] = leaf
+            d = lvl[leaf] - level
+            kind[p, t] = _SAME if d == 0 else (
+                _FINER if d == 1 else (_COARSER if d == -1 else _TOO_FAR))
+
+
+@numba.njit(parallel=True, cache=True)
+def _fill_plan(keys, g, lvl, gqx, gqy, mbc, gj, gi, kind, cover, first, copy_dst, copy_src,
+               avg_dst, avg_src, interp_dst, center, nbr, valid, offset, bad):
+    """The plan's entries, patch by patch (``first[p]``: each kind's first entry of patch
+    ``p``), in the order of the ghost template; ``bad[p]`` set where an interpolation
+    stencil reaches a leaf two levels away."""
+    mx, my = g[4], g[5]
+    for p in numba.prange(len(lvl)):
+        level = lvl[p]
+        n_copy, n_avg, n_int = first[p, 0], first[p, 1], first[p, 2]
+        for t in range(len(gj)):
+            k = kind[p, t]
+            if k == _OUTSIDE:
+                continue
+            Ix, Iy, _ = _wrap_cell(gqx[p] * mx + gi[t] - mbc, gqy[p] * my + gj[t] - mbc,
+                                   level, g)
+            leaf = cover[p, t]
+            if k == _SAME:
+                e = n_copy
+                n_copy += 1
+                copy_dst[e, 0], copy_dst[e, 1], copy_dst[e, 2] = p, gj[t], gi[t]
+                copy_src[e, 0] = leaf
+                copy_src[e, 1] = Iy - gqy[leaf] * my + mbc
+                copy_src[e, 2] = Ix - gqx[leaf] * mx + mbc
+            elif k == _FINER:
+                e = n_avg
+                n_avg += 1
+                avg_dst[e, 0], avg_dst[e, 1], avg_dst[e, 2] = p, gj[t], gi[t]
+                _value_source(keys, g, lvl, gqx, gqy, mbc, level, Ix, Iy, avg_src[e])
+            else:
+                e = n_int
+                n_int += 1
+                interp_dst[e, 0], interp_dst[e, 1], interp_dst[e, 2] = p, gj[t], gi[t]
+                Cx, Cy = Ix // 2, Iy // 2
+                center[e, 0] = leaf
+                center[e, 1] = Cy - gqy[leaf] * my + mbc
+                center[e, 2] = Cx - gqx[leaf] * mx + mbc
+                for n in range(4):  # x-, x+, y-, y+
+                    ox = -1 if n == 0 else (1 if n == 1 else 0)
+                    oy = -1 if n == 2 else (1 if n == 3 else 0)
+                    r = _value_source(keys, g, lvl, gqx, gqy, mbc, level - 1, Cx + ox,
+                                      Cy + oy, nbr[e, n])
+                    valid[e, n] = r == 1
+                    if r < 0:
+                        bad[p] = True
+                offset[e, 0] = (Ix % 2 - 0.5) * 0.5
+                offset[e, 1] = (Iy % 2 - 0.5) * 0.5
 
 
 def build_ghost_plan(forest, geom) -> GhostPlan:
     """Classify every in-domain ghost cell of every patch; see the module docstring.
 
-    Collective over the whole forest; host arrays; cost O(npatch * ghost cells) in
-    vectorised NumPy.
+    Collective over the whole forest; host arrays.  Two compiled passes parallel over
+    the patches (classify and count, then fill), O(npatch * ghost cells); the entries
+    of each kind are ordered by patch, then by ghost cell (row-major).
     """
     mx, my, mbc = geom.mx, geom.my, geom.mbc
-    gj, gi = _ghost_template(mx, my, mbc)
-    npatch, ng = geom.npatch, len(gj)
-    p = np.repeat(np.arange(npatch, dtype=np.int64), ng)
-    j = np.tile(gj, npatch).astype(np.int64)
-    i = np.tile(gi, npatch).astype(np.int64)
-    level = geom.level[p]
-    Ix = geom.gqx[p] * mx + (i - mbc)
-    Iy = geom.gqy[p] * my + (j - mbc)
-    Ix, Iy, inside = _wrap(Ix, Iy, level, geom)
-    p, j, i, level, Ix, Iy = (a[inside] for a in (p, j, i, level, Ix, Iy))
-
-    leaf = _covering_leaf(forest, level, Ix, Iy, mx, my)
-    dlev = geom.level[leaf] - level
-    if np.any(np.abs(dlev) > 1):
+    gj, gi = (a.astype(np.int64) for a in _ghost_template(mx, my, mbc))
+    g = np.array([geom.trees_x, geom.trees_y, int(geom.periodic_x), int(geom.periodic_y),
+                  mx, my], dtype=np.int64)
+    keys = np.ascontiguousarray(forest.keys, dtype=np.int64)
+    lvl, gqx, gqy = (np.ascontiguousarray(a, dtype=np.int64)
+                     for a in (geom.level, geom.gqx, geom.gqy))
+    npatch, ng = len(lvl), len(gj)
+    kind = np.empty((npatch, ng), dtype=np.int8)
+    cover = np.zeros((npatch, ng), dtype=np.int64)
+    _classify(keys, g, lvl, gqx, gqy, mbc, gj, gi, kind, cover)
+    if np.any(kind == _TOO_FAR):
         raise ValueError(
             "a ghost cell is covered by a leaf two or more levels away: the forest is not "
             "2:1 balanced across faces and corners, or mbc is too large for mx"
         )
-    dst = np.stack([p, j, i], axis=1)
-
-    same = dlev == 0
-    ls = leaf[same]
-    copy_src = np.stack(
-        [ls, Iy[same] - geom.gqy[ls] * my + mbc, Ix[same] - geom.gqx[ls] * mx + mbc], axis=1
+    counts = np.stack([(kind == k).sum(axis=1) for k in (_SAME, _FINER, _COARSER)], axis=1)
+    first = np.zeros_like(counts)
+    np.cumsum(counts[:-1], axis=0, out=first[1:])
+    n_copy, n_avg, n_int = (int(c) for c in counts.sum(axis=0))
+    plan = GhostPlan(
+        copy_dst=np.empty((n_copy, 3), dtype=np.int64),
+        copy_src=np.empty((n_copy, 3), dtype=np.int64),
+        avg_dst=np.empty((n_avg, 3), dtype=np.int64),
+        avg_src=np.empty((n_avg, 4, 3), dtype=np.int64),
+        interp_dst=np.empty((n_int, 3), dtype=np.int64),
+        interp_center=np.empty((n_int, 3), dtype=np.int64),
+        interp_nbr=np.zeros((n_int, 4, 4, 3), dtype=np.int64),
+        interp_valid=np.zeros((n_int, 4), dtype=bool),
+        interp_offset=np.empty((n_int, 2), dtype=np.float64),
     )
-
-    finer = dlev == 1
-    _, avg_src = _value_sources(forest, geom, level[finer], Ix[finer], Iy[finer])
-
-    coarser = dlev == -1
-    lc = leaf[coarser]
-    cl = level[coarser] - 1
-    Cx, Cy = Ix[coarser] // 2, Iy[coarser] // 2
-    center = np.stack([lc, Cy - geom.gqy[lc] * my + mbc, Cx - geom.gqx[lc] * mx + mbc], axis=1)
-    nbr = np.zeros((len(lc), 4, 4, 3), dtype=np.int64)
-    valid = np.zeros((len(lc), 4), dtype=bool)
-    for k, (ox, oy) in enumerate(((-1, 0), (1, 0), (0, -1), (0, 1))):
-        valid[:, k], nbr[:, k] = _value_sources(forest, geom, cl, Cx + ox, Cy + oy)
-    offset = np.stack([(Ix[coarser] % 2 - 0.5) * 0.5, (Iy[coarser] % 2 - 0.5) * 0.5], axis=1)
-
-    return GhostPlan(
-        copy_dst=dst[same],
-        copy_src=copy_src,
-        avg_dst=dst[finer],
-        avg_src=avg_src,
-        interp_dst=dst[coarser],
-        interp_center=center,
-        interp_nbr=nbr,
-        interp_valid=valid,
-        interp_offset=offset,
-    )
+    bad = np.zeros(npatch, dtype=bool)
+    _fill_plan(keys, g, lvl, gqx, gqy, mbc, gj, gi, kind, cover, first, plan.copy_dst,
+               plan.copy_src, plan.avg_dst, plan.avg_src, plan.interp_dst, plan.interp_center,
+               plan.interp_nbr, plan.interp_valid, plan.interp_offset, bad)
+    if bad.any():
+        raise ValueError(
+            "ghost stencil reaches a leaf two levels away: the forest is not 2:1 balanced "
+            "across faces and corners, or mbc is too large for mx"
+        )
+    return plan
 
 
 # --------------------------------------------------------------------------------------
