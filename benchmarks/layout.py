@@ -1,0 +1,71 @@
+"""Host cost of the replicated metadata of a distributed run: per forest size, the time
+every rank spends rebuilding the global plans (ghost fill, time sync) and its own
+layout (restricted plans, halo, exchange schedules, strips) after a regrid.  One JSON
+record a line (rank 0); the largest time over ranks.
+
+    mpirun -n 2 python benchmarks/layout.py --mx 8 --levels 5,6,7,8
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+
+def main(argv=None):
+    from mpi4py import MPI
+
+    from forestpy import Domain
+    from forestpy.parallel import DistributedSimulation
+    from forestpy.patches import build_ghost_plan, build_time_sync_plan
+    from forestpy.patches.geometry import PatchGeometry
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mx", type=int, default=8)
+    ap.add_argument("--levels", default="5,6,7")
+    ap.add_argument("--repeats", type=int, default=3)
+    a = ap.parse_args(argv)
+    comm = MPI.COMM_WORLD
+
+    def qinit(x, y):
+        return np.stack([1.0 + 0.1 * np.exp(-50 * ((x - 0.5) ** 2 + (y - 0.5) ** 2)),
+                         np.zeros_like(x), np.zeros_like(x)])
+
+    for level in (int(v) for v in a.levels.split(",")):
+        t0 = time.perf_counter()
+        sim = DistributedSimulation("shallow_roe", qinit=qinit, comm=comm, mx=a.mx,
+                                    domain=Domain((0.0, 0.0), (1.0, 1.0)), min_level=level,
+                                    max_level=level, bc="wall", t_final=1e9)
+        setup = time.perf_counter() - t0
+        plans, layout = [], []
+        for _ in range(a.repeats):
+            comm.Barrier()
+            t0 = time.perf_counter()
+            # what every rank redoes after a regrid (DistributedSimulation._set_forest):
+            # the geometry and the global plans of the whole forest ...
+            geom = PatchGeometry.from_forest(sim.forest, sim.mx, sim.my, sim.mbc)
+            build_ghost_plan(sim.forest, geom)
+            build_time_sync_plan(sim.forest, geom)
+            t1 = time.perf_counter()
+            sim._build_layout()  # ... and its own part of them
+            t2 = time.perf_counter()
+            plans.append(t1 - t0)
+            layout.append(t2 - t1)
+        worst = np.empty(2)
+        comm.Allreduce(np.array([min(plans), min(layout)]), worst, op=MPI.MAX)
+        if comm.rank == 0:
+            print(json.dumps({"bench": "layout", "ranks": comm.size, "mx": a.mx,
+                              "level": level, "patches": int(sim.forest.n),
+                              "global_plans_s": float(worst[0]),
+                              "rank_layout_s": float(worst[1]), "setup_s": setup}),
+                  flush=True)
+        del sim
+
+
+if __name__ == "__main__":
+    main()
