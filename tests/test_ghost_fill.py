@@ -220,7 +220,7 @@ def n_in_domain_ghosts(geom):
 @pytest.mark.parametrize("brick", list(BRICKS))
 def test_plan_equals_the_numpy_reference_builder(brick, mx, my, mbc):
     """The compiled builder gives the NumPy reference's plan entry for entry (same
-    order, dtypes and shapes), periodic and multi-tree bricks included."""
+    order and shapes), periodic and multi-tree bricks included."""
     from ghost_plan_reference import build_ghost_plan_reference
 
     for seed in (31, 32):
@@ -229,7 +229,9 @@ def test_plan_equals_the_numpy_reference_builder(brick, mx, my, mbc):
         ref, plan = build_ghost_plan_reference(forest, geom), build_ghost_plan(forest, geom)
         for name in ref.__dataclass_fields__:
             a, b = getattr(ref, name), getattr(plan, name)
-            assert a.dtype == b.dtype and a.shape == b.shape, name
+            # the compiled builder stores indices as int32 (the reference: int64)
+            assert b.dtype == (np.int32 if a.dtype == np.int64 else a.dtype), name
+            assert a.shape == b.shape, name
             assert np.array_equal(a, b), name
 
 
