@@ -32,6 +32,19 @@ def test_radial_dam_conserves_totals_through_regrids(radial_dam):
         assert abs(t1[name] - t0[name]) <= 1e-12 * scale, (name, t0[name], t1[name])
 
 
+def test_cell_centres_are_made_only_when_asked_for(radial_dam):
+    """After a regrid the cell centres are not made until something asks for them (the
+    radial dam's hooks never do); then they are the geometry's, the backend copy too."""
+    sim = radial_dam.setup(mx=8, min_level=2, max_level=4, t_final=0.1, regrid_interval=1)
+    sim.run()
+    assert sim.regrids >= 1
+    assert sim._centers_host is None and sim._centers is None
+    xs, ys = sim.geom.cell_centers(ghosts=True)
+    x, y = sim.centers
+    assert np.array_equal(x, xs) and np.array_equal(y, ys)
+    assert sim.centers_host[0] is sim._centers_host[0]
+
+
 @pytest.mark.parametrize("amr", [False, True])
 def test_radial_dam_keeps_the_symmetries_of_the_square(radial_dam, amr):
     levels = dict(min_level=2, max_level=4) if amr else dict(min_level=3, max_level=3)
