@@ -10,6 +10,8 @@ a GPU path asks for them (:func:`kernels`), so CPU-only runs never touch CUDA.
 * physical boundaries (``"extrap"``, ``"wall"``): one launch per side, one thread per
   (patch on the side, cell position along the side), looping over components and ghost
   layers.
+* regrid transfer: one kernel per case (copy, interpolate, average), one thread per new
+  interior cell, running the per-cell bodies of :mod:`forestpy.patches.regrid`.
 
 All array arguments must be device arrays (CuPy on a GPU; in Numba's CUDA simulator
 NumPy arrays are the device arrays): a host NumPy array handed to a kernel on a real GPU
@@ -25,7 +27,8 @@ import numpy as np
 
 from forestpy.timers import phase
 
-__all__ = ["THREADS", "kernels", "component_mask", "fill_ghosts_gpu", "physical_bc_side_gpu"]
+__all__ = ["THREADS", "kernels", "component_mask", "fill_ghosts_gpu", "physical_bc_side_gpu",
+           "transfer_gpu"]
 
 THREADS = 256
 _KERNELS: dict = {}
@@ -65,7 +68,7 @@ def kernels() -> dict:
 
     cuda = numba.cuda
     from forestpy.cuda_device import cuda_device
-    from forestpy.patches import ghost_plan
+    from forestpy.patches import ghost_plan, regrid
 
     copy_entry = cuda_device(ghost_plan._copy_entry)
     average_entry = cuda_device(ghost_plan._average_entry)
@@ -88,6 +91,35 @@ def kernels() -> dict:
         k = cuda.grid(1)
         if k < dst.shape[0]:
             interpolate_entry(q, dst, center, nbr, valid, offset, positive, k)
+
+    copy_cell = cuda_device(regrid._copy_cell)
+    child_cell = cuda_device(regrid._child_cell)
+    parent_cell = cuda_device(regrid._parent_cell)
+
+    # regrid transfer: thread t is cell t % (my * mx) of the new patch t // (my * mx)
+    @cuda.jit
+    def transfer_copy(q_old, q_new, dst, src, mbc):
+        my, mx = q_new.shape[2] - 2 * mbc, q_new.shape[3] - 2 * mbc
+        t = cuda.grid(1)
+        if t < dst.shape[0] * my * mx:
+            k, c = t // (my * mx), t % (my * mx)
+            copy_cell(q_old, q_new, dst, src, k, c // mx, c % mx, mbc)
+
+    @cuda.jit
+    def transfer_child(q_old, q_new, dst, src, quarter, mbc):
+        my, mx = q_new.shape[2] - 2 * mbc, q_new.shape[3] - 2 * mbc
+        t = cuda.grid(1)
+        if t < dst.shape[0] * my * mx:
+            k, c = t // (my * mx), t % (my * mx)
+            child_cell(q_old, q_new, dst, src, quarter, k, c // mx, c % mx, mbc)
+
+    @cuda.jit
+    def transfer_parent(q_old, q_new, dst, kids, mbc):
+        my, mx = q_new.shape[2] - 2 * mbc, q_new.shape[3] - 2 * mbc
+        t = cuda.grid(1)
+        if t < dst.shape[0] * my * mx:
+            k, c = t // (my * mx), t % (my * mx)
+            parent_cell(q_old, q_new, dst, kids, k, c // mx, c % mx, mbc)
 
     @cuda.jit
     def physical_bc_side(q, idx, x_side, lower, wall, negate, mbc):
@@ -125,6 +157,9 @@ def kernels() -> dict:
         fill_average=fill_average,
         fill_interpolate=fill_interpolate,
         physical_bc_side=physical_bc_side,
+        transfer_copy=transfer_copy,
+        transfer_child=transfer_child,
+        transfer_parent=transfer_parent,
     )
     return _KERNELS
 
@@ -180,3 +215,12 @@ def physical_bc_side_gpu(q, idx, side: int, wall: bool, negate, mbc: int, backen
     kernels()["physical_bc_side"][_blocks(n), THREADS](
         q, idx, x_side, side in (0, 2), bool(wall), negate, mbc
     )
+
+
+def transfer_gpu(case: str, q_old, q_new, index, mbc: int, backend) -> None:
+    """One case of the regrid transfer (``"copy"``, ``"child"``, ``"parent"``; see
+    :func:`forestpy.patches.regrid.transfer`) into ``q_new``: one thread per new interior
+    cell.  ``index``: the case's device index arrays (new rows first)."""
+    _require_device(backend, q_old, q_new, *index)
+    n = index[0].shape[0] * (q_new.shape[2] - 2 * mbc) * (q_new.shape[3] - 2 * mbc)
+    kernels()[f"transfer_{case}"][_blocks(n), THREADS](q_old, q_new, *index, mbc)

@@ -1,7 +1,7 @@
 """Regrid transfer: move field data from an old forest onto a new one, conservatively.
 
 Each new leaf is matched with the old leaf covering its anchor (vectorised point
-location).  Unchanged leaves are copied; a new leaf one level finer than its old leaf
+location on the host).  Unchanged leaves are copied; a new leaf one level finer than its old leaf
 is *interpolated* (minmod-limited linear, offsets +-1/4 of a coarse cell, so the four
 children average back to the parent cell); a new leaf one level coarser than the old
 leaves is the *average* of its four children's 2 x 2 blocks.  Totals are therefore kept
@@ -13,26 +13,92 @@ use them).
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 
 from forestpy.forest import MAX_LEVEL
 
-__all__ = ["transfer", "minmod_slopes"]
+__all__ = ["transfer"]
 
 
-def minmod_slopes(q, mbc: int, xp=np):
-    """Minmod-limited slopes (per cell, in cell units) of the interiors of padded ``q``
-    (an ``xp`` array: NumPy, or CuPy on the GPU backend)."""
-    c = q[..., mbc:-mbc, mbc:-mbc]
-    dxl = c - q[..., mbc:-mbc, mbc - 1 : -mbc - 1]
-    dxr = q[..., mbc:-mbc, mbc + 1 : q.shape[-1] - mbc + 1] - c
-    dyl = c - q[..., mbc - 1 : -mbc - 1, mbc:-mbc]
-    dyr = q[..., mbc + 1 : q.shape[-2] - mbc + 1, mbc:-mbc] - c
+# ---------------------------------------------------------------- per-cell bodies
+# One cell (j, i) of the interior of new leaf k, every component; written once, run by
+# the CPU loops below and, compiled by forestpy.cuda_device, by the CUDA kernels of
+# forestpy.patches.cuda_kernels (one thread per cell).
 
-    def mm(a, b):
-        return xp.where(a * b > 0.0, xp.where(xp.abs(a) < xp.abs(b), a, b), 0.0)
 
-    return mm(dxl, dxr), mm(dyl, dyr)
+@numba.njit(inline="always")
+def _minmod(a, b):
+    if a * b > 0.0:
+        return a if abs(a) < abs(b) else b
+    return 0.0
+
+
+@numba.njit(inline="always")
+def _copy_cell(q_old, q_new, dst, src, k, j, i, mbc):
+    """Unchanged leaf: the interior cell from the old leaf (its ghost cells may be stale:
+    their neighbours changed)."""
+    for m in range(q_new.shape[1]):
+        q_new[dst[k], m, mbc + j, mbc + i] = q_old[src[k], m, mbc + j, mbc + i]
+
+
+@numba.njit(inline="always")
+def _child_cell(q_old, q_new, dst, src, quarter, k, j, i, mbc):
+    """Refined leaf (quarter ``(qx, qy)`` of its parent ``src[k]``): the parent cell plus
+    minmod-limited slopes (parent ghost cells included) times the offset of the fine cell
+    centre, +-1/4 of a parent cell."""
+    my, mx = q_new.shape[2] - 2 * mbc, q_new.shape[3] - 2 * mbc
+    J = mbc + quarter[k, 1] * (my // 2) + j // 2
+    I = mbc + quarter[k, 0] * (mx // 2) + i // 2
+    ox = (i % 2 - 0.5) * 0.5
+    oy = (j % 2 - 0.5) * 0.5
+    p = src[k]
+    for m in range(q_new.shape[1]):
+        c = q_old[p, m, J, I]
+        sx = _minmod(c - q_old[p, m, J, I - 1], q_old[p, m, J, I + 1] - c)
+        sy = _minmod(c - q_old[p, m, J - 1, I], q_old[p, m, J + 1, I] - c)
+        q_new[dst[k], m, mbc + j, mbc + i] = c + ox * sx + oy * sy
+
+
+@numba.njit(inline="always")
+def _parent_cell(q_old, q_new, dst, kids, k, j, i, mbc):
+    """Coarsened leaf: the mean of the 2 x 2 cells of the child covering the cell
+    (``kids[k]``: the old children in the order (0, 0), (1, 0), (0, 1), (1, 1))."""
+    my, mx = q_new.shape[2] - 2 * mbc, q_new.shape[3] - 2 * mbc
+    ox = 1 if 2 * i >= mx else 0
+    oy = 1 if 2 * j >= my else 0
+    r = kids[k, 2 * oy + ox]
+    jj = mbc + 2 * (j - oy * (my // 2))
+    ii = mbc + 2 * (i - ox * (mx // 2))
+    for m in range(q_new.shape[1]):
+        q_new[dst[k], m, mbc + j, mbc + i] = 0.25 * (
+            (q_old[r, m, jj, ii] + q_old[r, m, jj, ii + 1])
+            + (q_old[r, m, jj + 1, ii] + q_old[r, m, jj + 1, ii + 1])
+        )
+
+
+@numba.njit(parallel=True, cache=True)
+def _copy_cells(q_old, q_new, dst, src, mbc):
+    for k in numba.prange(dst.shape[0]):
+        for j in range(q_new.shape[2] - 2 * mbc):
+            for i in range(q_new.shape[3] - 2 * mbc):
+                _copy_cell(q_old, q_new, dst, src, k, j, i, mbc)
+
+
+@numba.njit(parallel=True, cache=True)
+def _child_cells(q_old, q_new, dst, src, quarter, mbc):
+    for k in numba.prange(dst.shape[0]):
+        for j in range(q_new.shape[2] - 2 * mbc):
+            for i in range(q_new.shape[3] - 2 * mbc):
+                _child_cell(q_old, q_new, dst, src, quarter, k, j, i, mbc)
+
+
+@numba.njit(parallel=True, cache=True)
+def _parent_cells(q_old, q_new, dst, kids, mbc):
+    for k in numba.prange(dst.shape[0]):
+        for j in range(q_new.shape[2] - 2 * mbc):
+            for i in range(q_new.shape[3] - 2 * mbc):
+                _parent_cell(q_old, q_new, dst, kids, k, j, i, mbc)
 
 
 def transfer(old_forest, old_geom, q_old, new_forest, new_geom, backend=None,
@@ -45,18 +111,19 @@ def transfer(old_forest, old_geom, q_old, new_forest, new_geom, backend=None,
     (a distributed run holds only some of them, in a compact local order).  The
     per-patch arithmetic does not depend on either.
 
-    Vectorised over patches: one gather per case (copy, interpolate, average).  The
-    index arrays are computed on the host from the forests (NumPy) and uploaded; all
-    field data moves with the backend's ``xp`` (``backend`` None: NumPy), so on the GPU
-    the fields stay on the device.  Raises ``ValueError`` when a new leaf is more than
-    one level away from the old leaves covering it (before any field data moves).
+    One compiled pass per case (copy, interpolate, average), parallel over the new
+    patches on the CPU; on the GPU backend the same per-cell bodies run as CUDA kernels,
+    one thread per cell, and the fields stay on the device.  The index arrays are
+    computed on the host from the forests (NumPy) and uploaded.  Raises ``ValueError``
+    when a new leaf is more than one level away from the old leaves covering it (before
+    any field data moves).
     """
     xp = np if backend is None else backend.xp
 
     def up(a):
         return a if backend is None else backend.to_device(a)
 
-    mx, my, mbc = new_geom.mx, new_geom.my, new_geom.mbc
+    mbc = new_geom.mbc
     meqn = q_old.shape[1]
     new_level, new_gqx, new_gqy = new_geom.level, new_geom.gqx, new_geom.gqy
     gx, gy = new_forest.global_xy()
@@ -88,43 +155,26 @@ def transfer(old_forest, old_geom, q_old, new_forest, new_geom, backend=None,
                 raise ValueError("coarsened leaf does not cover four children one level finer")
             kids.append(k)
 
-    # ---- backend: field data
+    # ---- field data: one pass per case, one cell per loop iteration / GPU thread
     q_new = xp.zeros((npatch, meqn) + new_geom.shape, dtype=q_old.dtype)
-    inner = (slice(None), slice(mbc, -mbc), slice(mbc, -mbc))
+    cases = []
     if len(same):
-        # interiors only: the old ghost cells may be stale (their neighbours changed)
-        q_new[(up(same),) + inner] = q_old[(up(row(old[same])),) + inner]
-
+        cases.append(("copy", same, row(old[same])))
     if len(child):
-        qp = q_old[up(row(parent))]
-        sx, sy = minmod_slopes(qp, mbc, xp)
-        qc = qp[:, :, mbc:-mbc, mbc:-mbc]
-        cx = new_gqx[child] - 2 * old_geom.gqx[parent]  # 0 or 1
-        cy = new_gqy[child] - 2 * old_geom.gqy[parent]
-        fi = np.arange(mx)
-        fj = np.arange(my)
-        ci = cx[:, None] * (mx // 2) + fi[None, :] // 2  # (n, mx)
-        cj = cy[:, None] * (my // 2) + fj[None, :] // 2  # (n, my)
-        n = up(np.arange(len(child))[:, None, None])
-        J, I = up(cj[:, :, None]), up(ci[:, None, :])
-        ox = up(((fi % 2) - 0.5) * 0.5)
-        oy = up(((fj % 2) - 0.5) * 0.5)
-        # advanced indices (n, J, I) around the eqn slice -> result (n, my, mx, meqn)
-        val = (
-            qc[n, :, J, I]
-            + ox[None, None, :, None] * sx[n, :, J, I]
-            + oy[None, :, None, None] * sy[n, :, J, I]
-        )
-        q_new[(up(child),) + inner] = xp.moveaxis(val, 3, 1)
-
+        quarter = np.stack([new_gqx[child] - 2 * old_geom.gqx[parent],
+                            new_gqy[child] - 2 * old_geom.gqy[parent]], axis=1)  # 0 or 1
+        cases.append(("child", child, row(parent), quarter))
     if len(par):
-        par_d = up(par)
-        for (ox, oy), k in zip(((0, 0), (1, 0), (0, 1), (1, 1)), kids):
-            qk = q_old[(up(row(k)),) + inner]
-            avg = 0.25 * (
-                (qk[:, :, 0::2, 0::2] + qk[:, :, 0::2, 1::2])
-                + (qk[:, :, 1::2, 0::2] + qk[:, :, 1::2, 1::2])
-            )
-            r0, c0 = mbc + oy * (my // 2), mbc + ox * (mx // 2)
-            q_new[par_d, :, r0 : r0 + my // 2, c0 : c0 + mx // 2] = avg
+        cases.append(("parent", par, np.stack([row(k) for k in kids], axis=1)))
+    if backend is not None and backend.is_gpu:
+        from forestpy.patches import cuda_kernels
+
+        for name, *index in cases:
+            cuda_kernels.transfer_gpu(name, q_old, q_new, [up(a) for a in index], mbc,
+                                      backend)
+        return q_new
+    q_old = np.ascontiguousarray(q_old)
+    run = {"copy": _copy_cells, "child": _child_cells, "parent": _parent_cells}
+    for name, *index in cases:
+        run[name](q_old, q_new, *index, mbc)
     return q_new
