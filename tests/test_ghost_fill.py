@@ -235,6 +235,23 @@ def test_plan_equals_the_numpy_reference_builder(brick, mx, my, mbc):
             assert np.array_equal(a, b), name
 
 
+@pytest.mark.parametrize("brick", ["3x2", "per_xy"])
+def test_plan_of_some_patches_is_the_whole_plan_restricted(brick):
+    """``build_ghost_plan(..., patches=ids)`` (a rank's owned range, or any increasing
+    subset) gives exactly the whole plan's entries whose destination is in ``ids``."""
+    forest = random_forest(BRICKS[brick], 41)
+    geom = PatchGeometry.from_forest(forest, 8, 6, 2)
+    whole = build_ghost_plan(forest, geom)
+    rng = np.random.default_rng(42)
+    for ids in (np.arange(forest.n // 3, 2 * forest.n // 3),
+                np.flatnonzero(rng.random(forest.n) < 0.4), np.arange(0)):
+        part = build_ghost_plan(forest, geom, patches=ids)
+        for name in whole.__dataclass_fields__:
+            kind = name.split("_")[0]
+            keep = np.isin(getattr(whole, f"{kind}_dst")[:, 0], ids)
+            assert np.array_equal(getattr(part, name), getattr(whole, name)[keep]), name
+
+
 def test_plan_counts_uniform_only_copies():
     for conn in (Brick(2, 1, upper=(2.0, 1.0)), Brick(2, 2, periodic_x=True, periodic_y=True)):
         f = Forest.new(conn, 2)

@@ -223,8 +223,6 @@ class DistributedSimulation(Simulation):
         self.callbacks = [_wrap_callback(cb) for cb in self.callbacks]
         pa = self.patch_arrays  # the serial build's: keep the metadata on the host
         pa.sides = [self.backend.to_host(s) for s in pa.sides]
-        self.ghost_plan = GhostPlan(**{k: self.backend.to_host(getattr(self.ghost_plan, k))
-                                       for k in GhostPlan.__dataclass_fields__})
         self._build_layout()
 
     def _initial_refinement(self) -> None:
@@ -276,14 +274,14 @@ class DistributedSimulation(Simulation):
         return self._host_flags(flags) & (self.geom.level < self.max_level)
 
     def _set_forest(self, forest) -> None:
-        """New forest: the geometry and the global plans on the host (metadata,
-        replicated), then this rank's layout; ``aux`` of the local patches only."""
+        """New forest: the geometry and the global time-sync plan on the host (metadata,
+        replicated), then this rank's layout (with the ghost plan of its owned patches);
+        ``aux`` of the local patches only."""
         if not hasattr(self, "comm"):  # Simulation.__init__ of distribute()
             return super()._set_forest(forest)
         be = self.backend
         self.forest = forest
         geom = self.geom = PatchGeometry.from_forest(forest, self.mx, self.my, self.mbc)
-        self.ghost_plan = build_ghost_plan(forest, geom)
         self.sync_plan = build_time_sync_plan(forest, geom)
         self.patch_arrays = SimpleNamespace(
             mx=geom.mx, my=geom.my, mbc=geom.mbc, npatch=geom.npatch,
@@ -322,11 +320,10 @@ class DistributedSimulation(Simulation):
         def owned(p):
             return (p >= lo) & (p < hi)
 
-        # ghost plan restricted to owned destinations (global patch ids)
-        g = {k: be.to_host(getattr(self.ghost_plan, k)) for k in GhostPlan.__dataclass_fields__}
-        keep = {"copy": owned(g["copy_dst"][:, 0]), "avg": owned(g["avg_dst"][:, 0]),
-                "interp": owned(g["interp_dst"][:, 0])}
-        gplan = {k: v[keep[k.split("_")[0]]] for k, v in g.items()}
+        # the ghost plan of the owned destinations (global patch ids; built for them
+        # alone: the entries of the whole forest's plan with an owned destination)
+        self.ghost_plan = build_ghost_plan(forest, self.geom, patches=np.arange(lo, hi))
+        gplan = {k: getattr(self.ghost_plan, k) for k in GhostPlan.__dataclass_fields__}
         reads = [gplan["copy_src"][:, 0], gplan["avg_src"][..., 0].ravel(),
                  gplan["interp_center"][:, 0],
                  gplan["interp_nbr"][gplan["interp_valid"]][..., 0].ravel()]

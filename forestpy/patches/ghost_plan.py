@@ -164,41 +164,44 @@ def _value_source(keys, g, lvl, gqx, gqy, mbc, level, Ix, Iy, out):
 
 
 @numba.njit(parallel=True, cache=True)
-def _classify(keys, g, lvl, gqx, gqy, mbc, gj, gi, kind, cover):
-    """Kind of every ghost cell ``(p, t)`` (template cell ``t``) and its covering leaf."""
+def _classify(keys, g, lvl, gqx, gqy, mbc, gj, gi, patches, kind, cover):
+    """Kind of every ghost cell ``(r, t)`` (template cell ``t`` of patch ``patches[r]``)
+    and its covering leaf."""
     mx, my = g[4], g[5]
-    for p in numba.prange(len(lvl)):
+    for r in numba.prange(len(patches)):
+        p = patches[r]
         level = lvl[p]
         for t in range(len(gj)):
             Ix, Iy, inside = _wrap_cell(gqx[p] * mx + gi[t] - mbc, gqy[p] * my + gj[t] - mbc,
                                         level, g)
             if not inside:
-                kind[p, t] = _OUTSIDE
+                kind[r, t] = _OUTSIDE
                 continue
             leaf = _covering_leaf(keys, g, level, Ix, Iy)
-            cover[p, t] = leaf
+            cover[r, t] = leaf
             d = lvl[leaf] - level
-            kind[p, t] = _SAME if d == 0 else (
+            kind[r, t] = _SAME if d == 0 else (
                 _FINER if d == 1 else (_COARSER if d == -1 else _TOO_FAR))
 
 
 @numba.njit(parallel=True, cache=True)
-def _fill_plan(keys, g, lvl, gqx, gqy, mbc, gj, gi, kind, cover, first, copy_dst, copy_src,
-               avg_dst, avg_src, interp_dst, center, nbr, valid, offset, bad):
-    """The plan's entries, patch by patch (``first[p]``: each kind's first entry of patch
-    ``p``), in the order of the ghost template; ``bad[p]`` set where an interpolation
-    stencil reaches a leaf two levels away."""
+def _fill_plan(keys, g, lvl, gqx, gqy, mbc, gj, gi, patches, kind, cover, first, copy_dst,
+               copy_src, avg_dst, avg_src, interp_dst, center, nbr, valid, offset, bad):
+    """The plan's entries, patch by patch (``first[r]``: each kind's first entry of patch
+    ``patches[r]``), in the order of the ghost template; ``bad[r]`` set where an
+    interpolation stencil reaches a leaf two levels away."""
     mx, my = g[4], g[5]
-    for p in numba.prange(len(lvl)):
+    for r in numba.prange(len(patches)):
+        p = patches[r]
         level = lvl[p]
-        n_copy, n_avg, n_int = first[p, 0], first[p, 1], first[p, 2]
+        n_copy, n_avg, n_int = first[r, 0], first[r, 1], first[r, 2]
         for t in range(len(gj)):
-            k = kind[p, t]
+            k = kind[r, t]
             if k == _OUTSIDE:
                 continue
             Ix, Iy, _ = _wrap_cell(gqx[p] * mx + gi[t] - mbc, gqy[p] * my + gj[t] - mbc,
                                    level, g)
-            leaf = cover[p, t]
+            leaf = cover[r, t]
             if k == _SAME:
                 e = n_copy
                 n_copy += 1
@@ -222,21 +225,24 @@ def _fill_plan(keys, g, lvl, gqx, gqy, mbc, gj, gi, kind, cover, first, copy_dst
                 for n in range(4):  # x-, x+, y-, y+
                     ox = -1 if n == 0 else (1 if n == 1 else 0)
                     oy = -1 if n == 2 else (1 if n == 3 else 0)
-                    r = _value_source(keys, g, lvl, gqx, gqy, mbc, level - 1, Cx + ox,
-                                      Cy + oy, nbr[e, n])
-                    valid[e, n] = r == 1
-                    if r < 0:
-                        bad[p] = True
+                    got = _value_source(keys, g, lvl, gqx, gqy, mbc, level - 1, Cx + ox,
+                                        Cy + oy, nbr[e, n])
+                    valid[e, n] = got == 1
+                    if got < 0:
+                        bad[r] = True
                 offset[e, 0] = (Ix % 2 - 0.5) * 0.5
                 offset[e, 1] = (Iy % 2 - 0.5) * 0.5
 
 
-def build_ghost_plan(forest, geom) -> GhostPlan:
+def build_ghost_plan(forest, geom, patches=None) -> GhostPlan:
     """Classify every in-domain ghost cell of every patch; see the module docstring.
 
-    Collective over the whole forest; host arrays.  Two compiled passes parallel over
-    the patches (classify and count, then fill), O(npatch * ghost cells); the entries
-    of each kind are ordered by patch, then by ghost cell (row-major).
+    ``patches`` (increasing leaf ids, default all): only the ghost cells of these
+    patches (a distributed run: the owned ones), the entries being those of the whole
+    plan whose destination is one of them.  Not collective; host arrays.  Two compiled
+    passes parallel over the patches (classify and count, then fill), O(patches * ghost
+    cells); the entries of each kind are ordered by patch, then by ghost cell
+    (row-major).
     """
     mx, my, mbc = geom.mx, geom.my, geom.mbc
     gj, gi = (a.astype(np.int64) for a in _ghost_template(mx, my, mbc))
@@ -245,10 +251,12 @@ def build_ghost_plan(forest, geom) -> GhostPlan:
     keys = np.ascontiguousarray(forest.keys, dtype=np.int64)
     lvl, gqx, gqy = (np.ascontiguousarray(a, dtype=np.int64)
                      for a in (geom.level, geom.gqx, geom.gqy))
-    npatch, ng = len(lvl), len(gj)
+    patches = np.arange(len(lvl)) if patches is None else np.asarray(patches)
+    patches = np.ascontiguousarray(patches, dtype=np.int64)
+    npatch, ng = len(patches), len(gj)
     kind = np.empty((npatch, ng), dtype=np.int8)
     cover = np.zeros((npatch, ng), dtype=np.int64)
-    _classify(keys, g, lvl, gqx, gqy, mbc, gj, gi, kind, cover)
+    _classify(keys, g, lvl, gqx, gqy, mbc, gj, gi, patches, kind, cover)
     if np.any(kind == _TOO_FAR):
         raise ValueError(
             "a ghost cell is covered by a leaf two or more levels away: the forest is not "
@@ -271,7 +279,7 @@ def build_ghost_plan(forest, geom) -> GhostPlan:
         interp_offset=np.empty((n_int, 2), dtype=np.float64),
     )
     bad = np.zeros(npatch, dtype=bool)
-    _fill_plan(keys, g, lvl, gqx, gqy, mbc, gj, gi, kind, cover, first, plan.copy_dst,
+    _fill_plan(keys, g, lvl, gqx, gqy, mbc, gj, gi, patches, kind, cover, first, plan.copy_dst,
                plan.copy_src, plan.avg_dst, plan.avg_src, plan.interp_dst, plan.interp_center,
                plan.interp_nbr, plan.interp_valid, plan.interp_offset, bad)
     if bad.any():
