@@ -220,13 +220,23 @@ def n_in_domain_ghosts(geom):
 @pytest.mark.parametrize("brick", list(BRICKS))
 def test_plan_equals_the_numpy_reference_builder(brick, mx, my, mbc):
     """The compiled builder gives the NumPy reference's plan entry for entry (same
-    order and shapes), periodic and multi-tree bricks included."""
+    order and shapes; the reference's 4 source cells of an average as one block),
+    periodic and multi-tree bricks included."""
     from ghost_plan_reference import build_ghost_plan_reference
+
+    def blocks(cells):
+        """The reference's 4 cells (..., 4, 3) of an average as a block (..., 4): the
+        first cell and the step to the others (0: one cell four times)."""
+        step = cells[..., 3, 1] - cells[..., 0, 1]
+        assert np.array_equal(cells[..., 3, 2] - cells[..., 0, 2], step)
+        return np.concatenate([cells[..., 0, :], step[..., None]], axis=-1)
 
     for seed in (31, 32):
         forest = random_forest(BRICKS[brick], seed)
         geom = PatchGeometry.from_forest(forest, mx, my, mbc)
         ref, plan = build_ghost_plan_reference(forest, geom), build_ghost_plan(forest, geom)
+        ref.avg_src, ref.interp_nbr = blocks(ref.avg_src), blocks(ref.interp_nbr)
+        assert np.all(ref.avg_src[:, 3] == 1)
         for name in ref.__dataclass_fields__:
             a, b = getattr(ref, name), getattr(plan, name)
             # the compiled builder stores indices as int32 (the reference: int64)

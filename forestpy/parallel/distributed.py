@@ -401,11 +401,10 @@ class DistributedSimulation(Simulation):
         the split fill gives the serial ghost values."""
         be, lo, hi = self.backend, self.lo, self.hi
         kinds = {"copy": [plan["copy_src"][:, None, 0]],
-                 "avg": [plan["avg_src"][..., 0]],
+                 "avg": [plan["avg_src"][:, None, 0]],
                  "interp": [plan["interp_center"][:, None, 0],
-                            np.where(plan["interp_valid"][..., None], plan["interp_nbr"][..., 0],
-                                     plan["interp_dst"][:, None, None, 0]).reshape(
-                                len(plan["interp_dst"]), 16)]}
+                            np.where(plan["interp_valid"], plan["interp_nbr"][..., 0],
+                                     plan["interp_dst"][:, None, 0])]}
         remote = np.zeros(self.forest.n, dtype=bool)  # owned patches reading remote data
         entry_late = {}
         for k, srcs in kinds.items():
@@ -459,19 +458,23 @@ class DistributedSimulation(Simulation):
     def _exchange_cells(self, plan, triplets, owned) -> None:
         """The halo exchange moves boundary strips, not whole patches: only the cells
         of a patch that some rank's ghost fill or time sync reads from a remote patch
-        (``triplets``: ``(..., 3)`` arrays of (global patch, j, i)), the same cell set
-        for every patch (the union over all ranks: a ring along the patch's sides).
-        ``plan.cells`` (flat indices into a padded patch) stays None when the ring
-        would hold most of the patch anyway."""
+        (``triplets``: ``(..., 3)`` arrays of (global patch, j, i), or ``(..., 4)``
+        blocks of the ghost plan, 4 cells each), the same cell set for every patch (the
+        union over all ranks: a ring along the patch's sides).  ``plan.cells`` (flat
+        indices into a padded patch) stays None when the ring would hold most of the
+        patch anyway."""
         from mpi4py import MPI
 
         pa = self.patch_arrays
         ny, nx = pa.my + 2 * pa.mbc, pa.mx + 2 * pa.mbc
         mask = np.zeros(ny * nx, dtype=np.uint8)
         for t in triplets:
-            t = np.asarray(t).reshape(-1, 3).astype(np.int64)
+            t = np.asarray(t)
+            t = t.reshape(-1, t.shape[-1]).astype(np.int64)
             t = t[~owned(t[:, 0])]
-            mask[t[:, 1] * nx + t[:, 2]] = 1
+            step = t[:, 3] if t.shape[1] == 4 else 0
+            for a, b in ((0, 0), (0, 1), (1, 0), (1, 1)):  # a block's 4 cells
+                mask[(t[:, 1] + a * step) * nx + t[:, 2] + b * step] = 1
         both = np.empty_like(mask)
         self.comm.Allreduce(mask, both, op=MPI.MAX)
         cells = np.flatnonzero(both)
@@ -1157,14 +1160,15 @@ def _lookup(table, ids):
 
 
 def _remap_ghost_plan(plan: dict, g2l) -> dict:
-    """The ghost plan's patch ids (column 0 of the triplets) -> local rows.  Unused
-    interpolation neighbours (``interp_valid`` False) point at their destination."""
+    """The ghost plan's patch ids (column 0 of the triplets and blocks) -> local rows.
+    Unused interpolation neighbours (``interp_valid`` False) point at their
+    destination."""
     out = {k: v.copy() for k, v in plan.items()}
     for k in ("copy_dst", "copy_src", "avg_dst", "interp_dst", "interp_center"):
         out[k][:, 0] = _lookup(g2l, plan[k][:, 0])
-    out["avg_src"][..., 0] = _lookup(g2l, plan["avg_src"][..., 0])
-    nbr = np.where(plan["interp_valid"][..., None], plan["interp_nbr"][..., 0],
-                   plan["interp_dst"][:, None, None, 0])
+    out["avg_src"][:, 0] = _lookup(g2l, plan["avg_src"][:, 0])
+    nbr = np.where(plan["interp_valid"], plan["interp_nbr"][..., 0],
+                   plan["interp_dst"][:, None, 0])
     out["interp_nbr"][..., 0] = _lookup(g2l, nbr)
     return out
 

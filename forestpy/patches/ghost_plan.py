@@ -44,10 +44,14 @@ __all__ = ["GhostPlan", "build_ghost_plan", "fill_ghosts", "positive_mask"]
 class GhostPlan:
     """Index lists of one ghost fill; ``(p, j, i)`` triplets (int32) into ``q[p, :, j, i]``.
 
-    ``copy_dst``/``copy_src``: (n, 3). ``avg_dst``: (n, 3), ``avg_src``: (n, 4, 3).
-    ``interp_dst``: (n, 3), ``interp_center``: (n, 3), ``interp_nbr``: (n, 4, 4, 3)
-    for the x-, x+, y-, y+ neighbours (4 cells averaged each), ``interp_valid``:
-    (n, 4) bool, ``interp_offset``: (n, 2) float offsets in coarse-cell units.
+    ``copy_dst``/``copy_src``: (n, 3). ``avg_dst``: (n, 3), ``avg_src``: (n, 4) 2 x 2
+    blocks (below). ``interp_dst``: (n, 3), ``interp_center``: (n, 3), ``interp_nbr``:
+    (n, 4, 4) blocks for the x-, x+, y-, y+ neighbours, ``interp_valid``: (n, 4) bool,
+    ``interp_offset``: (n, 2) float offsets in coarse-cell units.
+
+    A *block* ``(p, j, i, s)`` is the 4 cells ``(p, j + a s, i + b s)``, ``a, b`` in
+    {0, 1}, averaged (:func:`_block_cell`): ``s = 1`` a 2 x 2 block of finer cells,
+    ``s = 0`` one cell of the same level (its mean is the cell value, exactly).
     """
 
     copy_dst: np.ndarray
@@ -138,27 +142,21 @@ def _covering_leaf(keys, g, level, Ix, Iy):
 
 @numba.njit(inline="always")
 def _value_source(keys, g, lvl, gqx, gqy, mbc, level, Ix, Iy, out):
-    """Sources of the level-``level`` average over the cell ``(Ix, Iy)`` into
-    ``out[4, 3]``: a copy (the same cell four times) where a leaf of that level covers
-    it, the 2 x 2 cells of a leaf one level finer; returns 1 (valid), 0 (outside the
-    domain, ``out`` left as is) or -1 (a leaf two or more levels away)."""
+    """The block (see :class:`GhostPlan`) whose mean is the level-``level`` value of the
+    cell ``(Ix, Iy)``, into ``out[4]``: the cell itself where a leaf of that level
+    covers it, the 2 x 2 cells of a leaf one level finer; returns 1 (valid), 0 (outside
+    the domain, ``out`` left as is) or -1 (a leaf two or more levels away)."""
     mx, my = g[4], g[5]
     Ix, Iy, inside = _wrap_cell(Ix, Iy, level, g)
     if not inside:
         return 0
     leaf = _covering_leaf(keys, g, level, Ix, Iy)
     d = lvl[leaf] - level
-    if d == 0:
-        for c in range(4):
-            out[c, 0] = leaf
-            out[c, 1] = Iy - gqy[leaf] * my + mbc
-            out[c, 2] = Ix - gqx[leaf] * mx + mbc
-        return 1
-    if d == 1:
-        for c in range(4):
-            out[c, 0] = leaf
-            out[c, 1] = 2 * Iy + c // 2 - gqy[leaf] * my + mbc
-            out[c, 2] = 2 * Ix + c % 2 - gqx[leaf] * mx + mbc
+    if d == 0 or d == 1:  # the cell itself, or its 2 x 2 finer cells
+        out[0] = leaf
+        out[1] = (Iy << d) - gqy[leaf] * my + mbc
+        out[2] = (Ix << d) - gqx[leaf] * mx + mbc
+        out[3] = d
         return 1
     return -1
 
@@ -271,10 +269,10 @@ def build_ghost_plan(forest, geom, patches=None) -> GhostPlan:
         copy_dst=np.empty((n_copy, 3), dtype=idx),
         copy_src=np.empty((n_copy, 3), dtype=idx),
         avg_dst=np.empty((n_avg, 3), dtype=idx),
-        avg_src=np.empty((n_avg, 4, 3), dtype=idx),
+        avg_src=np.empty((n_avg, 4), dtype=idx),
         interp_dst=np.empty((n_int, 3), dtype=idx),
         interp_center=np.empty((n_int, 3), dtype=idx),
-        interp_nbr=np.zeros((n_int, 4, 4, 3), dtype=idx),
+        interp_nbr=np.zeros((n_int, 4, 4), dtype=idx),
         interp_valid=np.zeros((n_int, 4), dtype=bool),
         interp_offset=np.empty((n_int, 2), dtype=np.float64),
     )
@@ -297,27 +295,20 @@ def build_ghost_plan(forest, geom, patches=None) -> GhostPlan:
 
 
 @numba.njit(inline="always")
-def _mean4(q, m, s, k):
-    """Mean of component ``m`` over the 4 cells ``s[k, 0..3]`` (triplets; s is (n, 4, 3))."""
-    return 0.25 * (
-        (q[s[k, 0, 0], m, s[k, 0, 1], s[k, 0, 2]] + q[s[k, 1, 0], m, s[k, 1, 1], s[k, 1, 2]])
-        + (q[s[k, 2, 0], m, s[k, 2, 1], s[k, 2, 2]] + q[s[k, 3, 0], m, s[k, 3, 1], s[k, 3, 2]])
-    )
+def _block_cell(b, c):
+    """Cell ``c`` (0..3: (0, 0), (0, 1), (1, 0), (1, 1) as (a, b) in row, column) of the
+    block ``b = (p, j, i, s)``: ``(p, j + a s, i + b s)``."""
+    return b[0], b[1] + (c >> 1) * b[3], b[2] + (c & 1) * b[3]
 
 
 @numba.njit(inline="always")
-def _mean4_nbr(q, m, nbr, k, d):
-    """Mean of component ``m`` over the 4 cells of neighbour ``d`` (nbr is (n, 4, 4, 3))."""
-    return 0.25 * (
-        (
-            q[nbr[k, d, 0, 0], m, nbr[k, d, 0, 1], nbr[k, d, 0, 2]]
-            + q[nbr[k, d, 1, 0], m, nbr[k, d, 1, 1], nbr[k, d, 1, 2]]
-        )
-        + (
-            q[nbr[k, d, 2, 0], m, nbr[k, d, 2, 1], nbr[k, d, 2, 2]]
-            + q[nbr[k, d, 3, 0], m, nbr[k, d, 3, 1], nbr[k, d, 3, 2]]
-        )
-    )
+def _block_mean(q, m, b):
+    """Mean of component ``m`` over the 4 cells of the block ``b`` (pairs by rows)."""
+    p0, j0, i0 = _block_cell(b, 0)
+    p1, j1, i1 = _block_cell(b, 1)
+    p2, j2, i2 = _block_cell(b, 2)
+    p3, j3, i3 = _block_cell(b, 3)
+    return 0.25 * ((q[p0, m, j0, i0] + q[p1, m, j1, i1]) + (q[p2, m, j2, i2] + q[p3, m, j3, i3]))
 
 
 @numba.njit(inline="always")
@@ -347,9 +338,9 @@ def _copy_entry(q, dst, src, k):
 
 @numba.njit(inline="always")
 def _average_entry(q, dst, src, k):
-    """Average entry ``k``: the mean of the 2 x 2 fine cells ``src[k]`` (src is (n, 4, 3))."""
+    """Average entry ``k``: the mean of the 2 x 2 fine cells of the block ``src[k]``."""
     for m in range(q.shape[1]):
-        q[dst[k, 0], m, dst[k, 1], dst[k, 2]] = _mean4(q, m, src, k)
+        q[dst[k, 0], m, dst[k, 1], dst[k, 2]] = _block_mean(q, m, src[k])
 
 
 @numba.njit(inline="always")
@@ -359,10 +350,12 @@ def _interpolate_entry(q, dst, center, nbr, valid, offset, positive, k):
     for m in range(q.shape[1]):
         qc = q[c0, m, c1, c2]
         sx = _limited_slope(
-            qc, _mean4_nbr(q, m, nbr, k, 0), _mean4_nbr(q, m, nbr, k, 1), valid[k, 0], valid[k, 1]
+            qc, _block_mean(q, m, nbr[k, 0]), _block_mean(q, m, nbr[k, 1]), valid[k, 0],
+            valid[k, 1]
         )
         sy = _limited_slope(
-            qc, _mean4_nbr(q, m, nbr, k, 2), _mean4_nbr(q, m, nbr, k, 3), valid[k, 2], valid[k, 3]
+            qc, _block_mean(q, m, nbr[k, 2]), _block_mean(q, m, nbr[k, 3]), valid[k, 2],
+            valid[k, 3]
         )
         value = qc + offset[k, 0] * sx + offset[k, 1] * sy
         # a one-sided slope at a physical boundary is unlimited (so linear data stays

@@ -31,7 +31,13 @@ from __future__ import annotations
 
 import numba
 
-from forestpy.patches.ghost_plan import _fill_copy, _is_mask, _limited_slope, positive_mask
+from forestpy.patches.ghost_plan import (
+    _block_cell,
+    _fill_copy,
+    _is_mask,
+    _limited_slope,
+    positive_mask,
+)
 from forestpy.timers import phase
 
 __all__ = ["fill_ghosts_surface"]
@@ -51,15 +57,15 @@ def _value(q, aux, p, y, x, m, ib, drytol, eta_ref, rest):
 
 
 @numba.njit(inline="always")
-def _mean4_value(q, aux, s, k, d, m, ib, drytol, eta_ref, rest):
-    """Mean over the 4 cells ``s[k, d, 0..3]`` (triplets), summed as ``_mean4`` does
-    (``s`` is ``(n, ndir, 4, 3)``: the neighbours of an interpolation, or an average's
-    sources viewed with ``ndir = 1``).  One call site of ``_value`` (compile time)."""
+def _mean4_value(q, aux, blk, m, ib, drytol, eta_ref, rest):
+    """Mean over the 4 cells of the block ``blk`` (see ``GhostPlan``: an average's
+    sources or an interpolation's neighbour), summed as ``_block_mean`` does.  One call
+    site of ``_value`` (compile time)."""
     a = 0.0
     b = 0.0
     for c in range(4):
-        v = _value(q, aux, s[k, d, c, 0], s[k, d, c, 1], s[k, d, c, 2], m, ib, drytol, eta_ref,
-                   rest)
+        p, y, x = _block_cell(blk, c)
+        v = _value(q, aux, p, y, x, m, ib, drytol, eta_ref, rest)
         if c < 2:
             a += v
         else:
@@ -68,12 +74,12 @@ def _mean4_value(q, aux, s, k, d, m, ib, drytol, eta_ref, rest):
 
 
 @numba.njit(inline="always")
-def _wet_surfaces(q, aux, s, k, d, ih, ib, drytol):
-    """(sum of the surfaces, number) of the wet cells among the 4 cells ``s[k, d]``."""
+def _wet_surfaces(q, aux, blk, ih, ib, drytol):
+    """(sum of the surfaces, number) of the wet cells among the 4 cells of ``blk``."""
     total = 0.0
     n = 0.0
     for c in range(4):
-        p, y, x = s[k, d, c, 0], s[k, d, c, 1], s[k, d, c, 2]
+        p, y, x = _block_cell(blk, c)
         h = q[p, ih, y, x]
         if h > drytol:
             total += h + aux[p, ib, y, x]
@@ -82,15 +88,15 @@ def _wet_surfaces(q, aux, s, k, d, ih, ib, drytol):
 
 
 @numba.njit(inline="always")
-def _average_surface_entry(q, aux, dst, src4, ih, ib, drytol, k):
-    """Average entry ``k`` (``src4``: the plan's ``avg_src`` as ``(n, 1, 4, 3)``): plain
-    means, the depth through the rest surface."""
+def _average_surface_entry(q, aux, dst, src, ih, ib, drytol, k):
+    """Average entry ``k`` (``src``: the plan's ``avg_src`` blocks): plain means, the
+    depth through the rest surface."""
     p, y, x = dst[k, 0], dst[k, 1], dst[k, 2]
-    total, nwet = _wet_surfaces(q, aux, src4, k, 0, ih, ib, drytol)
+    total, nwet = _wet_surfaces(q, aux, src[k], ih, ib, drytol)
     eta_ref = total / nwet if nwet > 0.0 else 0.0
     for m in range(q.shape[1]):
         rest = m == ih and nwet > 0.0
-        v = _mean4_value(q, aux, src4, k, 0, m, ib, drytol, eta_ref, rest)
+        v = _mean4_value(q, aux, src[k], m, ib, drytol, eta_ref, rest)
         if rest:
             v = max(0.0, v - aux[p, ib, y, x])
         elif m == ih:
@@ -113,7 +119,7 @@ def _interpolate_surface_entry(q, aux, dst, center, nbr, valid, offset, positive
         nwet = 1.0
     for d in range(4):
         if valid[k, d]:
-            t, n = _wet_surfaces(q, aux, nbr, k, d, ih, ib, drytol)
+            t, n = _wet_surfaces(q, aux, nbr[k, d], ih, ib, drytol)
             total += t
             nwet += n
     eta_ref = total / nwet if nwet > 0.0 else 0.0
@@ -122,7 +128,7 @@ def _interpolate_surface_entry(q, aux, dst, center, nbr, valid, offset, positive
         vc = _value(q, aux, c0, c1, c2, m, ib, drytol, eta_ref, rest)
         xm = xp = ym = yp = 0.0
         for d in range(4):  # one call site (compile time)
-            v = _mean4_value(q, aux, nbr, k, d, m, ib, drytol, eta_ref, rest)
+            v = _mean4_value(q, aux, nbr[k, d], m, ib, drytol, eta_ref, rest)
             if d == 0:
                 xm = v
             elif d == 1:
@@ -144,9 +150,9 @@ def _interpolate_surface_entry(q, aux, dst, center, nbr, valid, offset, positive
 
 
 @numba.njit(parallel=True, cache=True)
-def _fill_average_surface(q, aux, dst, src4, ih, ib, drytol):
+def _fill_average_surface(q, aux, dst, src, ih, ib, drytol):
     for k in numba.prange(dst.shape[0]):
-        _average_surface_entry(q, aux, dst, src4, ih, ib, drytol, k)
+        _average_surface_entry(q, aux, dst, src, ih, ib, drytol, k)
 
 
 @numba.njit(parallel=True, cache=True)
@@ -180,10 +186,10 @@ def _kernels() -> dict:
     interpolate_entry = cuda_device(_interpolate_surface_entry)
 
     @cuda.jit
-    def fill_average_surface(q, aux, dst, src4, ih, ib, drytol):
+    def fill_average_surface(q, aux, dst, src, ih, ib, drytol):
         k = cuda.grid(1)
         if k < dst.shape[0]:
-            average_entry(q, aux, dst, src4, ih, ib, drytol, k)
+            average_entry(q, aux, dst, src, ih, ib, drytol, k)
 
     @cuda.jit
     def fill_interpolate_surface(q, aux, dst, center, nbr, valid, offset, positive, ih, ib,
@@ -214,7 +220,7 @@ def _fill_gpu(plan, q, aux, ih, ib, drytol, positive, backend, timers) -> None:
         ck._require_device(backend, q, aux, plan.avg_dst, plan.avg_src)
         with phase(timers, "ghost_fill.average"):
             mine["fill_average_surface"][ck._blocks(n), ck.THREADS](
-                q, aux, plan.avg_dst, plan.avg_src.reshape(n, 1, 4, 3), ih, ib, drytol)
+                q, aux, plan.avg_dst, plan.avg_src, ih, ib, drytol)
     n = len(plan.interp_dst)
     if n:
         arrays = (plan.interp_dst, plan.interp_center, plan.interp_nbr, plan.interp_valid,
@@ -248,9 +254,7 @@ def fill_ghosts_surface(plan, q, aux, depth: int, bottom: int, dry_tolerance: fl
             _fill_copy(q, plan.copy_dst, plan.copy_src)
     if len(plan.avg_dst):
         with phase(timers, "ghost_fill.average"):
-            _fill_average_surface(q, aux, plan.avg_dst,
-                                  plan.avg_src.reshape(len(plan.avg_dst), 1, 4, 3), ih, ib,
-                                  drytol)
+            _fill_average_surface(q, aux, plan.avg_dst, plan.avg_src, ih, ib, drytol)
     if len(plan.interp_dst):
         mask = positive if _is_mask(positive, meqn) else positive_mask(meqn, positive)
         with phase(timers, "ghost_fill.interpolate"):
