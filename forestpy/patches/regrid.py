@@ -1,8 +1,8 @@
 """Regrid transfer: move field data from an old forest onto a new one, conservatively.
 
 Each new leaf is matched with the old leaf covering its anchor (vectorised point
-location on the host).  Unchanged leaves are copied; a new leaf one level finer than its old leaf
-is *interpolated* (minmod-limited linear, offsets +-1/4 of a coarse cell, so the four
+location on the host).  Unchanged leaves are copied; a new leaf one level finer than its
+old leaf is *interpolated* (minmod-limited linear, offsets +-1/4 of a coarse cell, so the four
 children average back to the parent cell); a new leaf one level coarser than the old
 leaves is the *average* of its four children's 2 x 2 blocks.  Totals are therefore kept
 to round-off, and refine-then-coarsen gives back the original cells to round-off.
@@ -17,6 +17,7 @@ import numba
 import numpy as np
 
 from forestpy.forest import MAX_LEVEL
+from forestpy.patches.ghost_plan import _minmod
 
 __all__ = ["transfer"]
 
@@ -25,13 +26,6 @@ __all__ = ["transfer"]
 # One cell (j, i) of the interior of new leaf k, every component; written once, run by
 # the CPU loops below and, compiled by forestpy.cuda_device, by the CUDA kernels of
 # forestpy.patches.cuda_kernels (one thread per cell).
-
-
-@numba.njit(inline="always")
-def _minmod(a, b):
-    if a * b > 0.0:
-        return a if abs(a) < abs(b) else b
-    return 0.0
 
 
 @numba.njit(inline="always")
