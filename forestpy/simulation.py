@@ -316,12 +316,17 @@ class Simulation:
         ask for them makes none: at 18 K patches of 16 x 16 they took half of a GPU
         regrid)."""
         if self._centers_host is None:
-            self._centers_host = self.geom.cell_centers(ghosts=True)
+            self._centers_host = self._centers_geometry().cell_centers(ghosts=True)
         return self._centers_host
 
     @centers_host.setter
     def centers_host(self, value):
         self._centers_host = value
+
+    def _centers_geometry(self):
+        """The geometry of the patches of ``q``, whose cell centres ``centers_host``
+        holds."""
+        return self.geom
 
     @property
     def centers(self):

@@ -109,6 +109,7 @@ def test_radial_dam_amr_is_bitwise_the_serial_run(tmp_path, serial_amr, n):
     assert (late > 0).all() and (early > 0).all()
     assert_local_layout(par)
     assert par["layout"][:, 0].sum() < 0.8 * n * serial_amr.geom.npatch
+    assert not par["centres_made"].any()  # nothing here asks for the cell centres
     assert_same_state(par, serial_amr)
 
 

@@ -301,6 +301,10 @@ class DistributedSimulation(Simulation):
         mx*my cells)."""
         return None
 
+    def _centers_geometry(self):
+        # the local layout (owned + halo rows), as q (a serial build: the whole forest)
+        return getattr(self, "local_geom", self.geom)
+
     def _partition(self) -> None:
         """Repartition the current forest (new weights): gathers a local state first."""
         self.gather_state()
@@ -366,8 +370,7 @@ class DistributedSimulation(Simulation):
         geom, pa = self.geom, self.patch_arrays
         self.local_geom = _sub_geometry(geom, self.l2g)
         self.owned_geom = _sub_geometry(geom, np.arange(lo, hi))
-        self.centers_host = self.local_geom.cell_centers(ghosts=True)
-        self.centers = tuple(be.to_device(c) for c in self.centers_host)
+        self.centers_host = self.centers = None  # the local patches', on first use
         self.local_arrays = SimpleNamespace(
             mx=pa.mx, my=pa.my, mbc=pa.mbc, npatch=hi - lo, dx=pa.dx[lo:hi], dy=pa.dy[lo:hi],
         )

@@ -146,6 +146,7 @@ global_bytes = sim.forest.n * int(np.prod(sim.q.shape[1:])) * sim.q.dtype.itemsi
 memory = sim.comm.allgather((sim.gathers - gathers, summary_peak, save_peak, global_bytes,
                              probe.held, sim.q.shape[0]))
 build = sim.comm.allgather((built_distributed, qinit_cells))
+centres_made = sim.comm.allgather(sim._centers_host is not None)  # made on first use only
 with sim.root_view(0) as is_root:  # the final state on rank 0 only
     if is_root:
         np.savez(out / "result.npz", q=sim.backend.to_host(sim.q), t=sim.t, steps=sim.steps,
@@ -154,4 +155,5 @@ with sim.root_view(0) as is_root:  # the final state on rank 0 only
                  totals=np.array(list(totals.values())), level=sim.forest.level,
                  record=np.array(recorder.rows), memory=np.array(memory),
                  totals_initial=np.array(list(sim.totals_initial.values())),
-                 build=np.array(build), strips=np.array(strips))
+                 build=np.array(build), strips=np.array(strips),
+                 centres_made=np.array(centres_made))
