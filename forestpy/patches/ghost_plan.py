@@ -93,7 +93,8 @@ _OUTSIDE, _SAME, _FINER, _COARSER, _TOO_FAR = -1, 0, 1, 2, 3
 
 @numba.njit(inline="always")
 def _spread(v):
-    """Bit ``k`` of a 32-bit ``v`` to bit ``2k`` (the Morton interleave)."""
+    """Bit ``k`` of a 32-bit ``v`` to bit ``2k`` (the Morton interleave): the scalar,
+    compiled twin of :func:`forestpy.forest.quadrants._spread`."""
     v &= 0x00000000FFFFFFFF
     v = (v | (v << 16)) & 0x0000FFFF0000FFFF
     v = (v | (v << 8)) & 0x00FF00FF00FF00FF
@@ -120,7 +121,8 @@ def _covering_leaf(keys, g, level, Ix, Iy):
     """Leaf covering the level-``level`` cell ``(Ix, Iy)`` (wrapped, inside the domain):
     the leaf holding the anchor of the level ``level+1`` quadrant that contains the cell,
     so that a covering leaf one level finer is found too (binary search on the sorted
-    Morton keys of the leaves)."""
+    Morton keys of the leaves, as :meth:`forestpy.forest.Forest.locate_global` does for
+    arrays of points)."""
     mx, my = g[4], g[5]
     Qx = Ix // mx
     Qy = Iy // my
@@ -141,22 +143,28 @@ def _covering_leaf(keys, g, level, Ix, Iy):
 
 
 @numba.njit(inline="always")
+def _set_block(out, leaf, d, Ix, Iy, g, gqx, gqy, mbc):
+    """``out[4]``: the block of the level-``level`` cell ``(Ix, Iy)`` in its covering
+    ``leaf``, ``d`` (0 or 1) levels finer: the cell itself, or its 2 x 2 finer cells."""
+    out[0] = leaf
+    out[1] = (Iy << d) - gqy[leaf] * g[5] + mbc
+    out[2] = (Ix << d) - gqx[leaf] * g[4] + mbc
+    out[3] = d
+
+
+@numba.njit(inline="always")
 def _value_source(keys, g, lvl, gqx, gqy, mbc, level, Ix, Iy, out):
     """The block (see :class:`GhostPlan`) whose mean is the level-``level`` value of the
     cell ``(Ix, Iy)``, into ``out[4]``: the cell itself where a leaf of that level
     covers it, the 2 x 2 cells of a leaf one level finer; returns 1 (valid), 0 (outside
     the domain, ``out`` left as is) or -1 (a leaf two or more levels away)."""
-    mx, my = g[4], g[5]
     Ix, Iy, inside = _wrap_cell(Ix, Iy, level, g)
     if not inside:
         return 0
     leaf = _covering_leaf(keys, g, level, Ix, Iy)
     d = lvl[leaf] - level
-    if d == 0 or d == 1:  # the cell itself, or its 2 x 2 finer cells
-        out[0] = leaf
-        out[1] = (Iy << d) - gqy[leaf] * my + mbc
-        out[2] = (Ix << d) - gqx[leaf] * mx + mbc
-        out[3] = d
+    if d == 0 or d == 1:
+        _set_block(out, leaf, d, Ix, Iy, g, gqx, gqy, mbc)
         return 1
     return -1
 
@@ -211,7 +219,7 @@ def _fill_plan(keys, g, lvl, gqx, gqy, mbc, gj, gi, patches, kind, cover, first,
                 e = n_avg
                 n_avg += 1
                 avg_dst[e, 0], avg_dst[e, 1], avg_dst[e, 2] = p, gj[t], gi[t]
-                _value_source(keys, g, lvl, gqx, gqy, mbc, level, Ix, Iy, avg_src[e])
+                _set_block(avg_src[e], leaf, 1, Ix, Iy, g, gqx, gqy, mbc)
             else:
                 e = n_int
                 n_int += 1
