@@ -10,11 +10,17 @@
 * ``routine``: each GPU routine alone (Schur matvec + dot, vector updates, dot, every
   preconditioner kernel by level): time and achieved bandwidth from the bytes it must
   move, against the copy;
+* ``breakdown`` (GPU, not in the default parts): where a solve's time goes (setup,
+  iterations, gated iterations, finish, copies; first chunk from the last solve or not);
 * ``vbm``: one full VBM frame (explicit updates + one warm-started RRB solve).
+
+``--stop-level default,6`` runs the GPU parts ``iters`` and ``breakdown`` for each
+listed stopping level (``default``: the solver's own choice).
 
 Usage::
 
-    python benchmarks/rrb.py [--parts agree,iters,scipy,routines,vbm] [--gpu] [--quick]
+    python benchmarks/rrb.py [--parts agree,iters,scipy,routines,breakdown,vbm] [--gpu]
+        [--quick] [--sizes 1225,4096] [--stop-level default,6]
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import json
 import os
 import sys
 import time
+from functools import partial
 
 import numpy as np
 
@@ -52,39 +59,42 @@ def poisson(N):
 
 
 def part_iters(Ns, backends, tol=1e-8, reps=3, loose_tol=1e-3, check_every=(8,),
-               tail_nodes=(None,)):
+               stop_levels=(None,)):
     from forestpy.solvers import rrb
 
     for N in Ns:
         st, f, u = poisson(N)
-        t0 = time.perf_counter()
-        solvers = {}
+        solvers = []
         for b in backends:
-            solvers[b] = rrb.RRBSolver(st, backend=b)
-        t_build = time.perf_counter() - t0
-        for b, s in solvers.items():
+            for k in stop_levels if b == "gpu" else (None,):
+                t0 = time.perf_counter()
+                solvers.append((b, rrb.RRBSolver(st, level=k, backend=b)))
+                solvers[-1] += (time.perf_counter() - t0,)
+        for b, s, t_build in solvers:
             xp = s.backend.xp
             rhs = xp.asarray(f)
             # GPU: CUDA-graph iterations (default) and plain launches; a looser
-            # tolerance (paper-like ~6-10 iterations) as an extra row, not the headline
-            # and the device stopping rule read every k iterations (k = 1: every one)
-            # and the coarse levels in the single-block kernel up to ``tn`` nodes
+            # tolerance (paper-like ~5-7 iterations) as an extra row, not the headline;
+            # the device stopping rule read every k iterations (k = 1: every one)
+            # (first chunk as long as the last solve, the default, or ``fresh``: of
+            # check_every iterations, as in a solver's first solve)
             ks = list(check_every) if b == "gpu" else [None]
-            tns = list(tail_nodes) if b == "gpu" else [None]
-            variants = [(tol, None, kc, tn) for tn in tns for kc in ks]
+            variants = [(tol, None, kc, False) for kc in ks]
             if b == "gpu" and s._gpu.use_graph:
-                variants += [(tol, False, ks[0], tns[0])]
-                variants += [(loose_tol, None, kc, tn) for tn in tns for kc in ks]
-            for tl, graph, kc, tn in variants:
+                variants += [(tol, False, ks[0], False)]
+                variants += [(loose_tol, None, kc, False) for kc in ks]
+                variants += [(tl, None, ks[0], True) for tl in (tol, loose_tol)]
+            for tl, graph, kc, fresh in variants:
                 if graph is False:
                     s._gpu.use_graph = False
                 if kc is not None:
                     s._gpu.check_every = kc
-                if tn is not None and tn != s._gpu.tail_nodes:
-                    s._gpu.set_tail(tn)
-                x, info = s.solve(rhs, tol=tl)  # warm-up (compile, graph capture)
+                for _ in range(3):  # warm-up: compile / plain run, graph capture, replay
+                    x, info = s.solve(rhs, tol=tl)
                 times = []
                 for _ in range(reps):
+                    if fresh:
+                        s._gpu._last_its = 0
                     x, info = s.solve(rhs, tol=tl)
                     times.append(info["time_s"])
                 if graph is False:
@@ -101,8 +111,7 @@ def part_iters(Ns, backends, tol=1e-8, reps=3, loose_tol=1e-3, check_every=(8,),
                         "tol": tl,
                         "cuda_graph": bool(info.get("cuda_graph", False)),
                         "check_every": kc,
-                        "tail_nodes": s._gpu.tail_nodes if s._gpu else None,
-                        "tail_from_level": s._gpu.tail_from + 1 if s._gpu else None,
+                        "first_chunk": (kc if fresh else "last solve's") if kc else None,
                         "graph_error": getattr(s._gpu, "_graph_error", None) if s._gpu else None,
                         "iterations": info["iterations"],
                         "solve_ms": 1e3 * min(times),
@@ -129,8 +138,8 @@ def part_agree(nx, ny, tol=1e-10):
     c[1:, :] += ky[:-1, :]
     st = (c, -kx, -ky)
     b = rng.standard_normal((ny, nx))
-    cpu = rrb.RRBSolver(st)
     gpu = rrb.RRBSolver(st, backend="gpu")
+    cpu = rrb.RRBSolver(st, level=gpu.levels)  # the same factorisation (the GPU's default)
     xc, ic = cpu.solve(b, tol=tol)
     pc = cpu.precondition(b)
     pg = gpu.precondition(b)
@@ -161,6 +170,7 @@ def part_agree(nx, ny, tol=1e-10):
             "bench": "agree",
             "nx": nx,
             "ny": ny,
+            "level": gpu.levels,
             "cuda_graph": bool(ig["cuda_graph"]),
             "graph_error": gpu._gpu._graph_error,
             "iterations_cpu": ic["iterations"],
@@ -272,7 +282,7 @@ def part_copy(nbytes=1 << 30):
 
 def part_routines(N, copy_bw, reps=20):
     from forestpy.solvers import rrb
-    from forestpy.solvers.rrb.gpu_kernels import TAIL_TPB, TPB, _blocks, _red_blocks
+    from forestpy.solvers.rrb.gpu_kernels import TPB, _blocks, _red_blocks
 
     st, f, u = poisson(N)
     s = rrb.RRBSolver(st, backend="gpu")
@@ -346,16 +356,17 @@ def part_routines(N, copy_bw, reps=20):
         0,
         count=reps,
     )
+    m = g.Minv.shape[0]
     timeit(
-        f"tail (levels >= {g.tail_from + 1}, one block)",
-        lambda: k["tail"][1, TAIL_TPB, g._st](v(g.Pt), v(g.BLt), v(g.Wt), v(g.hw), g.ntail,
-                                       v(g.Wlast), v(g.Xlast), v(g.Minv), ng),
-        0,
-        g.tail_from + 1,
+        f"dense last level ({m} rows)",
+        lambda: k["dense_last"][m, g.dense_tpb, g._st](
+            v(g.Minv), v(g.Wlast), v(g.Xlast), ng),
+        m * m + 2 * m,
+        s.levels,
     )
     nlp = len(g.P)
     src = vec["r"]
-    for lev in range(g.tail_from):
+    for lev in range(nlp):
         dst = g.W[lev + 1] if lev + 1 < nlp else g.Wlast
         m = src.shape[1] * src.shape[2]
         timeit(
@@ -417,6 +428,68 @@ def part_routines(N, copy_bw, reps=20):
               len(graph.get_nodes()) / 8 if hasattr(graph, "get_nodes") else None})
 
 
+def part_breakdown(N, tols=(1e-3, 1e-8), level=None, reps=10):
+    """Where a GPU solve's time goes: the solve (best / median of ``reps``) with the first
+    chunk as long as the last solve (``last``) or of ``check_every`` iterations
+    (``fresh``), and CUDA-event times of its graphs: ``setup``, a chunk of real
+    iterations (setup + chunk minus setup), a gated (no-op) iteration, ``finish``, and
+    the device copies and the host read around them."""
+    import cupy
+    from forestpy.solvers import rrb
+
+    st, f, u = poisson(N)
+    s = rrb.RRBSolver(st, level=level, backend="gpu")
+    g = s._gpu
+    rhs = cupy.asarray(f)
+    stream = g._graph_stream()
+
+    def us(*fns, count=20):
+        # device time of the launches / copies ``fns`` (each called with no argument)
+        for fn in fns:
+            fn()
+        with _events() as t:
+            for _ in range(count):
+                for fn in fns:
+                    fn()
+        return 1e3 * t.ms / count
+
+    def launch(graph):
+        return lambda: graph.launch(stream)
+
+    for tol in tols:
+        rec = {"bench": "breakdown", "N": N, "levels": s.levels, "tol": tol}
+        for fresh in (False, True):
+            for _ in range(3):
+                x, info = s.solve(rhs, tol=tol)
+            ts = []
+            for _ in range(reps):
+                if fresh:
+                    g._last_its = 0
+                x, info = s.solve(rhs, tol=tol)
+                ts.append(info["time_s"])
+            name = "fresh" if fresh else "last"
+            rec[f"solve_ms_{name}"] = 1e3 * min(ts)
+            rec[f"solve_ms_{name}_median"] = 1e3 * float(np.median(ts))
+        its = rec["iterations"] = info["iterations"]
+        G = g._graphs
+        setup = G[("setup", False)]
+        rec["setup_us"] = us(launch(setup))
+        chunk = G.get(("chunk0", min(its, g.check_every)))
+        if chunk is not None:
+            both = us(launch(setup), launch(chunk))
+            rec["iteration_us"] = (both - rec["setup_us"]) / min(its, g.check_every)
+        gated = [(k, gr) for k, gr in G.items() if gr is not None and k[0] == "chunk"]
+        if gated:
+            (_, n), gr = gated[0]
+            g.st[0] = 1.0  # done: every kernel of the chunk returns at once
+            rec["gated_iteration_us"] = us(launch(gr)) / n
+        rec["finish_us"] = us(launch(G["finish"]))
+        rec["rhs_copy_us"] = us(partial(g.rhs_nat.__setitem__, Ellipsis, rhs))
+        rec["out_copy_us"] = us(g.out_nat.copy)
+        rec["state_read_us"] = us(g.stat.get)
+        emit(rec)
+
+
 def part_vbm(N, backend, frames=5):
     from forestpy.extensions.boussinesq import VBM
 
@@ -473,9 +546,9 @@ def main(argv=None):
     ap.add_argument("--cpu-max", type=int, default=2048, help="largest N on the CPU")
     ap.add_argument("--vbm", default="4096", help="comma list of N for 'vbm'")
     ap.add_argument(
-        "--tail-nodes",
-        default="1024",
-        help="comma list: GPU levels with at most this many quarter nodes in one block",
+        "--stop-level",
+        default="default",
+        help="comma list of GPU RRB stopping levels k ('default': the solver's choice)",
     )
     ap.add_argument(
         "--check-every",
@@ -497,13 +570,18 @@ def main(argv=None):
             bks = (["cpu"] if N <= a.cpu_max else []) + (["gpu"] if a.gpu else [])
             if bks:
                 part_iters([N], bks, check_every=[int(k) for k in a.check_every.split(",")],
-                           tail_nodes=[int(k) for k in a.tail_nodes.split(",")])
+                           stop_levels=[None if k == "default" else int(k)
+                                        for k in a.stop_level.split(",")])
     if "scipy" in parts:
         part_scipy([16, 32] if a.quick else [64, 128, 256, 512])
     if a.gpu and not sim and "routines" in parts:
         bw = part_copy()
         for N in [1225, 4096] if not a.quick else [64]:
             part_routines(N, bw)
+    if a.gpu and not sim and "breakdown" in parts:
+        for N in [int(x) for x in (a.sizes or "1225,4096").split(",")]:
+            for k in a.stop_level.split(","):
+                part_breakdown(N, level=None if k == "default" else int(k))
     if "vbm" in parts:
         for N in [32] if a.quick else [int(s) for s in a.vbm.split(",")]:
             part_vbm(N, "gpu" if a.gpu else "cpu")

@@ -65,24 +65,52 @@ def test_gpu_check_every_k_iterations(k):
     assert np.abs(gpu.backend.to_host(xg2) - xc2).max() < 1e-12 * np.abs(xc2).max()
 
 
-def test_tail_kernel_matches_cpu_for_every_split():
-    """The coarse levels applied by the single-block kernel (``tail_nodes``): none
-    (dense solve only), some, all; the preconditioner and a solve equal the CPU's."""
-    nx, ny = 33, 21  # quarters: r 187 nodes, W[1..3] 54, 15, 6; stop at level 5
-    st = _stencil(nx, ny, seed=5)
-    b = np.random.default_rng(6).standard_normal((ny, nx))
+@pytest.mark.parametrize("level", [2, 3, 5])
+def test_every_stopping_level_matches_cpu(level):
+    """Any stopping level: the levels above it level by level, the last one by the
+    dense kernel over the whole device (a block per row; level 2: 216 columns, so the
+    threads run the four-load rounds and the rest; level 5: 8); the preconditioner
+    equals the CPU's."""
+    nx, ny = 33, 21  # levels 17 x 11, 9 x 6, 5 x 3, 3 x 2
+    st = _stencil(nx, ny, seed=13)
+    b = np.random.default_rng(14).standard_normal((ny, nx))
+    cpu = rrb.RRBSolver(st, level=level)
+    gpu = rrb.RRBSolver(st, level=level, backend="gpu")
+    assert gpu._gpu.Minv.shape == cpu._lv["Minv"].shape
+    assert np.allclose(gpu.precondition(b), cpu.precondition(b), rtol=1e-12, atol=1e-13)
+
+
+def test_first_chunk_follows_the_last_solve():
+    """The first graph of iterations is as long as the last solve took (no gated no-op
+    iterations when solves are alike); whatever its length, the iterate, count and
+    history are the CPU's."""
+    nx, ny = 33, 21
+    st = _stencil(nx, ny, seed=15)
+    b = np.random.default_rng(16).standard_normal((ny, nx))
     cpu = rrb.RRBSolver(st, level=5)
     gpu = rrb.RRBSolver(st, level=5, backend="gpu")
-    pc = cpu.precondition(b)
+    xp = gpu.backend.xp
     xc, ic = cpu.solve(b, tol=1e-6)
-    for tail_nodes, first in ((0, 4), (10, 3), (4096, 1)):
-        gpu._gpu.set_tail(tail_nodes)
-        assert gpu._gpu.tail_from == first
-        assert np.allclose(gpu.precondition(b), pc, rtol=1e-12, atol=1e-13)
-        if tail_nodes == 10:  # one solve (the simulator is slow)
-            xg, ig = gpu.solve(gpu.backend.xp.asarray(b), tol=1e-6)
-            assert ig["iterations"] == ic["iterations"]
-            assert np.abs(gpu.backend.to_host(xg) - xc).max() < 1e-12 * np.abs(xc).max()
+    assert ic["iterations"] > 2
+    gpu.solve(xp.asarray(b), tol=1e-6, maxiter=2)
+    assert gpu._gpu._last_its == 2
+    chunks = []
+    real = gpu._gpu._chunk
+    gpu._gpu._chunk = lambda first, nit: (chunks.append(nit), real(first, nit))
+    xg, ig = gpu.solve(xp.asarray(b), tol=1e-6)
+    assert chunks[0] == 2 and sum(chunks) >= ic["iterations"]
+    assert ig["iterations"] == ic["iterations"] == gpu._gpu._last_its
+    assert np.allclose(ig["history"], ic["history"], rtol=1e-10)
+    assert np.abs(gpu.backend.to_host(xg) - xc).max() < 1e-12 * np.abs(xc).max()
+
+
+def test_default_stopping_level_per_backend():
+    """The default level: the first with at most COARSE_NODES nodes (64 on the CPU,
+    1024 on the GPU, where a dense solve is cheaper than a level's launches)."""
+    st = rrb.stencil_poisson(63, 63)  # levels 63^2, 32^2 = 1024, 16^2, 8^2 = 64
+    assert rrb.RRBSolver(st).levels == 4
+    assert rrb.RRBSolver(st, backend="gpu").levels == 2
+    assert rrb.RRBSolver(st, level=3, backend="gpu").levels == 3
 
 
 def test_non_finite_input_is_refused_and_the_solver_stays_usable():

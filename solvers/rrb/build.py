@@ -216,12 +216,14 @@ def _schur9_quarter_coeffs(d, ne, nw, ee, nn):
     return np.stack([dq[0], dq[1]] + r1 + r2)
 
 
-def build_levels(stencil, levels: int | None = None, lumping: str = "stencil"):
+def build_levels(stencil, levels: int | None = None, lumping: str = "stencil",
+                 coarse_nodes: int = 64):
     """Factorise; return a dict of host arrays (quarter storage) for the solver.
 
     ``levels`` is the level ``k`` at which the rest is factorised completely
-    (``2 <= k <= max_levels``); default: the first level with at most 64 nodes.
-    ``lumping``: ``"stencil"`` or ``"diagonal"`` (see :func:`_lump`).
+    (``2 <= k <= max_levels``); default: the first level with at most
+    ``coarse_nodes`` nodes.  ``lumping``: ``"stencil"`` or ``"diagonal"`` (see
+    :func:`_lump`).
     """
     if lumping not in ("stencil", "diagonal"):
         raise ValueError(f"unknown lumping {lumping!r}; valid: 'stencil', 'diagonal'")
@@ -233,7 +235,8 @@ def build_levels(stencil, levels: int | None = None, lumping: str = "stencil"):
     shapes = level_shapes(nx, ny, kmax)
     if levels is None:
         levels = next(
-            (k for k in range(2, kmax + 1) if shapes[k - 1][0] * shapes[k - 1][1] <= 64), kmax
+            (k for k in range(2, kmax + 1)
+             if shapes[k - 1][0] * shapes[k - 1][1] <= coarse_nodes), kmax
         )
     if not isinstance(levels, (int, np.integer)) or not 2 <= levels <= kmax:
         raise ValueError(

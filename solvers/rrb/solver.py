@@ -30,7 +30,15 @@ from . import kernels as K
 from .build import build_levels, check_stencil
 from .ordering import from_quarters, quarter_shape, to_quarters
 
-__all__ = ["RRBSolver", "solve", "stencil_poisson", "apply_stencil"]
+__all__ = ["RRBSolver", "solve", "stencil_poisson", "apply_stencil", "COARSE_NODES"]
+
+# The default stopping level: the first level with at most this many nodes, solved
+# with its dense inverse.  On the GPU a small level's four kernels cost their launch
+# latency (~2 us each, whatever the size) while one read of a dense inverse of up to
+# 1024 nodes (8 MB) costs a few us, and the exact coarse solve saves iterations
+# (1.5 M unknowns, H200: 5 instead of 7 iterations at tol 1e-3, 20 instead of 25 at
+# 1e-8; docs/rrb.md).  On the CPU the dense product costs its arithmetic.
+COARSE_NODES = {"cpu": 64, "gpu": 1024}
 
 
 def stencil_poisson(nx: int, ny: int, hx: float = 1.0, hy: float | None = None):
@@ -65,7 +73,8 @@ class RRBSolver:
         Diagonal, east and north couplings, arrays of shape ``(ny, nx)``.
     level : int, optional
         Level ``k`` at which the rest is factorised completely (``2 <= k <=
-        1 + floor(log2(max(nx, ny)))``); default: the first level with <= 64 nodes.
+        1 + floor(log2(max(nx, ny)))``); default: the first level with at most
+        ``COARSE_NODES[backend]`` nodes (64 on the CPU, 1024 on the GPU).
     backend : "cpu" | "gpu" | Backend
         Where the factorisation lives and the iterations run.  On the GPU every array
         stays on the device (Numba-CUDA kernels, one thread per quarter node).
@@ -85,11 +94,12 @@ class RRBSolver:
     def __init__(self, stencil, level: int | None = None, backend="cpu", lumping="stencil"):
         self.stencil = check_stencil(stencil)
         self.ny, self.nx = self.stencil[0].shape
-        data = build_levels(self.stencil, level, lumping)
+        self.backend = get_backend(backend)
+        coarse = COARSE_NODES["gpu" if self.backend.is_gpu else "cpu"]
+        data = build_levels(self.stencil, level, lumping, coarse_nodes=coarse)
         self.levels = data["levels"]
         self.max_levels = data["max_levels"]
         self.shapes = data["shapes"]
-        self.backend = get_backend(backend)
         self.quarter_shape = quarter_shape(self.nx, self.ny)
         self._host = data
         if self.backend.is_gpu:
