@@ -182,6 +182,23 @@ def test_empty_plan_on_uniform_forest():
     assert np.all(q == 1.0)
 
 
+def test_plan_of_some_patches_is_the_whole_plan_restricted():
+    """``patches=``: exactly the whole plan's entries whose coarse patch is listed, in
+    the same order (x-normal first, pairs adjacent, the widths of those pairs)."""
+    f = two_level_forest(Brick(2, 1, periodic_x=True), seed=5, nrefine=6)
+    geom = PatchGeometry.from_forest(f, MX, MY, MBC)
+    whole = build_time_sync_plan(f, geom)
+    fields = ("coarse", "fine", "coarse_edge", "fine_edge", "ixy", "sign")
+    for lo, hi in ((0, f.n // 3), (f.n // 3, f.n), (5, 6)):
+        part = build_time_sync_plan(f, geom, patches=np.arange(lo, hi))
+        keep = (whole.coarse[:, 0] >= lo) & (whole.coarse[:, 0] < hi)
+        assert part.nx == int(keep[: whole.nx].sum())
+        for k in fields:
+            assert np.array_equal(getattr(part, k), getattr(whole, k)[keep])
+        assert np.array_equal(part.width, whole.width[keep[::2]])
+    assert 0 < len(build_time_sync_plan(f, geom, patches=np.arange(f.n // 3))) < len(whole)
+
+
 # --------------------------------------------------------------------------------------
 # end to end with the Clawpack kernel
 # --------------------------------------------------------------------------------------

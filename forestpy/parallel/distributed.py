@@ -274,15 +274,14 @@ class DistributedSimulation(Simulation):
         return self._host_flags(flags) & (self.geom.level < self.max_level)
 
     def _set_forest(self, forest) -> None:
-        """New forest: the geometry and the global time-sync plan on the host (metadata,
-        replicated), then this rank's layout (with the ghost plan of its owned patches);
-        ``aux`` of the local patches only."""
+        """New forest: the geometry on the host (metadata, replicated), then this rank's
+        layout (with the ghost and time-sync plans of its owned patches); ``aux`` of the
+        local patches only."""
         if not hasattr(self, "comm"):  # Simulation.__init__ of distribute()
             return super()._set_forest(forest)
         be = self.backend
         self.forest = forest
         geom = self.geom = PatchGeometry.from_forest(forest, self.mx, self.my, self.mbc)
-        self.sync_plan = build_time_sync_plan(forest, geom)
         self.patch_arrays = SimpleNamespace(
             mx=geom.mx, my=geom.my, mbc=geom.mbc, npatch=geom.npatch,
             dx=be.to_device(geom.dx), dy=be.to_device(geom.dy),
@@ -331,17 +330,15 @@ class DistributedSimulation(Simulation):
         reads = [gplan["copy_src"][:, 0], gplan["avg_src"][..., 0].ravel(),
                  gplan["interp_center"][:, 0],
                  gplan["interp_nbr"][gplan["interp_valid"]][..., 0].ravel()]
-        # time sync restricted to owned coarse patches; pairs stay adjacent
-        s = {k: be.to_host(getattr(self.sync_plan, k))
-             for k in TimeSyncPlan.__dataclass_fields__ if k != "nx"}
-        m = owned(s["coarse"][:, 0])
-        sub = {k: v[m] for k, v in s.items() if k != "width"}
-        sub["width"] = s["width"][m[::2]]
-        nx = int(m[: self.sync_plan.nx].sum())
+        # the time-sync plan of the owned coarse patches (built for them alone: the
+        # whole forest's entries with an owned coarse patch, in order)
+        sync = build_time_sync_plan(forest, self.geom, patches=np.arange(lo, hi))
+        sub = {k: getattr(sync, k) for k in TimeSyncPlan.__dataclass_fields__ if k != "nx"}
+        nx = sync.nx
         reads.append(sub["fine"][:, 0])
-        halo = np.unique(np.concatenate([r.astype(np.int64) for r in reads]))
+        halo = _distinct(forest.n, *reads)
         halo = halo[~owned(halo)]
-        edge_halo = np.unique(sub["fine_edge"][:, 0].astype(np.int64))
+        edge_halo = _distinct(forest.n, sub["fine_edge"][:, 0])
         edge_halo = edge_halo[~owned(edge_halo)]
         # the local layout of the patch arrays
         self.l2g = np.concatenate([np.arange(lo, hi, dtype=np.int64), halo])
@@ -365,7 +362,7 @@ class DistributedSimulation(Simulation):
         self._exchange_cells(self.q_exchange, [gplan["copy_src"], gplan["avg_src"],
                                                gplan["interp_center"],
                                                gplan["interp_nbr"][gplan["interp_valid"]],
-                                               s["fine"][m]], owned)
+                                               sync.fine], owned)
         self.edge_exchange = self._schedule(edge_halo, owner, rows)
         geom, pa = self.geom, self.patch_arrays
         self.local_geom = _sub_geometry(geom, self.l2g)
@@ -911,9 +908,9 @@ class DistributedSimulation(Simulation):
         gx, gy = forest.global_xy()
         gx, gy, lvl = gx[lo:hi], gy[lo:hi], forest.level[lo:hi]
         half = np.left_shift(1, MAX_LEVEL - lvl - 1)
-        need = np.unique(np.concatenate([
+        need = _distinct(self.forest.n, *[
             self.forest.locate_global(gx + ox * half, gy + oy * half)
-            for ox, oy in ((0, 0), (1, 0), (0, 1), (1, 1))]).astype(np.int64))
+            for ox, oy in ((0, 0), (1, 0), (0, 1), (1, 1))])
         need = need[(need < self.lo) | (need >= self.hi)]
         owner = np.searchsorted(self.offsets, np.arange(self.forest.n), side="right") - 1
         n = self.nown
@@ -1152,6 +1149,16 @@ class DistributedSimulation(Simulation):
         msgs = [m for m in self.comm.allgather(msg) if m]
         if msgs:
             raise StateError(msgs[0])
+
+
+def _distinct(n, *ids):
+    """The distinct patch ids among the arrays ``ids`` (each id < ``n``), sorted, as
+    ``np.unique`` of their concatenation: a mask over the ``n`` leaves, no sort or hash
+    of the millions of plan entries a large forest has."""
+    seen = np.zeros(n, dtype=bool)
+    for a in ids:
+        seen[np.asarray(a).ravel()] = True
+    return np.flatnonzero(seen)
 
 
 def _lookup(table, ids):

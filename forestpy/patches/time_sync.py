@@ -77,12 +77,20 @@ def _edge_cell(side, k, geom):
     return np.full_like(k, mbc + my - 1), mbc + k
 
 
-def build_time_sync_plan(forest, geom) -> TimeSyncPlan:
-    """Pairs of coarse and fine edge cells along every coarse-fine face (vectorised)."""
+def build_time_sync_plan(forest, geom, patches=None) -> TimeSyncPlan:
+    """Pairs of coarse and fine edge cells along every coarse-fine face (vectorised).
+
+    ``patches`` (leaf indices): only the entries whose coarse patch is one of them, in
+    the whole plan's order (a rank of a distributed run builds the part it owns)."""
     nb = forest.face_neighbors()
     parts = {k: [] for k in ("coarse", "fine", "coarse_edge", "fine_edge", "ixy", "sign")}
+    wanted = None
+    if patches is not None:
+        wanted = np.zeros(forest.n, dtype=bool)
+        wanted[np.asarray(patches, dtype=np.int64)] = True
     for face, (cside, fside, ixy, sign) in _FACES.items():
-        cp = np.flatnonzero(nb.kind[:, face] == 2)
+        coarse_face = nb.kind[:, face] == 2
+        cp = np.flatnonzero(coarse_face if wanted is None else coarse_face & wanted)
         if len(cp) == 0:
             continue
         m = geom.my if face < 2 else geom.mx

@@ -67,19 +67,27 @@ def gpu_kernels():
     bb = cuda_device(K.body_black_backward)
 
     @cuda.jit(device=True)
-    def block_add(v, sc, slot):
+    def block_sum(v, t, n):
+        # The sum of ``v`` over the block's ``n`` threads (``t``: this thread's index
+        # in the block; n a power of two, at most TPB), a tree in shared memory; every
+        # thread of the block must call it.
         sh = cuda.shared.array(TPB, float64)
-        t = cuda.threadIdx.x + cuda.threadIdx.y * cuda.blockDim.x
         sh[t] = v
         cuda.syncthreads()
-        s = TPB // 2
-        while s > 0:
-            if t < s:
-                sh[t] += sh[t + s]
+        h = n // 2
+        while h > 0:
+            if t < h:
+                sh[t] += sh[t + h]
             cuda.syncthreads()
-            s //= 2
+            h //= 2
+        return sh[0]
+
+    @cuda.jit(device=True)
+    def block_add(v, sc, slot):
+        t = cuda.threadIdx.x + cuda.threadIdx.y * cuda.blockDim.x
+        total = block_sum(v, t, TPB)
         if t == 0:
-            cuda.atomic.add(sc, slot, sh[0])
+            cuda.atomic.add(sc, slot, total)
 
     @cuda.jit(device=True)
     def last_value(Wlast, j, hwl, wl):
@@ -99,7 +107,6 @@ def gpu_kernels():
         # blockDim.x: a power of two, at most TPB.
         if g[0] != 0.0:
             return
-        red = cuda.shared.array(TPB, float64)
         i = cuda.blockIdx.x
         t0 = cuda.threadIdx.x
         nt = cuda.blockDim.x
@@ -118,18 +125,11 @@ def gpu_kernels():
         while j < m:
             s += Minv[i, j] * last_value(Wlast, j, hwl, wl)
             j += nt
-        red[t0] = s
-        cuda.syncthreads()
-        h = nt // 2
-        while h > 0:
-            if t0 < h:
-                red[t0] += red[t0 + h]
-            cuda.syncthreads()
-            h //= 2
+        total = block_sum(s, t0, nt)
         if t0 == 0:
             q = i // hwl
             J = (i - q * hwl) // wl
-            Xlast[q, J, i - q * hwl - J * wl] = red[0]
+            Xlast[q, J, i - q * hwl - J * wl] = total
 
     @cuda.jit
     def matvec_dot(S, x, y, sc, slot, rows, g):
