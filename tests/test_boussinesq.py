@@ -78,6 +78,74 @@ def test_mass_conserved_with_walls_land_and_moving_ship():
     assert model.iterations[-1] <= 20
 
 
+def _harbour_like(backend="cpu", ny=24, nx=40):
+    yy, xx = np.mgrid[0:ny, 0:nx]
+    depth = 2.0 + 1.5 * np.sin(xx / 7.0) * np.cos(yy / 5.0)
+    depth[ny // 3 : ny // 2, 25 * nx // 40 : 30 * nx // 40] = -1.0  # an island
+    return VBM(
+        depth,
+        1.0,
+        path=lambda t: (5.0 + 2.0 * t, ny / 2, 0.1 + 0.05 * t),
+        ship={"length": 6.0, "beam": 3.0, "p0": 0.5, "ramp": 2.0},
+        sponge={"east": 6, "north": 4, "strength": 2.0},
+        tol=1e-10,
+        backend=backend,
+    )
+
+
+def _array_form_step(m):
+    """The frame as whole-array expressions (the form the per-cell passes replaced)."""
+    dt = m.dt
+    P = m.pressure(m.t)
+    force = m.g * m.zeta if P is None else m.g * m.zeta + P
+    damp = 1.0 / (1.0 + dt * m.sigma)
+    m.phi = (m.phi - dt * force) * damp * m.wet
+    rhs = -m._div("D", m.phi)
+    m.psi, _ = m.solver.solve(rhs, x0=m.psi, tol=m.tol)
+    zn = m.zeta - dt * (m._div("h", m.phi) - m._div("D", m.psi))
+    m.zeta = zn * damp * m.wet
+    m._removed = m._removed + (zn - m.zeta).sum()
+    m.t += dt
+
+
+def test_frame_passes_are_the_array_form_bitwise():
+    """The per-cell passes of a frame (pressure in place, sponge, land, walls, a ship
+    ramping up and turning) give bitwise the whole-array expressions on the CPU."""
+    fused, ref = _harbour_like(), _harbour_like()
+    for _ in range(25):
+        fused.step()
+        _array_form_step(ref)
+    assert np.abs(ref.zeta).max() > 1e-4 and float(ref._removed) != 0.0
+    for name in ("zeta", "phi", "psi"):
+        assert np.array_equal(getattr(fused, name), getattr(ref, name)), name
+    assert float(fused._removed) == float(ref._removed)
+
+
+def test_frame_passes_on_the_gpu_backend_match_the_cpu():
+    """The same passes compiled for the GPU (the CUDA simulator in CI) on a random
+    state with the ship on the grid (the psi solve is the RRB GPU solver's, tested in
+    tests/test_rrb_gpu.py)."""
+    from forestpy.extensions.boussinesq.kernels import frame_args
+
+    cpu, gpu = _harbour_like(ny=10, nx=16), _harbour_like("gpu", ny=10, nx=16)
+    rng = np.random.default_rng(7)
+    state = {k: rng.standard_normal((10, 16)) * cpu.depth.astype(bool) for k in "zpq"}
+    par = frame_args(cpu.dt, cpu.g, 8.0, 5.0, 0.3, 6.0, 3.0, 0.5)
+    out = {}
+    for m in (cpu, gpu):
+        put = m.backend.to_device
+        zeta, phi, psi = (put(state[k].copy()) for k in "zpq")
+        rhs, taken = put(np.zeros((10, 16))), put(np.zeros((10, 16)))
+        F, fx, fy, pd = m._frame, m.fx, m.fy, put(par)
+        F.phi(phi, zeta, m.sigma, m.wet, m._xc, m._yc, pd)
+        F.rhs(fx["D"], fy["D"], phi, rhs)
+        F.zeta(fx["h"], fy["h"], fx["D"], fy["D"], phi, psi, zeta, m.sigma, m.wet, taken, pd)
+        out[m.backend.is_gpu] = [m.backend.to_host(a) for a in (phi, rhs, zeta, taken)]
+    assert np.abs(out[False][3]).max() > 0  # the sponge took something
+    for a, b in zip(out[False], out[True]):
+        assert np.allclose(b, a, rtol=1e-12, atol=1e-14 * np.abs(a).max())
+
+
 def test_sponge_absorbs():
     def run(sponge):
         m = VBM(np.full((40, 40), 2.0), 1.0, sponge=sponge, tol=1e-8)

@@ -38,6 +38,8 @@ from forestpy.solvers.rrb import RRBSolver
 from forestpy.backend import get_backend
 from forestpy.options import Option
 
+from .kernels import frame_args, frame_cpu, frame_gpu
+
 __all__ = ["VBM", "profile_coefficients", "dispersion_omega", "ship_pressure",
            "solver_options"]
 
@@ -204,6 +206,13 @@ class VBM:
         self.phi = xp.zeros((self.ny, self.nx))
         self.psi = xp.zeros((self.ny, self.nx))
         self._removed = xp.zeros(())
+        # the explicit part: three per-cell passes (kernels.py), updating zeta and phi
+        # in place; rhs of the psi solve and what the sponge takes per cell
+        shape = (self.ny, self.nx)
+        self._frame = frame_gpu(shape) if self.backend.is_gpu else frame_cpu(shape)
+        self._xc, self._yc = put(self.x), put(self.y)
+        self._rhs = xp.zeros(shape)
+        self._taken = xp.zeros(shape)
         self.t = 0.0
         self.steps = 0
         self.iterations = []
@@ -241,39 +250,42 @@ class VBM:
         out[1:, :] -= gy
         return out
 
+    def _ship(self, t):
+        """``(xs, ys, heading, length, beam, p0)`` of the pulse at time ``t`` (p0 = 0
+        without a path)."""
+        s = self.ship
+        if self.path is None:
+            return 0.0, 0.0, 0.0, s["length"], s["beam"], 0.0
+        xs, ys, hd = self.path(t)
+        ramp = 1.0 if s["ramp"] <= 0 else min(1.0, t / s["ramp"])
+        return xs, ys, hd, s["length"], s["beam"], s["p0"] * ramp
+
     def pressure(self, t):
         """Ship pressure / rho at time ``t`` (zero without a path)."""
         if self.path is None:
             return None
-        xs, ys, hd = self.path(t)
-        s = self.ship
-        ramp = 1.0 if s["ramp"] <= 0 else min(1.0, t / s["ramp"])
-        return ship_pressure(
-            self.X, self.Y, xs, ys, hd, s["length"], s["beam"], s["p0"] * ramp, xp=self.xp
-        )
+        return ship_pressure(self.X, self.Y, *self._ship(t), xp=self.xp)
 
     def step(self):
         """One leapfrog frame: phi, psi (one RRB-PCG solve), zeta; sponge; returns the
         number of CG iterations."""
-        dt = self.dt
         t0 = time.perf_counter()
-        P = self.pressure(self.t)
-        force = self.g * self.zeta if P is None else self.g * self.zeta + P
-        damp = 1.0 / (1.0 + dt * self.sigma)
-        self.phi = (self.phi - dt * force) * damp * self.wet
-        rhs = -self._div("D", self.phi)
+        F, fx, fy = self._frame, self.fx, self.fy
+        par = self.backend.to_device(frame_args(self.dt, self.g, *self._ship(self.t)))
+        F.phi(self.phi, self.zeta, self.sigma, self.wet, self._xc, self._yc, par)
+        F.rhs(fx["D"], fy["D"], self.phi, self._rhs)
         self.backend.synchronize()
         t1 = time.perf_counter()
-        self.psi, info = self.solver.solve(rhs, x0=self.psi, tol=self.tol)
+        self.psi, info = self.solver.solve(self._rhs, x0=self.psi, tol=self.tol)
         self.backend.synchronize()
         t2 = time.perf_counter()
-        zn = self.zeta - dt * (self._div("h", self.phi) - self._div("D", self.psi))
-        self.zeta = zn * damp * self.wet
+        F.zeta(fx["h"], fy["h"], fx["D"], fy["D"], self.phi, self.psi, self.zeta, self.sigma,
+               self.wet, self._taken, par)
         # what the sponge took out (the fluxes conserve sum(zeta) to round-off)
-        self._removed = self._removed + (zn - self.zeta).sum()
+        self._removed = self._removed + self._taken.sum()
         self.backend.synchronize()
         t3 = time.perf_counter()
-        self.t += dt
+        self.t += self.dt
         self.steps += 1
         self.iterations.append(info["iterations"])
         self.timers["solve"] += t2 - t1
