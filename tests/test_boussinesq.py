@@ -136,10 +136,10 @@ def test_frame_passes_on_the_gpu_backend_match_the_cpu():
         put = m.backend.to_device
         zeta, phi, psi = (put(state[k].copy()) for k in "zpq")
         rhs, taken = put(np.zeros((10, 16))), put(np.zeros((10, 16)))
-        F, fx, fy, pd = m._frame, m.fx, m.fy, put(par)
-        F.phi(phi, zeta, m.sigma, m.wet, m._xc, m._yc, pd)
+        F, fx, fy = m._frame, m.fx, m.fy
+        F.phi(phi, zeta, m.sigma, m.wet, m._xc, m._yc, par)
         F.rhs(fx["D"], fy["D"], phi, rhs)
-        F.zeta(fx["h"], fy["h"], fx["D"], fy["D"], phi, psi, zeta, m.sigma, m.wet, taken, pd)
+        F.zeta(fx["h"], fy["h"], fx["D"], fy["D"], phi, psi, zeta, m.sigma, m.wet, taken, par)
         out[m.backend.is_gpu] = [m.backend.to_host(a) for a in (phi, rhs, zeta, taken)]
     assert np.abs(out[False][3]).max() > 0  # the sponge took something
     for a, b in zip(out[False], out[True]):

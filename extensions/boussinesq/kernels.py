@@ -22,7 +22,6 @@ from __future__ import annotations
 import math
 
 import numba as nb
-import numpy as np
 from numba import cuda  # module level: the CUDA simulator swaps it in the kernels' globals
 
 __all__ = ["frame_args", "frame_cpu", "frame_gpu"]
@@ -158,7 +157,6 @@ class _Frame:
     NumPy)."""
 
     def __init__(self, shape, gpu: bool):
-        self.gpu = gpu
         if gpu:
             k = _gpu_kernels()
             ny, nx = shape
@@ -178,10 +176,10 @@ def frame_gpu(shape):
     return _Frame(shape, gpu=True)
 
 
-def frame_args(dt, g, xs, ys, heading, length, beam, p0) -> np.ndarray:
-    """The ``par`` array of the passes (host): ``[dt, g, xs, ys, cos(heading),
-    sin(heading), length, beam, p0]``."""
-    return np.array(
-        [dt, g, xs, ys, math.cos(heading), math.sin(heading), length, beam, p0],
-        dtype=np.float64,
+def frame_args(dt, g, xs, ys, heading, length, beam, p0) -> tuple:
+    """The ``par`` argument of the passes: ``(dt, g, xs, ys, cos(heading), sin(heading),
+    length, beam, p0)``, floats passed by value (no host-to-device copy per frame)."""
+    return tuple(
+        float(v)
+        for v in (dt, g, xs, ys, math.cos(heading), math.sin(heading), length, beam, p0)
     )

@@ -198,7 +198,6 @@ class VBM:
         self.x = origin[0] + (np.arange(self.nx) + 0.5) * dx
         self.y = origin[1] + (np.arange(self.ny) + 0.5) * dy
         X, Y = np.meshgrid(self.x, self.y)
-        self.X, self.Y = put(X), put(Y)
         self.path = path
         self.ship = {"length": 20.0, "beam": 5.0, "p0": 1.0, "ramp": 0.0, **(ship or {})}
         self.sigma = put(self._sponge(sponge or {}, X, Y, origin))
@@ -264,14 +263,14 @@ class VBM:
         """Ship pressure / rho at time ``t`` (zero without a path)."""
         if self.path is None:
             return None
-        return ship_pressure(self.X, self.Y, *self._ship(t), xp=self.xp)
+        return ship_pressure(self._xc[None, :], self._yc[:, None], *self._ship(t), xp=self.xp)
 
     def step(self):
         """One leapfrog frame: phi, psi (one RRB-PCG solve), zeta; sponge; returns the
         number of CG iterations."""
         t0 = time.perf_counter()
         F, fx, fy = self._frame, self.fx, self.fy
-        par = self.backend.to_device(frame_args(self.dt, self.g, *self._ship(self.t)))
+        par = frame_args(self.dt, self.g, *self._ship(self.t))
         F.phi(self.phi, self.zeta, self.sigma, self.wet, self._xc, self._yc, par)
         F.rhs(fx["D"], fy["D"], self.phi, self._rhs)
         self.backend.synchronize()
