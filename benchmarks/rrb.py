@@ -359,9 +359,8 @@ def part_routines(N, copy_bw, reps=20):
     m = g.Minv.shape[0]
     timeit(
         f"dense last level ({m} rows)",
-        lambda: k["dense_last"][m, g.dense_tpb, g._st](
-            v(g.Minv), v(g.Wlast), v(g.Xlast), ng),
-        m * m + 2 * m,
+        lambda: g.dense(ng),
+        m * m * g.Minv.itemsize // 8 + 2 * m,
         s.levels,
     )
     nlp = len(g.P)

@@ -232,6 +232,40 @@ def test_linear_operator_views_with_scipy_cg():
     assert np.allclose(A @ xs, b, atol=1e-7)
 
 
+@pytest.mark.parametrize("nx,ny", [(5, 5), (6, 4), (7, 9), (8, 8)])
+def test_red_schur_matrix_is_the_exact_schur_complement(nx, ny):
+    """The last level's dense part: the black nodes eliminated exactly from the 5-point
+    operator, in red quarter order (padding identity)."""
+    from forestpy.solvers.rrb.build import red_schur_matrix
+
+    st = random_stencil(nx, ny, seed=nx + 10 * ny)
+    M = dense_matrix(*st)  # quarter order: r1, r2, b1, b2 (pads: identity)
+    m = M.shape[0] // 2
+    R, B = slice(0, m), slice(m, 2 * m)
+    S = M[R, R] - M[R, B] @ np.diag(1.0 / np.diag(M[B, B])) @ M[B, R]
+    np.testing.assert_allclose(red_schur_matrix(*st), S, rtol=1e-13, atol=1e-13)
+
+
+def test_large_last_level_inverse_is_float32_and_as_good(monkeypatch):
+    """Above DENSE_F64_ROWS red nodes the dense inverse is stored in float32: the same
+    CG iterations and iterate to ~1e-7 as with float64."""
+    import forestpy.solvers.rrb.build as B
+
+    st = random_stencil(129, 129, seed=3)  # level 2: 65^2 nodes, 2 x 33^2 red rows
+    b = np.random.default_rng(4).standard_normal((129, 129))
+    s32 = rrb.RRBSolver(st, level=2)
+    assert s32._lv["Minv"].dtype == np.float32 and s32._lv["Minv"].shape[0] > B.DENSE_F64_ROWS
+    monkeypatch.setattr(B, "DENSE_F64_ROWS", 10**9)
+    s64 = rrb.RRBSolver(st, level=2)
+    assert s64._lv["Minv"].dtype == np.float64
+    z32, z64 = s32.precondition(b), s64.precondition(b)
+    assert 0 < np.abs(z32 - z64).max() < 1e-6 * np.abs(z64).max()
+    x32, i32 = s32.solve(b, tol=1e-10)
+    x64, i64 = s64.solve(b, tol=1e-10)
+    assert i32["converged"] and i32["iterations"] == i64["iterations"]
+    assert np.abs(x32 - x64).max() < 1e-7 * np.abs(x64).max()
+
+
 def test_bad_input_messages():
     c, e, n = rrb.stencil_poisson(8, 8)
     with pytest.raises(ValueError, match="east coupling"):

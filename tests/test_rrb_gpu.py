@@ -94,11 +94,15 @@ def test_first_chunk_follows_the_last_solve():
     assert ic["iterations"] > 2
     gpu.solve(xp.asarray(b), tol=1e-6, maxiter=2)
     assert gpu._gpu._last_its == 2
-    chunks = []
-    real = gpu._gpu._chunk
+    chunks, finishes = [], []
+    real, real_finish = gpu._gpu._chunk, gpu._gpu._finish
     gpu._gpu._chunk = lambda first, nit: (chunks.append(nit), real(first, nit))
+    gpu._gpu._finish = lambda: (finishes.append(len(chunks)), real_finish())
     xg, ig = gpu.solve(xp.asarray(b), tol=1e-6)
     assert chunks[0] == 2 and sum(chunks) >= ic["iterations"]
+    # the first chunk was predicted to end the solve: a speculative finish ran after it
+    # and was discarded; the returned solution is the final one
+    assert finishes[0] == 1 and finishes[-1] == len(chunks) > 1
     assert ig["iterations"] == ic["iterations"] == gpu._gpu._last_its
     assert np.allclose(ig["history"], ic["history"], rtol=1e-10)
     assert np.abs(gpu.backend.to_host(xg) - xc).max() < 1e-12 * np.abs(xc).max()
@@ -106,9 +110,9 @@ def test_first_chunk_follows_the_last_solve():
 
 def test_default_stopping_level_per_backend():
     """The default level: the first with at most COARSE_NODES nodes (64 on the CPU,
-    1024 on the GPU, where a dense solve is cheaper than a level's launches)."""
-    st = rrb.stencil_poisson(63, 63)  # levels 63^2, 32^2 = 1024, 16^2, 8^2 = 64
-    assert rrb.RRBSolver(st).levels == 4
+    6400 on the GPU, where a dense solve is cheaper than a level's launches)."""
+    st = rrb.stencil_poisson(127, 127)  # levels 127^2, 64^2 = 4096, 32^2, 16^2, 8^2 = 64
+    assert rrb.RRBSolver(st).levels == 5
     assert rrb.RRBSolver(st, backend="gpu").levels == 2
     assert rrb.RRBSolver(st, level=3, backend="gpu").levels == 3
 
@@ -167,8 +171,9 @@ def test_next_chunk_is_a_power_of_two_not_past_the_prediction():
     from forestpy.solvers.rrb.gpu_kernels import _next_chunk
 
     h = [0.1**i for i in range(3)]  # rate 0.1 per iteration, at 1e-2
-    assert _next_chunk(h, 1e-8, 8) == 4  # 6 more predicted
-    assert _next_chunk(h, 5e-3, 8) == 1  # 1 more predicted
-    assert _next_chunk(h, 1e-30, 8) == 8
-    assert _next_chunk(h[:1], 1e-8, 8) == 8  # no rate yet
-    assert _next_chunk(h, 1e-8, 1) == 1
+    assert _next_chunk(h, 1e-8, 8) == (4, False)  # 6 more predicted
+    assert _next_chunk(h, 2e-6, 8) == (4, True)  # 4 more predicted: the last chunk
+    assert _next_chunk(h, 5e-3, 8) == (1, True)  # 1 more predicted
+    assert _next_chunk(h, 1e-30, 8) == (8, False)
+    assert _next_chunk(h[:1], 1e-8, 8) == (8, False)  # no rate yet
+    assert _next_chunk(h, 1e-8, 1) == (1, False)

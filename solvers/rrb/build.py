@@ -19,8 +19,10 @@ neighbour ``(i+1, j)`` and the coupling ``n`` with its north neighbour ``(i, j+1
    the grid of spacing 2 plus fill-in at ``(±2, ±2)``, lumped the same way.  That operator is
    the next level.
 
-At the chosen last level ``k`` the remaining operator is factorised completely (a dense
-inverse; at most 4096 unknowns).  Every pivot is checked to be positive.
+At the chosen last level ``k`` the remaining operator is factorised completely: its black
+nodes are eliminated exactly (as in step 1) and the exact 9-point Schur complement on its
+red nodes gets a dense inverse (at most 4096 red nodes; stored in float32 above 1024,
+see :func:`_red_schur_inverse`).  Every pivot is checked to be positive.
 
 The PCG of :mod:`.solver` runs on the level-1 red nodes, with the *exact* 9-point Schur
 complement of step 1 as its operator (no lumping there), and the rest of the
@@ -246,10 +248,10 @@ def build_levels(stencil, levels: int | None = None, lumping: str = "stencil",
     levels = int(levels)
     fx, fy = shapes[levels - 1]
     h, w = quarter_shape(fx, fy)
-    if 4 * h * w > MAX_DIRECT:
+    if 2 * h * w > MAX_DIRECT:
         raise ValueError(
             f"last RRB level {levels} has {fx} x {fy} nodes; at most "
-            f"{MAX_DIRECT} can be factorised completely: choose a higher level"
+            f"{2 * MAX_DIRECT} can be factorised completely: choose a higher level"
         )
     out = {
         "shape": (nx, ny),
@@ -277,7 +279,8 @@ def build_levels(stencil, levels: int | None = None, lumping: str = "stencil",
         c, e, n = c2[::2, ::2].copy(), e2[::2, ::2].copy(), n2[::2, ::2].copy()
     _check_pivots(c, "nodes", levels)
     out["last"] = (c, e, n)
-    out["last_inv"] = _dense_inverse(c, e, n, levels)
+    out["last_black"] = _black_quarter_coeffs(c, e, n)
+    out["last_inv"] = _red_schur_inverse(c, e, n, levels)
     return out
 
 
@@ -303,11 +306,50 @@ def dense_matrix(c, e, n, order="quarters"):
     return M
 
 
-def _dense_inverse(c, e, n, level):
-    M = dense_matrix(c, e, n)
+def red_schur_matrix(c, e, n):
+    """Dense exact Schur complement of a 5-point operator on its red nodes (the black ones
+    eliminated, no lumping), rows in the order of the red quarters r1, r2 (padding:
+    identity)."""
+    ny, nx = c.shape
+    d, ne, nw, ee, nn = _black_step(c, e, n)
+    idx = np.arange(nx * ny).reshape(ny, nx)
+    pos = to_quarters(idx.astype(np.float64), pad=-1.0)[:2].ravel().astype(np.int64)
+    row = np.full(nx * ny, -1)
+    real = np.nonzero(pos >= 0)[0]
+    row[pos[real]] = real
+    ii, jj = _parity((ny, nx))
+    red = (ii + jj) % 2 == 0
+    S = np.eye(pos.size)
+    S[row[idx[red]], row[idx[red]]] = d[red]
+    for a, dj, di in ((ne, 1, 1), (nw, 1, -1), (ee, 0, 2), (nn, 2, 0)):
+        both = red & (jj + dj < ny) & (ii + di >= 0) & (ii + di < nx)
+        ra = row[idx[both]]
+        rb = row[idx[jj[both] + dj, ii[both] + di]]
+        S[ra, rb] = S[rb, ra] = a[both]
+    return S
+
+
+# Dense inverses with more rows are stored in float32: the GPU reads a 3000-row one
+# (the default at 1.5 M unknowns) in half the time; the products still accumulate in
+# float64.  Rounding each entry keeps the matrix symmetric; it is kept only if still
+# positive definite (checked), so CG sees a fixed SPD preconditioner either way.
+DENSE_F64_ROWS = 1024
+
+
+def _red_schur_inverse(c, e, n, level):
+    S = red_schur_matrix(c, e, n)
     try:
-        L = np.linalg.cholesky(M)
+        L = np.linalg.cholesky(S)
     except np.linalg.LinAlgError as err:
         raise ValueError(f"RRB last level {level} is not positive definite") from err
     Linv = np.linalg.inv(L)
-    return Linv.T @ Linv
+    inv = Linv.T @ Linv
+    inv = 0.5 * (inv + inv.T)
+    if inv.shape[0] > DENSE_F64_ROWS:
+        inv32 = inv.astype(np.float32)
+        try:
+            np.linalg.cholesky(inv32.astype(np.float64))
+            return inv32
+        except np.linalg.LinAlgError:
+            pass
+    return inv

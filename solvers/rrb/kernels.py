@@ -48,18 +48,21 @@ def at4(a, k, q, J, I, h, w):
 
 
 @nb.njit(cache=True)
+def next_level_quarter(J, I):
+    """Quarter of the next level that the r1 node ``(J, I)`` of a level lands in (at
+    index ``(J >> 1, I >> 1)``)."""
+    if I & 1 == 0:
+        return 0 if J & 1 == 0 else 3
+    return 2 if J & 1 == 0 else 1
+
+
+@nb.njit(cache=True)
 def next_level_value(X, J, I, h, w):
     """Value of the r1 node ``(I, J)`` of a level, read from the next level's quarters
     ``X[4, h', w']``; 0 outside the level's ``h x w`` r1 grid."""
     if J < 0 or J >= h or I < 0 or I >= w:
         return 0.0
-    pi = I & 1
-    pj = J & 1
-    if pi == 0:
-        q = 0 if pj == 0 else 3
-    else:
-        q = 2 if pj == 0 else 1
-    return X[q, J >> 1, I >> 1]
+    return X[next_level_quarter(J, I), J >> 1, I >> 1]
 
 
 @nb.njit(cache=True)
@@ -94,19 +97,40 @@ def body_schur_matvec(S, x, y, J, I, h, w):
 
 
 @nb.njit(cache=True)
-def body_black_forward(BL, y, J, I, h, w):
-    """Red nodes -= (couplings / c_black) * black values (the black step of L^-1)."""
-    y[0, J, I] -= (
+def black_forward_values(BL, y, J, I, h, w):
+    """The red values after the black step of L^-1 (red minus couplings / c_black times
+    the black values); :func:`body_black_forward` stores them."""
+    v0 = y[0, J, I] - (
         BL[0, 1, J, I] * y[2, J, I]
         + at4(BL, 0, 2, J, I - 1, h, w) * at(y, 2, J, I - 1, h, w)
         + BL[1, 3, J, I] * y[3, J, I]
         + at4(BL, 1, 4, J - 1, I, h, w) * at(y, 3, J - 1, I, h, w)
     )
-    y[1, J, I] -= (
+    v1 = y[1, J, I] - (
         BL[0, 4, J, I] * y[2, J, I]
         + at4(BL, 0, 3, J + 1, I, h, w) * at(y, 2, J + 1, I, h, w)
         + BL[1, 2, J, I] * y[3, J, I]
         + at4(BL, 1, 1, J, I + 1, h, w) * at(y, 3, J, I + 1, h, w)
+    )
+    return v0, v1
+
+
+@nb.njit(cache=True)
+def body_black_forward(BL, y, J, I, h, w):
+    """Red nodes -= (couplings / c_black) * black values (the black step of L^-1)."""
+    v0, v1 = black_forward_values(BL, y, J, I, h, w)
+    y[0, J, I] = v0
+    y[1, J, I] = v1
+
+
+@nb.njit(cache=True)
+def r2_forward_value(P, y, J, I, h, w):
+    """The r1 value minus L * r2 values (the r2 step of L^-1) of node ``(J, I)``."""
+    return y[0, J, I] - (
+        P[1, J, I] * y[1, J, I]
+        + P[2, J, I] * at(y, 1, J, I - 1, h, w)
+        + P[3, J, I] * at(y, 1, J - 1, I, h, w)
+        + P[4, J, I] * at(y, 1, J - 1, I - 1, h, w)
     )
 
 
@@ -114,25 +138,13 @@ def body_black_forward(BL, y, J, I, h, w):
 def body_r2_forward(P, y, X, J, I, h, w):
     """Eliminate the r2 nodes: r1 value minus L * r2 values, written into the next
     level's quarters ``X``."""
-    v = y[0, J, I] - (
-        P[1, J, I] * y[1, J, I]
-        + P[2, J, I] * at(y, 1, J, I - 1, h, w)
-        + P[3, J, I] * at(y, 1, J - 1, I, h, w)
-        + P[4, J, I] * at(y, 1, J - 1, I - 1, h, w)
-    )
-    pi = I & 1
-    pj = J & 1
-    if pi == 0:
-        q = 0 if pj == 0 else 3
-    else:
-        q = 2 if pj == 0 else 1
-    X[q, J >> 1, I >> 1] = v
+    X[next_level_quarter(J, I), J >> 1, I >> 1] = r2_forward_value(P, y, J, I, h, w)
 
 
 @nb.njit(cache=True)
-def body_r2_backward(P, y, X, o, J, I, h, w):
-    """r2 values from the next level's solution ``X``; r1 values copied from ``X``.
-    Writes ``o[0:2]`` (may alias ``y``); returns ``y . o`` over the two red entries."""
+def r2_backward_values(P, y, X, J, I, h, w):
+    """The two red values of node ``(J, I)``: r1 from the next level's solution ``X``,
+    r2 = y_r2 / d - L^T r1 values."""
     x1 = next_level_value(X, J, I, h, w)
     x2 = y[1, J, I] * P[0, J, I] - (
         P[1, J, I] * x1
@@ -140,6 +152,14 @@ def body_r2_backward(P, y, X, o, J, I, h, w):
         + at(P, 3, J + 1, I, h, w) * next_level_value(X, J + 1, I, h, w)
         + at(P, 4, J + 1, I + 1, h, w) * next_level_value(X, J + 1, I + 1, h, w)
     )
+    return x1, x2
+
+
+@nb.njit(cache=True)
+def body_r2_backward(P, y, X, o, J, I, h, w):
+    """r2 values from the next level's solution ``X``; r1 values copied from ``X``.
+    Writes ``o[0:2]`` (may alias ``y``); returns ``y . o`` over the two red entries."""
+    x1, x2 = r2_backward_values(P, y, X, J, I, h, w)
     s = y[0, J, I] * x1 + y[1, J, I] * x2
     o[0, J, I] = x1
     o[1, J, I] = x2
@@ -147,8 +167,9 @@ def body_r2_backward(P, y, X, o, J, I, h, w):
 
 
 @nb.njit(cache=True)
-def body_black_backward(BL, y, x, J, I, h, w):
-    """Black values = y_black / c - L^T red values (writes ``x[2:4]``; may alias ``y``)."""
+def black_backward_values(BL, y, x, J, I, h, w):
+    """The two black values of node ``(J, I)``: y_black / c - L^T red values (the red
+    values read from ``x[0:2]``)."""
     b1 = y[2, J, I] * BL[0, 0, J, I] - (
         BL[0, 1, J, I] * x[0, J, I]
         + BL[0, 2, J, I] * at(x, 0, J, I + 1, h, w)
@@ -161,6 +182,13 @@ def body_black_backward(BL, y, x, J, I, h, w):
         + BL[1, 3, J, I] * x[0, J, I]
         + BL[1, 4, J, I] * at(x, 0, J + 1, I, h, w)
     )
+    return b1, b2
+
+
+@nb.njit(cache=True)
+def body_black_backward(BL, y, x, J, I, h, w):
+    """Black values = y_black / c - L^T red values (writes ``x[2:4]``; may alias ``y``)."""
+    b1, b2 = black_backward_values(BL, y, x, J, I, h, w)
     x[2, J, I] = b1
     x[3, J, I] = b2
 
@@ -238,10 +266,11 @@ def dot(a, b):
 
 @nb.njit(cache=True)
 def dense_apply(Minv, y, o):
-    """``o = Minv @ y`` on the flattened last-level quarters."""
+    """``o = Minv @ y`` on the red quarters of the last level (the first ``m`` entries
+    of the flattened quarters; ``Minv`` float64 or float32, sums in float64)."""
     m = Minv.shape[0]
-    yf = y.reshape(m)
-    of = o.reshape(m)
+    yf = y.reshape(y.size)
+    of = o.reshape(o.size)
     for i in range(m):
         s = 0.0
         for j in range(m):
@@ -254,7 +283,8 @@ def precondition_cpu(levels, r, z):
 
     ``levels`` holds per-level lists ``P``, ``BL``, ``W`` (index ``i`` is level
     ``i + 1``; ``W[0]`` is unused, level 1 works on ``r``/``z``) and the last level's
-    ``Minv``, ``Wlast``, ``Xlast``.
+    ``BLlast``, ``Minv``, ``Wlast``, ``Xlast``: there the black step, the dense inverse
+    of the exact red Schur complement, and the black back-substitution solve exactly.
     """
     L = levels["P"]
     W = levels["W"]
@@ -266,8 +296,10 @@ def precondition_cpu(levels, r, z):
         if lev + 1 < nl:
             black_forward(levels["BL"][lev + 1], dst)
         src = dst
-    dense_apply(levels["Minv"], levels["Wlast"], levels["Xlast"])
     X = levels["Xlast"]
+    black_forward(levels["BLlast"], src)
+    dense_apply(levels["Minv"], src, X)
+    black_backward(levels["BLlast"], src, X)
     for lev in range(nl - 1, 0, -1):
         y = W[lev]
         r2_backward_dot(L[lev], y, X, y)

@@ -33,12 +33,13 @@ from .ordering import from_quarters, quarter_shape, to_quarters
 __all__ = ["RRBSolver", "solve", "stencil_poisson", "apply_stencil", "COARSE_NODES"]
 
 # The default stopping level: the first level with at most this many nodes, solved
-# with its dense inverse.  On the GPU a small level's four kernels cost their launch
-# latency (~2 us each, whatever the size) while one read of a dense inverse of up to
-# 1024 nodes (8 MB) costs a few us, and the exact coarse solve saves iterations
-# (1.5 M unknowns, H200: 5 instead of 7 iterations at tol 1e-3, 20 instead of 25 at
-# 1e-8; docs/rrb.md).  On the CPU the dense product costs its arithmetic.
-COARSE_NODES = {"cpu": 64, "gpu": 1024}
+# exactly (its black nodes eliminated, a dense inverse of the red Schur complement).
+# On the GPU a small level's four kernels cost their launch latency (~2 us each,
+# whatever the size), one read of a dense inverse of ~3000 red nodes (37 MB in
+# float32) costs ~10 us, and the exact coarse solve saves iterations (1.5 M unknowns:
+# 4 instead of 5 at tol 1e-3, 16 instead of 20 at 1e-8 against <= 1024 nodes;
+# docs/rrb.md).  On the CPU the dense product costs its arithmetic.
+COARSE_NODES = {"cpu": 64, "gpu": 6400}
 
 
 def stencil_poisson(nx: int, ny: int, hx: float = 1.0, hy: float | None = None):
@@ -74,7 +75,7 @@ class RRBSolver:
     level : int, optional
         Level ``k`` at which the rest is factorised completely (``2 <= k <=
         1 + floor(log2(max(nx, ny)))``); default: the first level with at most
-        ``COARSE_NODES[backend]`` nodes (64 on the CPU, 1024 on the GPU).
+        ``COARSE_NODES[backend]`` nodes (64 on the CPU, 6400 on the GPU).
     backend : "cpu" | "gpu" | Backend
         Where the factorisation lives and the iterations run.  On the GPU every array
         stays on the device (Numba-CUDA kernels, one thread per quarter node).
@@ -124,6 +125,7 @@ class RRBSolver:
             "S9": np.ascontiguousarray(data["schur9"]),
             "P": [np.ascontiguousarray(p) for p in data["rot"]],
             "BL": [np.ascontiguousarray(b) for b in data["black"]],
+            "BLlast": np.ascontiguousarray(data["last_black"]),
             "W": W,
             "Wlast": np.zeros((4, hk, wk)),
             "Xlast": np.zeros((4, hk, wk)),
