@@ -4,8 +4,10 @@
   variable-coefficient operator: iterations, residual history and solution agree;
 * ``iters``: Poisson (u = x(x-1)y(y-1)exp(xy)), N cells a side, (N-1)^2 unknowns: RRB-PCG
   iterations to a relative M^-1 residual of 1e-8, solve time (CPU and/or GPU), max error;
-* ``scipy``: scipy CG preconditioned by threshold ILU (spilu, drop_tol 1e-2 and 1e-4)
-  and by RRB through its LinearOperator view, on the same problems: iterations;
+* ``scipy``: scipy CG preconditioned by threshold ILU (spilu, drop_tol 1e-2 and 1e-4),
+  by one AMG V-cycle of pyamg (smoothed aggregation, Ruge-Stueben; only where pyamg is
+  installed: not a dependency) and by RRB through its LinearOperator view, on the same
+  problems: iterations;
 * ``copy``: device-to-device copy bandwidth (bytes read + written), the roofline;
 * ``routine``: each GPU routine alone (Schur matvec + dot, vector updates, dot, every
   preconditioner kernel by level): time and achieved bandwidth from the bytes it must
@@ -226,6 +228,7 @@ def part_scipy(Ns, tol=1e-8):
                     "nnz_factor": int(ilu.nnz),
                 }
             )
+        _pyamg_rows(A, b, N, tol)
         s = rrb.RRBSolver(st)
         k = [0]
         x, flag = cg(
@@ -245,6 +248,29 @@ def part_scipy(Ns, tol=1e-8):
                 "flag": flag,
             }
         )
+
+
+def _pyamg_rows(A, b, N, tol):
+    """scipy CG preconditioned by one V-cycle of pyamg's smoothed-aggregation and
+    Ruge-Stueben AMG (pyamg is not a dependency: a record saying so when it is not
+    installed)."""
+    from scipy.sparse.linalg import cg
+
+    try:
+        import pyamg
+    except ImportError:
+        emit({"bench": "scipy", "precond": "pyamg", "N": N, "skipped": "pyamg not installed"})
+        return
+    for name, build in (("pyamg_sa", pyamg.smoothed_aggregation_solver),
+                        ("pyamg_rs", pyamg.ruge_stuben_solver)):
+        t0 = time.perf_counter()
+        ml = build(A.tocsr())
+        k = [0]
+        x, flag = cg(A, b, rtol=tol, M=ml.aspreconditioner(cycle="V"), maxiter=5000,
+                     callback=lambda _, k=k: k.__setitem__(0, k[0] + 1))
+        emit({"bench": "scipy", "precond": name, "N": N, "iterations": k[0], "flag": flag,
+              "time_s": time.perf_counter() - t0, "levels": len(ml.levels),
+              "pyamg": pyamg.__version__})
 
 
 def _events():

@@ -266,6 +266,18 @@ def test_large_last_level_inverse_is_float32_and_as_good(monkeypatch):
     assert np.abs(x32 - x64).max() < 1e-7 * np.abs(x64).max()
 
 
+def test_last_level_inverse_stays_float64_when_rounding_would_break_spd():
+    """A nearly singular operator (zero-flux walls, mass 1e-12): its coarse inverse has
+    one huge eigenvalue, float32 rounding would make it indefinite, so the build keeps
+    float64 and CG still converges."""
+    st = random_stencil(129, 129, seed=3, mass=1e-12)
+    s = rrb.RRBSolver(st, level=2)
+    assert s._lv["Minv"].dtype == np.float64 and s._lv["Minv"].shape[0] > 1024
+    b = np.random.default_rng(4).standard_normal((129, 129))
+    x, info = s.solve(b, tol=1e-8)
+    assert info["converged"]
+
+
 def test_bad_input_messages():
     c, e, n = rrb.stencil_poisson(8, 8)
     with pytest.raises(ValueError, match="east coupling"):
