@@ -13,8 +13,8 @@ gated off), so a CUDA graph of several iterations needs one small host read per 
 (``check_every``).
 
 The last level (the stopping level ``k``) is solved exactly: its black step, the dense
-inverse of its red Schur complement by one kernel over the whole device (one block per
-row), its black back-substitution.  On the GPU the default ``k`` is the first level
+inverse of its red Schur complement by one kernel over the whole device (four rows a
+block), its black back-substitution.  On the GPU the default ``k`` is the first level
 with at most ``solver.COARSE_NODES['gpu']`` nodes: one read of a dense inverse of
 ~3000 red nodes (float32) costs less than the four dependent launches of each level it
 replaces (a small level's launch costs its latency, ~2 us, whatever its size), and the
