@@ -56,34 +56,35 @@ def k_bar(n, cnt):
         bar(cnt, (s + 1) * nb)
 
 
+@cuda.jit(device=True)
+def exchange(src, dst, m):
+    # one dependent step: each thread reads values another block wrote (4099 apart)
+    k = cuda.grid(1)
+    nt = cuda.gridsize(1)
+    while k < m:
+        dst[k] = 0.5 * src[(k + 4099) % m] + 1.0
+        k += nt
+
+
 @cuda.jit
 def k_exchange_sync(a, b, n, m):
-    # every step: each thread reads a value another block wrote in the step before
     g = cuda.cg.this_grid()
-    t = cuda.grid(1)
-    nt = cuda.gridsize(1)
     for s in range(n):
-        src = a if s % 2 == 0 else b
-        dst = b if s % 2 == 0 else a
-        k = t
-        while k < m:
-            dst[k] = 0.5 * src[(k + 4099) % m] + 1.0
-            k += nt
+        if s % 2 == 0:
+            exchange(a, b, m)
+        else:
+            exchange(b, a, m)
         g.sync()
 
 
 @cuda.jit
 def k_exchange_bar(a, b, n, m, cnt):
-    t = cuda.grid(1)
-    nt = cuda.gridsize(1)
     nb = cuda.gridDim.x
     for s in range(n):
-        src = a if s % 2 == 0 else b
-        dst = b if s % 2 == 0 else a
-        k = t
-        while k < m:
-            dst[k] = 0.5 * src[(k + 4099) % m] + 1.0
-            k += nt
+        if s % 2 == 0:
+            exchange(a, b, m)
+        else:
+            exchange(b, a, m)
         bar(cnt, (s + 1) * nb)
 
 
@@ -91,11 +92,7 @@ def k_exchange_bar(a, b, n, m, cnt):
 def k_step(src, dst, m, g):
     if g[0] != 0.0:
         return
-    k = cuda.grid(1)
-    nt = cuda.gridsize(1)
-    while k < m:
-        dst[k] = 0.5 * src[(k + 4099) % m] + 1.0
-        k += nt
+    exchange(src, dst, m)
 
 
 @cuda.jit

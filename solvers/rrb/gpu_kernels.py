@@ -691,10 +691,6 @@ class GPUSolverState:
     def scalar(self, i):
         return float(self.sc[i])
 
-    def _launch1(self, name, a, *args):
-        """A flat elementwise kernel over ``a`` (and arrays of its size)."""
-        self.k[name][_blocks(a.size), TPB, self._st](*args)
-
     def _setup(self, warm):
         """Before the iterations, all on the device: quarters of ``rhs`` (and ``x0``),
         the black elimination (Schur right-hand side ``bS`` in ``full[:2]``), the
@@ -722,7 +718,7 @@ class GPUSolverState:
             fl = self.flat
             self.precondition(z, p, slot=3, gate=bad)
             self.matvec_dot(self.vec["x"], self.vec["q"], slot=4, gate=bad)
-            self._launch1("sub", self.bS_flat, v(self.bS_flat), v(fl["q"]), v(fl["r"]))
+            k["sub"][_blocks(fl["r"].size), TPB, st](v(self.bS_flat), v(fl["q"]), v(fl["r"]))
             self.precondition(r, p, slot=2, gate=bad)
             slot = 3  # normb = sqrt(b M^-1 b)
         k["start"][1, 1, st](v(self.sc), v(self.st), slot, v(self.par))

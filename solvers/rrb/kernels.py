@@ -124,9 +124,10 @@ def body_black_forward(BL, y, J, I, h, w):
 
 
 @nb.njit(cache=True)
-def r2_forward_value(P, y, J, I, h, w):
-    """The r1 value minus L * r2 values (the r2 step of L^-1) of node ``(J, I)``."""
-    return y[0, J, I] - (
+def body_r2_forward(P, y, X, J, I, h, w):
+    """Eliminate the r2 nodes: r1 value minus L * r2 values, written into the next
+    level's quarters ``X``."""
+    X[next_level_quarter(J, I), J >> 1, I >> 1] = y[0, J, I] - (
         P[1, J, I] * y[1, J, I]
         + P[2, J, I] * at(y, 1, J, I - 1, h, w)
         + P[3, J, I] * at(y, 1, J - 1, I, h, w)
@@ -135,16 +136,9 @@ def r2_forward_value(P, y, J, I, h, w):
 
 
 @nb.njit(cache=True)
-def body_r2_forward(P, y, X, J, I, h, w):
-    """Eliminate the r2 nodes: r1 value minus L * r2 values, written into the next
-    level's quarters ``X``."""
-    X[next_level_quarter(J, I), J >> 1, I >> 1] = r2_forward_value(P, y, J, I, h, w)
-
-
-@nb.njit(cache=True)
-def r2_backward_values(P, y, X, J, I, h, w):
-    """The two red values of node ``(J, I)``: r1 from the next level's solution ``X``,
-    r2 = y_r2 / d - L^T r1 values."""
+def body_r2_backward(P, y, X, o, J, I, h, w):
+    """r2 values from the next level's solution ``X``; r1 values copied from ``X``.
+    Writes ``o[0:2]`` (may alias ``y``); returns ``y . o`` over the two red entries."""
     x1 = next_level_value(X, J, I, h, w)
     x2 = y[1, J, I] * P[0, J, I] - (
         P[1, J, I] * x1
@@ -152,14 +146,6 @@ def r2_backward_values(P, y, X, J, I, h, w):
         + at(P, 3, J + 1, I, h, w) * next_level_value(X, J + 1, I, h, w)
         + at(P, 4, J + 1, I + 1, h, w) * next_level_value(X, J + 1, I + 1, h, w)
     )
-    return x1, x2
-
-
-@nb.njit(cache=True)
-def body_r2_backward(P, y, X, o, J, I, h, w):
-    """r2 values from the next level's solution ``X``; r1 values copied from ``X``.
-    Writes ``o[0:2]`` (may alias ``y``); returns ``y . o`` over the two red entries."""
-    x1, x2 = r2_backward_values(P, y, X, J, I, h, w)
     s = y[0, J, I] * x1 + y[1, J, I] * x2
     o[0, J, I] = x1
     o[1, J, I] = x2
