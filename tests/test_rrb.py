@@ -140,12 +140,48 @@ def test_rrb_permutation_is_a_permutation():
 def test_preconditioner_matches_explicit_ldlt(nx, ny, k, lumping):
     st = random_stencil(nx, ny, seed=nx * ny)
     M, A = explicit_ldlt(st, k, lumping)
-    s = rrb.RRBSolver(st, level=k, lumping=lumping)
+    s = rrb.RRBSolver(st, level=k, lumping=lumping, factors="float64")
     b = np.random.default_rng(2).standard_normal((ny, nx))
     z = s.precondition(b)
     assert np.allclose(z.ravel(), np.linalg.solve(M, b.ravel()), rtol=1e-11, atol=1e-12)
     # lumping keeps row sums: R 1 = (M - A) 1 = 0
     assert np.abs((M - A).sum(axis=1)).max() < 1e-12 * np.abs(A).max()
+
+
+def test_float32_factors_keep_the_preconditioner_symmetric_positive_definite():
+    """The default float32 factors: a preconditioner within float32 rounding of the
+    float64 one, still exactly symmetric (the two sweeps read the same stored entries)
+    and positive definite, and CG takes the same iterations to the same solution."""
+    nx, ny, k = 23, 17, 4
+    st = random_stencil(nx, ny, seed=7)
+    s32 = rrb.RRBSolver(st, level=k)
+    s64 = rrb.RRBSolver(st, level=k, factors="float64")
+    assert s32._lv["P"][0].dtype == np.float32 and s32._lv["BL"][1].dtype == np.float32
+    assert s32._lv["BL"][0].dtype == np.float64  # level-1 black step: exact elimination
+    assert s64._lv["P"][0].dtype == np.float64
+    N = nx * ny
+    M32 = np.column_stack([s32.precondition(e).ravel() for e in np.eye(N).reshape(N, ny, nx)])
+    M64 = np.column_stack([s64.precondition(e).ravel() for e in np.eye(N).reshape(N, ny, nx)])
+    assert 0 < np.abs(M32 - M64).max() < 1e-6 * np.abs(M64).max()
+    assert np.abs(M32 - M32.T).max() < 1e-14 * np.abs(M32).max()
+    assert np.linalg.eigvalsh(0.5 * (M32 + M32.T)).min() > 0
+    b = np.random.default_rng(1).standard_normal((ny, nx))
+    x32, i32 = s32.solve(b, tol=1e-10)
+    x64, i64 = s64.solve(b, tol=1e-10)
+    assert i32["iterations"] == i64["iterations"]
+    assert np.abs(x32 - x64).max() < 1e-8 * np.abs(x64).max()
+
+
+def test_factors_beyond_float32_range_stay_float64():
+    """A stencil scaled by 1e-40: its 1/d (~1e40) would overflow float32, so those
+    factors are kept in float64 and the solve is unaffected."""
+    c, e, n = rrb.stencil_poisson(15, 15)
+    s = rrb.RRBSolver((c * 1e-40, e * 1e-40, n * 1e-40), level=3)
+    assert s._lv["P"][0].dtype == np.float64 and s._lv["BL"][1].dtype == np.float64
+    b = np.ones((15, 15))
+    x, info = s.solve(b * 1e-40, tol=1e-10)
+    ref, _ = rrb.RRBSolver((c, e, n), level=3).solve(b, tol=1e-10)
+    assert info["converged"] and np.abs(x - ref).max() < 1e-8 * np.abs(ref).max()
 
 
 def test_stencil_lumping_keeps_poisson_well_conditioned():
@@ -296,3 +332,5 @@ def test_bad_input_messages():
         rrb.RRBSolver((c, 3 * e, 3 * n))  # indefinite: 4 - 3*... < 0 modes
     with pytest.raises(ValueError, match="unknown lumping"):
         rrb.RRBSolver((c, e, n), lumping="corner")
+    with pytest.raises(ValueError, match="unknown factor precision"):
+        rrb.RRBSolver((c, e, n), factors="float16")

@@ -219,16 +219,19 @@ def _schur9_quarter_coeffs(d, ne, nw, ee, nn):
 
 
 def build_levels(stencil, levels: int | None = None, lumping: str = "stencil",
-                 coarse_nodes: int = 64):
+                 coarse_nodes: int = 64, factors: str = "float32"):
     """Factorise; return a dict of host arrays (quarter storage) for the solver.
 
     ``levels`` is the level ``k`` at which the rest is factorised completely
     (``2 <= k <= max_levels``); default: the first level with at most
     ``coarse_nodes`` nodes.  ``lumping``: ``"stencil"`` or ``"diagonal"`` (see
-    :func:`_lump`).
+    :func:`_lump`).  ``factors``: the storage precision of the preconditioner's
+    factors (``"float32"`` or ``"float64"``, see :func:`_store_factors`).
     """
     if lumping not in ("stencil", "diagonal"):
         raise ValueError(f"unknown lumping {lumping!r}; valid: 'stencil', 'diagonal'")
+    if factors not in FACTOR_DTYPES:
+        raise ValueError(f"unknown factor precision {factors!r}; valid: 'float32', 'float64'")
     c, e, n = check_stencil(stencil)
     ny, nx = c.shape
     kmax = max_levels(nx, ny)
@@ -281,7 +284,32 @@ def build_levels(stencil, levels: int | None = None, lumping: str = "stencil",
     out["last"] = (c, e, n)
     out["last_black"] = _black_quarter_coeffs(c, e, n)
     out["last_inv"] = _red_schur_inverse(c, e, n, levels)
+    _store_factors(out, FACTOR_DTYPES[factors])
     return out
+
+
+FACTOR_DTYPES = {"float32": np.float32, "float64": np.float64}
+
+
+def _store_factors(out, dtype):
+    """Round the preconditioner's factors (the r2 steps of every level, the black steps
+    of levels >= 2 and of the last level) to ``dtype``; the kernels still compute in
+    float64.  ``M = L D L^T`` stays exactly symmetric (the forward and the backward sweep
+    read the same stored entries of ``L``) and positive definite (the stored ``1/d`` stay
+    positive), so CG sees a fixed SPD preconditioner, and float32 halves the bytes that
+    an application reads.  The level-1 black step is not part of the preconditioner (it
+    makes the exact Schur system CG solves and recovers the black unknowns), so it keeps
+    float64, as does the Schur operator ``schur9``."""
+    def rounded(a, pivots):
+        with np.errstate(over="ignore", under="ignore"):
+            r = np.ascontiguousarray(a, dtype=dtype)
+        # an entry beyond float32's range (|1/d| or |l| > 3e38, or 1/d below 1e-45)
+        # keeps the array in float64 rather than store inf or a zero pivot
+        return r if np.isfinite(r).all() and (pivots(r) > 0).all() else a
+
+    out["rot"] = [rounded(p, lambda r: r[0]) for p in out["rot"]]
+    out["black"] = out["black"][:1] + [rounded(b, lambda r: r[:, 0]) for b in out["black"][1:]]
+    out["last_black"] = rounded(out["last_black"], lambda r: r[:, 0])
 
 
 def dense_matrix(c, e, n, order="quarters"):

@@ -81,6 +81,11 @@ class RRBSolver:
         stays on the device (Numba-CUDA kernels, one thread per quarter node).
     lumping : "stencil" | "diagonal"
         How the fill-in is lumped back to 5 points (:func:`.build._lump`).
+    factors : "float32" | "float64"
+        Storage precision of the preconditioner's factors (computations stay float64;
+        :func:`.build._store_factors`).  float32 halves what an application reads and
+        keeps the preconditioner exactly symmetric positive definite; float64 makes it
+        the exact ``L D L^T`` of the lumped factorisation to round-off.
 
     Examples
     --------
@@ -92,12 +97,13 @@ class RRBSolver:
     (True, True)
     """
 
-    def __init__(self, stencil, level: int | None = None, backend="cpu", lumping="stencil"):
+    def __init__(self, stencil, level: int | None = None, backend="cpu", lumping="stencil",
+                 factors="float32"):
         self.stencil = check_stencil(stencil)
         self.ny, self.nx = self.stencil[0].shape
         self.backend = get_backend(backend)
         coarse = COARSE_NODES["gpu" if self.backend.is_gpu else "cpu"]
-        data = build_levels(self.stencil, level, lumping, coarse_nodes=coarse)
+        data = build_levels(self.stencil, level, lumping, coarse_nodes=coarse, factors=factors)
         self.levels = data["levels"]
         self.max_levels = data["max_levels"]
         self.shapes = data["shapes"]
@@ -280,11 +286,13 @@ def solve(
     x0=None,
     maxiter: int = 500,
     lumping: str = "stencil",
+    factors: str = "float32",
 ):
     """Solve ``A x = rhs`` for the 5-point SPD operator ``stencil = (c, e, n)``.
 
     One-shot convenience around :class:`RRBSolver`; returns ``(x, info)``.
     """
-    return RRBSolver(stencil, level=level, backend=backend, lumping=lumping).solve(
+    return RRBSolver(stencil, level=level, backend=backend, lumping=lumping,
+                     factors=factors).solve(
         rhs, x0=x0, tol=tol, maxiter=maxiter
     )
