@@ -343,7 +343,7 @@ def part_routines(N, copy_bw, reps=20):
                 "ms": ms,
                 "GBps": bw,
                 "fraction_of_copy": bw / copy_bw,
-                "bytes": words * 8,
+                "bytes": int(words * 8),
             }
         )
 
@@ -362,17 +362,22 @@ def part_routines(N, copy_bw, reps=20):
     g.mv_rows = None
     g._wave.pop("matvec_dot")
     fl = g.flat
-    timeit(
-        "update_xr",
-        lambda: k["update_xr"][_blocks(nf), TPB, g._st](
-            v(fl["x"]), v(fl["r"]), v(fl["p"]), v(fl["q"]), v(g.sc), ng
-        ),
-        12 * n,
-    )
+    g.sc[5] = 0.5  # beta != 0: p is read
     timeit(
         "update_p",
         lambda: k["update_p"][_blocks(nf), TPB, g._st](v(fl["p"]), v(fl["z"]), v(g.sc), ng),
         6 * n,
+    )
+    p1 = g.P[0].itemsize / 8  # words of a factor entry (float32: 0.5)
+    W1 = g.W[1] if len(g.P) > 1 else g.Wlast
+    g.sc[1] = 1.0
+    timeit(
+        "x, r update + r2_forward",
+        lambda: k["r2_forward_xr"][_blocks(n), TPB, g._st](
+            v(g.P[0]), v(vec["r"]), v(vec["r_"]), v(vec["q"]), v(vec["x"]), v(vec["p"]),
+            v(g.sc), v(W1), ng
+        ),
+        (12 + 4 * p1 + 1) * n,
     )
     timeit("dot", lambda: k["dot"][_red_blocks(nf, g.wave("dot")), TPB, g._st](
         v(fl["r"]), v(fl["z"]), v(g.sc), 6), 4 * n)
@@ -386,7 +391,7 @@ def part_routines(N, copy_bw, reps=20):
     timeit(
         f"dense last level ({m} rows)",
         lambda: g.dense(ng),
-        m * m * g.Minv.itemsize // 8 + 2 * m,
+        g.Minv.nbytes / 8 + 3 * m,
         s.levels,
     )
     nlp = len(g.P)
@@ -399,7 +404,7 @@ def part_routines(N, copy_bw, reps=20):
             lambda P=g.P[lev], a=src, b=dst, m=m: k["r2_forward"][_blocks(m), TPB, g._st](
                 v(P), v(a), v(b), ng
             ),
-            8 * m,
+            (4 * g.P[lev].itemsize / 8 + 4) * m,
             lev + 1,
         )
         if lev >= 1:
@@ -407,7 +412,7 @@ def part_routines(N, copy_bw, reps=20):
                 "black_forward",
                 lambda B=g.BL[lev], a=src, m=m: k["black_forward"][_blocks(m), TPB, g._st](
                     v(B), v(a), ng),
-                16 * m,
+                (8 * g.BL[lev].itemsize / 8 + 8) * m,
                 lev + 1,
             )
             X = g.W[lev + 1] if lev + 1 < nlp else g.Xlast
@@ -416,7 +421,7 @@ def part_routines(N, copy_bw, reps=20):
                 lambda P=g.P[lev], a=src, X=X, m=m: k["r2_backward"][_blocks(m), TPB, g._st](
                     v(P), v(a), v(X), v(a), ng
                 ),
-                9 * m,
+                (5 * g.P[lev].itemsize / 8 + 4) * m,
                 lev + 1,
             )
             timeit(
@@ -424,7 +429,7 @@ def part_routines(N, copy_bw, reps=20):
                 lambda B=g.BL[lev], a=src, m=m: k["black_backward"][_blocks(m), TPB, g._st](
                     v(B), v(a), v(a), ng
                 ),
-                16 * m,
+                (8 * g.BL[lev].itemsize / 8 + 8) * m,
                 lev + 1,
             )
         src = dst
@@ -432,15 +437,16 @@ def part_routines(N, copy_bw, reps=20):
     timeit(
         "r2_backward+dot",
         lambda: k["r2_backward_dot"][bl, TPB, g._st](
-            v(g.P[0]), v(vec["r"]), v(X), v(vec["z"]), v(g.sc), 6, ng
+            v(g.P[0]), v(vec["r"]), v(X), v(vec["z"]), v(g.sc), 6, ng, 0, 0, v(g.st),
+            v(g.hist), v(g.par), v(g.count)
         ),
-        10 * n,
+        (5 + 5 * p1) * n,
         1,
     )
     # A whole CG iteration as the solver runs it: a captured graph of 8 iterations,
     # never stopping (tol 0, no iteration limit), per iteration.
     s.solve(s.backend.xp.asarray(f), tol=1e-8)
-    graph = g._capture(lambda: g._chunk(False, 8))
+    graph = g._capture(lambda: g._chunk(0, 8))
     if graph is not None:
         g.st[...] = s.backend.xp.asarray([0.0, 0.0, 1.0, 0.0, 1e30, 0.0, 0.0, 0.0])
         stream = g._graph_stream()
@@ -499,13 +505,13 @@ def part_breakdown(N, tols=(1e-3, 1e-8), level=None, reps=10):
         G = g._graphs
         setup = G[("setup", False)]
         rec["setup_us"] = us(launch(setup))
-        chunk = G.get(("chunk0", min(its, g.check_every)))
+        chunk = G.get(("chunk", min(its, g.check_every), 0))
         if chunk is not None:
             both = us(launch(setup), launch(chunk))
             rec["iteration_us"] = (both - rec["setup_us"]) / min(its, g.check_every)
         gated = [(k, gr) for k, gr in G.items() if gr is not None and k[0] == "chunk"]
         if gated:
-            (_, n), gr = gated[0]
+            (_, n, _), gr = gated[0]
             g.st[0] = 1.0  # done: every kernel of the chunk returns at once
             rec["gated_iteration_us"] = us(launch(gr)) / n
         rec["finish_us"] = us(launch(G["finish"]))

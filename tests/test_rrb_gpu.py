@@ -177,3 +177,24 @@ def test_next_chunk_is_a_power_of_two_not_past_the_prediction():
     assert _next_chunk(h, 1e-30, 8) == (8, False)
     assert _next_chunk(h[:1], 1e-8, 8) == (8, False)  # no rate yet
     assert _next_chunk(h, 1e-8, 1) == (1, False)
+
+
+def test_fixed_point_last_level_matches_cpu(monkeypatch):
+    """The int16 fixed-point dense inverse (forced here on a small level: 2 x 15 = 30
+    red rows, so the int64 words of four entries end in a padded one) gives the CPU's
+    preconditioner and solve."""
+    import forestpy.solvers.rrb.build as B
+
+    monkeypatch.setattr(B, "DENSE_F64_ROWS", 8)
+    nx, ny = 33, 21  # level 3: 9 x 6 nodes, quarters of 3 x 5
+    st = _stencil(nx, ny, seed=21)
+    b = np.random.default_rng(22).standard_normal((ny, nx))
+    cpu = rrb.RRBSolver(st, level=3)
+    gpu = rrb.RRBSolver(st, level=3, backend="gpu")
+    assert cpu._lv["Minv"].dtype == np.int16 and gpu._gpu.fixed
+    assert cpu._lv["Minv"].shape[0] % 4 != 0
+    assert np.allclose(gpu.precondition(b), cpu.precondition(b), rtol=1e-12, atol=1e-13)
+    xc, ic = cpu.solve(b, tol=1e-9)
+    xg, ig = gpu.solve(gpu.backend.xp.asarray(b), tol=1e-9)
+    assert ig["iterations"] == ic["iterations"]
+    assert np.abs(gpu.backend.to_host(xg) - xc).max() < 1e-11 * np.abs(xc).max()

@@ -21,7 +21,7 @@ neighbour ``(i+1, j)`` and the coupling ``n`` with its north neighbour ``(i, j+1
 
 At the chosen last level ``k`` the remaining operator is factorised completely: its black
 nodes are eliminated exactly (as in step 1) and the exact 9-point Schur complement on its
-red nodes gets a dense inverse (at most 4096 red nodes; stored in float32 above 1024,
+red nodes gets a dense inverse (at most 4096 red nodes; stored in int16 above 1024,
 see :func:`_red_schur_inverse`).  Every pivot is checked to be positive.
 
 The PCG of :mod:`.solver` runs on the level-1 red nodes, with the *exact* 9-point Schur
@@ -283,7 +283,7 @@ def build_levels(stencil, levels: int | None = None, lumping: str = "stencil",
     _check_pivots(c, "nodes", levels)
     out["last"] = (c, e, n)
     out["last_black"] = _black_quarter_coeffs(c, e, n)
-    out["last_inv"] = _red_schur_inverse(c, e, n, levels)
+    out["last_inv"], out["last_scale"] = _red_schur_inverse(c, e, n, levels)
     _store_factors(out, FACTOR_DTYPES[factors])
     return out
 
@@ -357,14 +357,22 @@ def red_schur_matrix(c, e, n):
     return S
 
 
-# Dense inverses with more rows are stored in float32: the GPU reads a 3000-row one
-# (the default at 1.5 M unknowns) in half the time; the products still accumulate in
-# float64.  Rounding each entry keeps the matrix symmetric; it is kept only if still
-# positive definite (checked), so CG sees a fixed SPD preconditioner either way.
+# Dense inverses with more rows are stored in 16-bit fixed point: the GPU reads a
+# 3000-row one (the default at 1.5 M unknowns) in a quarter of the float64 bytes.  The
+# inverse is split as ``D F D`` with ``D = sqrt(diag)``, so that ``F`` has a unit diagonal
+# and entries in [-1, 1] (Cauchy-Schwarz); ``F`` is stored as ``round(F * 32767)`` in
+# int16 and the factor 1/32767 goes into ``D``.  The products accumulate in float64.
+# Rounding keeps ``F`` symmetric; it is kept only if still positive definite (checked;
+# else float32, else float64), so CG sees a fixed SPD preconditioner either way.  At 1.5
+# M unknowns and at 4096^2 it costs no iteration at tol 1e-3 or 1e-8 (docs/rrb.md).
 DENSE_F64_ROWS = 1024
+FIXED_ONE = 32767
 
 
 def _red_schur_inverse(c, e, n, level):
+    """``(F, d)`` with ``F * d[:, None] * d[None, :]`` the inverse of the last level's red
+    Schur complement: ``F`` int16 fixed point above ``DENSE_F64_ROWS`` rows when that
+    stays positive definite, else float32 or float64 with ``d = 1``."""
     S = red_schur_matrix(c, e, n)
     try:
         L = np.linalg.cholesky(S)
@@ -373,11 +381,15 @@ def _red_schur_inverse(c, e, n, level):
     Linv = np.linalg.inv(L)
     inv = Linv.T @ Linv
     inv = 0.5 * (inv + inv.T)
+    ones = np.ones(inv.shape[0])
     if inv.shape[0] > DENSE_F64_ROWS:
-        inv32 = inv.astype(np.float32)
-        try:
-            np.linalg.cholesky(inv32.astype(np.float64))
-            return inv32
-        except np.linalg.LinAlgError:
-            pass
-    return inv
+        d = np.sqrt(np.diag(inv))
+        F = np.clip(np.rint((inv / d[:, None]) / d[None, :] * FIXED_ONE), -FIXED_ONE, FIXED_ONE)
+        for stored, scale in ((F.astype(np.int16), d / np.sqrt(FIXED_ONE)),
+                              (inv.astype(np.float32), ones)):
+            try:
+                np.linalg.cholesky(stored.astype(np.float64))
+                return stored, scale
+            except np.linalg.LinAlgError:
+                pass
+    return inv, ones

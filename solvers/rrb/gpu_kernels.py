@@ -8,15 +8,17 @@ kernel): grid-stride loops over at most ``RED_BLOCKS`` blocks, a block reduction
 shared memory and one atomic add per block into a small device array of CG scalars (so
 a few hundred atomics on one address, not one per 256 nodes).  ``alpha`` and ``beta``
 are computed on the device from those scalars, and the stopping rule is evaluated on
-the device too (kernel ``check``; once it passes, every kernel of later iterations is
-gated off), so a CUDA graph of several iterations needs one small host read per launch
-(``check_every``).
+the device too, by the block of ``r2_backward_dot`` that finishes last (once it passes,
+every kernel of later iterations is gated off), so a CUDA graph of several iterations
+needs one small host read per launch (``check_every``).  The update ``x += alpha p``,
+``r -= alpha q`` is fused into the first preconditioner kernel (``r2_forward_xr``), so
+an iteration is ``update_p``, the matvec and the preconditioner's kernels.
 
 The last level (the stopping level ``k``) is solved exactly: its black step, the dense
 inverse of its red Schur complement by one kernel over the whole device (four rows a
 block), its black back-substitution.  On the GPU the default ``k`` is the first level
 with at most ``solver.COARSE_NODES['gpu']`` nodes: one read of a dense inverse of
-~3000 red nodes (float32) costs less than the four dependent launches of each level it
+~3000 red nodes (int16 fixed point) costs less than the four dependent launches of each level it
 replaces (a small level's launch costs its latency, ~2 us, whatever its size), and the
 exact coarse solve saves CG iterations.
 
@@ -55,6 +57,7 @@ MV_TILE = (32, 8)  # threads (I, J) of a matvec block; MV_TILE[0] * MV_TILE[1] =
 # wave measured 14 us for the 1225^2 matvec against 23 us with 1024 blocks (the
 # partial last wave) on an H200.
 RED_BLOCKS = 1024
+THEN_CHECK, THEN_START = 1, 2  # what r2_backward_dot's last block does after the sum
 DENSE_ROWS = 4  # rows of the dense last-level product per block (fixed in dense_last)
 _KERNELS: dict = {}
 
@@ -70,6 +73,7 @@ def gpu_kernels():
     bb = cuda_device(K.body_black_backward)
     bfv = cuda_device(K.black_forward_values)
     bbv = cuda_device(K.black_backward_values)
+    nlq = cuda_device(K.next_level_quarter)
 
     @cuda.jit(device=True)
     def block_sum(v, t, n):
@@ -95,12 +99,14 @@ def gpu_kernels():
             cuda.atomic.add(sc, slot, total)
 
     @cuda.jit
-    def dense_last(Minv, w, Xlast, g):
-        # Xlast[0:2] = Minv w[:m]; w: the last level's quarters flattened (a read-only
-        # view: the red quarters come first).  DENSE_ROWS rows a block, the threads
-        # over the columns (coalesced reads of Minv; each w value loaded once for
-        # all the rows), four columns a step: 20 independent loads in flight per
-        # thread.  Block tree reductions; blockDim.x: a power of two, at most TPB.
+    def dense_last(Minv, d, w, Xlast, g):
+        # Xlast[0:2] = D Minv D w[:m] (D = diag(d)); w: the last level's quarters
+        # flattened (a read-only view: the red quarters come first); Minv float32 or
+        # float64 (int16 fixed point: dense_last_fixed), sums in float64.  DENSE_ROWS
+        # rows a block, the threads over the columns (coalesced reads of Minv; each w
+        # value loaded once for all the rows), four columns a step: 20 independent
+        # loads in flight per thread.  Block tree reductions; blockDim.x: a power of
+        # two, at most TPB.
         # (H200, 128 threads: 15 us for 3042 float32 rows, 9.6 us for 2048; two
         # columns a step: 18.6 / 12.0 us)
         if g[0] != 0.0:
@@ -118,10 +124,10 @@ def gpu_kernels():
         s3 = 0.0
         j = t0
         while j + 3 * nt < m:
-            wa = w[j]
-            wb = w[j + nt]
-            wc = w[j + 2 * nt]
-            wd = w[j + 3 * nt]
+            wa = d[j] * w[j]
+            wb = d[j + nt] * w[j + nt]
+            wc = d[j + 2 * nt] * w[j + 2 * nt]
+            wd = d[j + 3 * nt] * w[j + 3 * nt]
             s0 += (Minv[i0, j] * wa + Minv[i0, j + nt] * wb) + (
                 Minv[i0, j + 2 * nt] * wc + Minv[i0, j + 3 * nt] * wd)
             s1 += (Minv[i1, j] * wa + Minv[i1, j + nt] * wb) + (
@@ -132,7 +138,7 @@ def gpu_kernels():
                 Minv[i3, j + 2 * nt] * wc + Minv[i3, j + 3 * nt] * wd)
             j += 4 * nt
         while j < m:
-            wa = w[j]
+            wa = d[j] * w[j]
             s0 += Minv[i0, j] * wa
             s1 += Minv[i1, j] * wa
             s2 += Minv[i2, j] * wa
@@ -147,7 +153,66 @@ def gpu_kernels():
             if t0 == 0 and i < m:
                 q = i // hwl
                 J = (i - q * hwl) // wl
-                Xlast[q, J, i - q * hwl - J * wl] = total
+                Xlast[q, J, i - q * hwl - J * wl] = d[i] * total
+            cuda.syncthreads()  # block_sum's shared array is reused by the next row
+
+    @cuda.jit(device=True)
+    def fixed(u, k):
+        # the k-th of the four int16 fields of the int64 u (little endian), as float64
+        x = (u >> (16 * k)) & 0xFFFF
+        return float64(x - 65536 if x >= 32768 else x)
+
+    @cuda.jit(device=True)
+    def fixed_dot(u, w0, w1, w2, w3):
+        return (fixed(u, 0) * w0 + fixed(u, 1) * w1) + (fixed(u, 2) * w2 + fixed(u, 3) * w3)
+
+    @cuda.jit
+    def dense_last_fixed(M, d, w, Xlast, g):
+        # As dense_last for an int16 fixed-point Minv, read as int64 words of four
+        # entries (M: shape (m, ceil(m / 4)), each thread loads 8 bytes a row and
+        # step, 256 bytes a warp), one word of each of the block's rows a step (two
+        # measured no faster on an H200: 15.4 against 14.7 us for 3042 rows); d
+        # padded with zeros to 4 columns a word.
+        if g[0] != 0.0:
+            return
+        m = M.shape[0]
+        ng = M.shape[1]
+        i0 = cuda.blockIdx.x * DENSE_ROWS
+        i1 = min(i0 + 1, m - 1)
+        i2 = min(i0 + 2, m - 1)
+        i3 = min(i0 + 3, m - 1)
+        t0 = cuda.threadIdx.x
+        nt = cuda.blockDim.x
+        s0 = 0.0
+        s1 = 0.0
+        s2 = 0.0
+        s3 = 0.0
+        c = t0
+        while c < ng:
+            ua0 = M[i0, c]
+            ua1 = M[i1, c]
+            ua2 = M[i2, c]
+            ua3 = M[i3, c]
+            j = 4 * c
+            w0 = d[j] * w[j]
+            w1 = d[j + 1] * w[j + 1]
+            w2 = d[j + 2] * w[j + 2]
+            w3 = d[j + 3] * w[j + 3]
+            s0 += fixed_dot(ua0, w0, w1, w2, w3)
+            s1 += fixed_dot(ua1, w0, w1, w2, w3)
+            s2 += fixed_dot(ua2, w0, w1, w2, w3)
+            s3 += fixed_dot(ua3, w0, w1, w2, w3)
+            c += nt
+        wl = Xlast.shape[2]
+        hwl = Xlast.shape[1] * wl
+        for r in range(DENSE_ROWS):
+            v = s0 if r == 0 else (s1 if r == 1 else (s2 if r == 2 else s3))
+            total = block_sum(v, t0, nt)
+            i = i0 + r
+            if t0 == 0 and i < m:
+                q = i // hwl
+                J = (i - q * hwl) // wl
+                Xlast[q, J, i - q * hwl - J * wl] = d[i] * total
             cuda.syncthreads()  # block_sum's shared array is reused by the next row
 
     @cuda.jit
@@ -245,6 +310,34 @@ def gpu_kernels():
             rf(P, y, X, J, k - J * w, h, w)
 
     @cuda.jit
+    def r2_forward_xr(P, rs, rd, q, x, p, sc, X, g):
+        # The level-1 r2 step of the preconditioner with the CG update fused in:
+        # x += alpha p, r = r_old - alpha q (alpha = sc[0] / sc[1]) into rd (another
+        # buffer than rs: neighbouring threads still read the old r), then the r2
+        # elimination of kernels.body_r2_forward on the updated values.
+        if g[0] != 0.0:
+            return
+        h, w = rs.shape[1], rs.shape[2]
+        k = cuda.grid(1)
+        if k < h * w:
+            J = k // w
+            I = k - J * w
+            alpha = sc[0] / sc[1]
+            x[0, J, I] += alpha * p[0, J, I]
+            x[1, J, I] += alpha * p[1, J, I]
+            r1 = rs[0, J, I] - alpha * q[0, J, I]
+            r2 = rs[1, J, I] - alpha * q[1, J, I]
+            rd[0, J, I] = r1
+            rd[1, J, I] = r2
+            X[nlq(J, I), J >> 1, I >> 1] = r1 - (
+                P[1, J, I] * r2
+                + P[2, J, I] * (at(rs, 1, J, I - 1, h, w) - alpha * at(q, 1, J, I - 1, h, w))
+                + P[3, J, I] * (at(rs, 1, J - 1, I, h, w) - alpha * at(q, 1, J - 1, I, h, w))
+                + P[4, J, I] * (
+                    at(rs, 1, J - 1, I - 1, h, w) - alpha * at(q, 1, J - 1, I - 1, h, w))
+            )
+
+    @cuda.jit
     def r2_backward(P, y, X, o, g):
         if g[0] != 0.0:
             return
@@ -255,7 +348,12 @@ def gpu_kernels():
             rb(P, y, X, o, J, k - J * w, h, w)
 
     @cuda.jit
-    def r2_backward_dot(P, y, X, o, sc, slot, g):
+    def r2_backward_dot(P, y, X, o, sc, slot, g, then, nbslot, st, hist, par, count):
+        # The level-1 r2 back-substitution, r.z into sc[slot]; then the block that
+        # finishes last (counted in count[0]) runs the stopping rule (then == THEN_CHECK,
+        # after an iteration) or sets up the stopping state (THEN_START, after the
+        # first preconditioner application; normb^2 in sc[nbslot]), so the scalars
+        # need no kernel of their own.
         if g[0] != 0.0:
             return
         h, w = y.shape[1], y.shape[2]
@@ -268,6 +366,18 @@ def gpu_kernels():
             v += rb(P, y, X, o, J, k - J * w, h, w)
             k += stride
         block_add(v, sc, slot)
+        if then == 0 or cuda.threadIdx.x != 0:
+            return
+        cuda.threadfence()  # this block's sum reaches memory before its count
+        if cuda.atomic.add(count, 0, 1) != cuda.gridDim.x - 1:
+            return
+        count[0] = 0
+        cuda.threadfence()
+        if then == THEN_CHECK:
+            check_state(sc, st, hist, cuda.atomic.add(sc, 2, 0.0))
+        else:
+            start_state(sc, st, cuda.atomic.add(sc, nbslot, 0.0),
+                        cuda.atomic.add(sc, 2, 0.0), par)
 
     @cuda.jit
     def black_backward(BL, y, x, g):
@@ -280,86 +390,71 @@ def gpu_kernels():
             bb(BL, y, x, J, k - J * w, h, w)
 
     @cuda.jit
-    def update_xr(x, r, p, q, sc, g):
-        if g[0] != 0.0:
-            return
-        k = cuda.grid(1)
-        if k < x.size:
-            alpha = sc[0] / sc[1]
-            x[k] += alpha * p[k]
-            r[k] -= alpha * q[k]
-
-    @cuda.jit
     def update_p(p, z, sc, g):
         if g[0] != 0.0:
             return
         k = cuda.grid(1)
         if k < p.size:
-            p[k] = z[k] + sc[5] * p[k]
+            beta = sc[5]
+            # beta = 0 (the first iteration): p = z, whatever p held before
+            p[k] = z[k] if beta == 0.0 else z[k] + beta * p[k]
 
-    @cuda.jit
-    def start(sc, st, slot, par):
+    @cuda.jit(device=True)
+    def start_state(sc, st, nb2, rz, par):
         # The stopping state before the first iteration (no host read of r.z):
-        # normb = sqrt(sc[slot]), res = sqrt(r.z) / normb (0 when normb = 0), and the
-        # scalar roll (sc[0] = r.z, sc[1] = sc[2] = 0); par = [tol, maxiter] (a device
-        # array, so a captured graph serves every tolerance).  st[7] != 0 (``split``
-        # found a non-finite input): done at once, not converged.
-        if cuda.grid(1) == 0:
-            tol = par[0]
-            maxiter = par[1]
-            nb = sc[slot]
-            if nb < 0.0:
-                nb = 0.0
-            nb = math.sqrt(nb)
-            rz = sc[2]
-            if rz < 0.0:
-                rz = 0.0
-            res = 0.0
-            if nb > 0.0:
-                res = math.sqrt(rz) / nb
-            else:
-                nb = 1.0
-            conv = res <= tol and st[7] == 0.0
-            st[0] = 1.0 if (conv or maxiter <= 0 or st[7] != 0.0) else 0.0
-            st[1] = 0.0
-            st[2] = nb
-            st[3] = tol
-            st[4] = maxiter
-            st[5] = 1.0 if conv else 0.0
-            st[6] = res
-            sc[0] = sc[2]
-            sc[1] = 0.0
-            sc[2] = 0.0
+        # normb = sqrt(nb2), res = sqrt(rz) / normb (0 when normb = 0), and the scalar
+        # roll (sc[0] = r.z, sc[1] = sc[2] = 0, beta = sc[5] = 0: the first search
+        # direction is z); par = [tol, maxiter] (a device array, so a captured
+        # graph serves every tolerance).  st[7] != 0 (``split`` found a non-finite
+        # input): done at once, not converged.
+        tol = par[0]
+        maxiter = par[1]
+        nb = math.sqrt(max(nb2, 0.0))
+        res = 0.0
+        if nb > 0.0:
+            res = math.sqrt(max(rz, 0.0)) / nb
+        else:
+            nb = 1.0
+        conv = res <= tol and st[7] == 0.0
+        st[0] = 1.0 if (conv or maxiter <= 0 or st[7] != 0.0) else 0.0
+        st[1] = 0.0
+        st[2] = nb
+        st[3] = tol
+        st[4] = maxiter
+        st[5] = 1.0 if conv else 0.0
+        st[6] = res
+        sc[0] = rz
+        sc[1] = 0.0
+        sc[2] = 0.0
+        sc[5] = 0.0
 
-    @cuda.jit
-    def check(sc, st, hist):
-        # The stopping rule on the device, after an iteration's r.z (sc[2]):
+    @cuda.jit(device=True)
+    def check_state(sc, st, hist, rz):
+        # The stopping rule on the device, after an iteration's r.z:
         # st = [done, iterations, normb, tol, maxiter, converged, res, -].  Once done,
         # every gated kernel of later (captured) iterations returns at once, so the
         # iterate is exactly the one where the test first passed.  Otherwise the
         # scalars roll for the next iteration: beta = r.z / r.z_old into sc[5],
         # sc[0] = r.z, sc[1] = sc[2] = 0.
-        if cuda.grid(1) == 0 and st[0] == 0.0:
-            c = st[1] + 1.0
-            st[1] = c
-            rz = sc[2]
-            if rz < 0.0:
-                rz = 0.0
-            res = math.sqrt(rz) / st[2]
-            i = int(c) - 1
-            if i < hist.size:
-                hist[i] = res
-            st[6] = res
-            if res <= st[3]:
-                st[0] = 1.0
-                st[5] = 1.0
-            elif c >= st[4]:
-                st[0] = 1.0
-            else:
-                sc[5] = sc[2] / sc[0]
-                sc[0] = sc[2]
-                sc[1] = 0.0
-                sc[2] = 0.0
+        if st[0] != 0.0:
+            return
+        c = st[1] + 1.0
+        st[1] = c
+        res = math.sqrt(max(rz, 0.0)) / st[2]
+        i = int(c) - 1
+        if i < hist.size:
+            hist[i] = res
+        st[6] = res
+        if res <= st[3]:
+            st[0] = 1.0
+            st[5] = 1.0
+        elif c >= st[4]:
+            st[0] = 1.0
+        else:
+            sc[5] = rz / sc[0]
+            sc[0] = rz
+            sc[1] = 0.0
+            sc[2] = 0.0
 
     @cuda.jit
     def dot(a, b, sc, slot):
@@ -378,13 +473,16 @@ def gpu_kernels():
             o[k] = a[k] - b[k]
 
     @cuda.jit
-    def reset(sc, flag):
-        # the CG scalars and the non-finite flag to 0 before a solve
+    def reset(sc, st):
+        # before a solve: the CG scalars and the non-finite flag st[7] to 0, and
+        # st[0] (done) to 1 until ``start_state`` has set the stopping state (which a
+        # non-finite input skips: its iterations then stay gated off)
         k = cuda.grid(1)
         if k < sc.size:
             sc[k] = 0.0
         if k == 0:
-            flag[0] = 0.0
+            st[0] = 1.0
+            st[7] = 0.0
 
     @cuda.jit
     def split(a, y, flag):
@@ -449,13 +547,12 @@ def gpu_kernels():
         black_forward=black_forward,
         r2_forward=r2_forward,
         r2_backward=r2_backward,
+        r2_forward_xr=r2_forward_xr,
+        update_p=update_p,
         r2_backward_dot=r2_backward_dot,
         black_backward=black_backward,
         dense_last=dense_last,
-        update_xr=update_xr,
-        update_p=update_p,
-        check=check,
-        start=start,
+        dense_last_fixed=dense_last_fixed,
         dot=dot,
         sub=sub,
         reset=reset,
@@ -544,7 +641,18 @@ class GPUSolverState:
         hk, wk = quarter_shape(*data["shapes"][-1])
         self.Wlast = xp.zeros((4, hk, wk))
         self.Xlast = xp.zeros((4, hk, wk))
-        self.Minv = put(data["last_inv"])
+        inv, scale = data["last_inv"], data["last_scale"]
+        self.fixed = inv.dtype == np.int16
+        if self.fixed:
+            # int16 fixed point read as int64 words of four entries: columns and d
+            # padded with zeros to a multiple of 4
+            m4 = -(-inv.shape[0] // 4) * 4
+            pad = np.zeros((inv.shape[0], m4), dtype=np.int16)
+            pad[:, : inv.shape[1]] = inv
+            inv = pad.view(np.int64)
+            scale = np.concatenate([scale, np.zeros(m4 - scale.size)])
+        self.Minv = put(inv)
+        self.Dlast = put(scale)
         self.Wlast_flat = self.Wlast.reshape(-1)  # read-only view for dense_last
         # threads of a dense_last block: a power of two, about m / 16 (four columns a
         # step: each thread does at least four steps), between 32 and 128 (the
@@ -553,13 +661,18 @@ class GPUSolverState:
         m = self.Minv.shape[0]
         sixteenth = max(m, 16) // 16
         self.dense_tpb = 4 if self.sim else min(128, max(32, 1 << (sixteenth - 1).bit_length()))
-        self.vec = {k: xp.zeros((2, h, w)) for k in ("x", "r", "z", "p", "q")}
+        # CG vectors (red quarters); r has two buffers, used in turn: iteration i reads
+        # buffer i % 2 and writes the other (its first preconditioner kernel updates r
+        # while neighbouring threads still read the old values)
+        self.vec = {k: xp.zeros((2, h, w)) for k in ("x", "r", "z", "p", "q", "r_")}
+        self.rbuf = (self.vec["r"], self.vec["r_"])
+        self.count = xp.zeros(1, dtype=np.int32)  # blocks done (r2_backward_dot)
         self.full = xp.zeros((4, h, w))
         self.x0_q = xp.zeros((4, h, w))
         self.rhs_nat = xp.zeros((self.ny, self.nx))
         self.x0_nat = xp.zeros((self.ny, self.nx))
         self.out_nat = xp.zeros((self.ny, self.nx))
-        self.par = xp.zeros(2)  # [tol, maxiter] of the solve, read by ``start``
+        self.par = xp.zeros(2)  # [tol, maxiter] of the solve, read by ``start_state``
         self._par = None
         self.sc = xp.zeros(8)
         # Device stopping rule: st = [done, iterations, normb, tol, maxiter, converged,
@@ -630,9 +743,12 @@ class GPUSolverState:
             self.v(self.S9), self.v(x), self.v(y), self.v(self.sc), slot, rows, self.v(g)
         )
 
-    def precondition(self, r, z, slot=2, gate=None):
+    def precondition(self, r, z, slot=2, gate=None, xr=None, then=0, nbslot=0):
         """``z = M^-1 r`` (red level-1 vectors); adds ``r . z`` into ``sc[slot]``.
-        Every kernel returns at once when ``gate[0] != 0``."""
+        Every kernel returns at once when ``gate[0] != 0``.  ``xr = (r_old, q, x, p)``:
+        the CG update ``x += alpha p``, ``r = r_old - alpha q`` is fused into the first
+        kernel (``r`` written); ``then``: THEN_CHECK or THEN_START after the sum (see
+        the kernel ``r2_backward_dot``)."""
         k, v, st = self.k, self.v, self._st
         g = v(self.nogate if gate is None else gate)
         nl = len(self.P)
@@ -640,7 +756,13 @@ class GPUSolverState:
         for lev in range(nl):
             dst = self.W[lev + 1] if lev + 1 < nl else self.Wlast
             n = src.shape[1] * src.shape[2]
-            k["r2_forward"][_blocks(n), TPB, st](v(self.P[lev]), v(src), v(dst), g)
+            if lev == 0 and xr is not None:
+                r_old, q, x, p = xr
+                k["r2_forward_xr"][_blocks(n), TPB, st](
+                    v(self.P[0]), v(r_old), v(r), v(q), v(x), v(p), v(self.sc), v(dst), g
+                )
+            else:
+                k["r2_forward"][_blocks(n), TPB, st](v(self.P[lev]), v(src), v(dst), g)
             if lev + 1 < nl:
                 k["black_forward"][_blocks(dst.shape[1] * dst.shape[2]), TPB, st](
                     v(self.BL[lev + 1]), v(dst), g
@@ -663,15 +785,17 @@ class GPUSolverState:
             X = y
         n = r.shape[1] * r.shape[2]
         k["r2_backward_dot"][_red_blocks(n, self.wave("r2_backward_dot")), TPB, st](
-            v(self.P[0]), v(r), v(X), v(z), v(self.sc), slot, g
+            v(self.P[0]), v(r), v(X), v(z), v(self.sc), slot, g, then, nbslot, v(self.st),
+            v(self.hist), v(self.par), v(self.count)
         )
 
     def dense(self, g):
         """``Xlast[0:2] = Minv Wlast[0:2]`` (the last level's red Schur solve), gated by
         the Numba view ``g``."""
         m = self.Minv.shape[0]
-        self.k["dense_last"][-(-m // DENSE_ROWS), self.dense_tpb, self._st](
-            self.v(self.Minv), self.v(self.Wlast_flat), self.v(self.Xlast), g
+        name = "dense_last_fixed" if self.fixed else "dense_last"
+        self.k[name][-(-m // DENSE_ROWS), self.dense_tpb, self._st](
+            self.v(self.Minv), self.v(self.Dlast), self.v(self.Wlast_flat), self.v(self.Xlast), g
         )
 
     def precondition_full(self, b, nx, ny):
@@ -694,34 +818,32 @@ class GPUSolverState:
     def _setup(self, warm):
         """Before the iterations, all on the device: quarters of ``rhs`` (and ``x0``),
         the black elimination (Schur right-hand side ``bS`` in ``full[:2]``), the
-        initial residual and its preconditioned form ``p``, the stopping state."""
+        initial residual (``r``, the first of its two buffers) and its preconditioned
+        form ``z``, the stopping state (in the last kernel of the preconditioner)."""
         k, v, st = self.k, self.v, self._st
         n = self.h * self.w
         bad = self.flag
-        k["reset"][1, TPB, st](v(self.sc), v(bad))
+        k["reset"][1, TPB, st](v(self.sc), v(self.st))
         # rhs in quarters: ``full[:2]`` becomes the Schur rhs, ``full[2:4]`` keeps the
         # black rhs for the back-substitution in ``finish``
         k["split"][_blocks(n), TPB, st](v(self.rhs_nat), v(self.full), v(bad))
         if warm:
             k["split"][_blocks(n), TPB, st](v(self.x0_nat), v(self.x0_q), v(bad))
-        # the first search direction p = M^-1 r is written straight into p (the first
-        # iteration needs no z)
-        r, z, p = self.vec["r"], self.vec["z"], self.vec["p"]
+        r, z = self.rbuf[0], self.vec["z"]
         k["schur_rhs"][_blocks(n), TPB, st](
             v(self.BL[0]), v(self.full), v(z if warm else r), v(self.vec["x"]),
             v(self.x0_q), warm,
         )
         if not warm:
-            self.precondition(r, p, slot=2, gate=bad)
-            slot = 2  # normb = sqrt(r.z)
+            # normb = sqrt(r.z)
+            self.precondition(r, z, slot=2, gate=bad, then=THEN_START, nbslot=2)
         else:
+            # normb = sqrt(b M^-1 b); p is scratch here (beta = 0 below)
             fl = self.flat
-            self.precondition(z, p, slot=3, gate=bad)
+            self.precondition(z, self.vec["p"], slot=3, gate=bad)
             self.matvec_dot(self.vec["x"], self.vec["q"], slot=4, gate=bad)
             k["sub"][_blocks(fl["r"].size), TPB, st](v(self.bS_flat), v(fl["q"]), v(fl["r"]))
-            self.precondition(r, p, slot=2, gate=bad)
-            slot = 3  # normb = sqrt(b M^-1 b)
-        k["start"][1, 1, st](v(self.sc), v(self.st), slot, v(self.par))
+            self.precondition(r, z, slot=2, gate=bad, then=THEN_START, nbslot=3)
 
     def _finish(self):
         """Black back-substitution from the red iterate, in natural order (one kernel)."""
@@ -730,39 +852,27 @@ class GPUSolverState:
             self.v(self.BL[0]), self.v(self.full), self.v(self.vec["x"]), self.v(self.out_nat)
         )
 
-    def _head(self):
-        """Iteration part after the convergence test: ``p = z + beta p``."""
+    def _iteration(self, parity):
+        """One CG iteration reading the r buffer ``parity`` and writing the other:
+        ``p = z + beta p`` (beta = 0 in the first: p = z), ``q = S p`` (+ p.q);
+        ``x += alpha p``, ``r -= alpha q`` fused into the first preconditioner kernel;
+        ``z = M^-1 r`` (+ r.z), then the stopping rule and the scalar roll in its last
+        kernel."""
         k, v, st = self.k, self.v, self._st
+        g = self.st
         nf = 2 * self.h * self.w
         k["update_p"][_blocks(nf), TPB, st](
-            v(self.flat["p"]), v(self.flat["z"]), v(self.sc), v(self.st)
+            v(self.flat["p"]), v(self.flat["z"]), v(self.sc), v(g)
         )
+        q, z, p = self.vec["q"], self.vec["z"], self.vec["p"]
+        self.matvec_dot(p, q, slot=1, gate=g)
+        self.precondition(self.rbuf[1 - parity], z, slot=2, gate=g,
+                          xr=(self.rbuf[parity], q, self.vec["x"], p), then=THEN_CHECK)
 
-    def _body(self):
-        """``q = S p`` (+ p.q), ``x += alpha p``, ``r -= alpha q``, ``z = M^-1 r`` (+ r.z),
-        then the stopping rule and the scalar roll on the device (``check``)."""
-        k, v, st = self.k, self.v, self._st
-        nf = 2 * self.h * self.w
-        fl = self.flat
-        g = self.st
-        self.matvec_dot(self.vec["p"], self.vec["q"], slot=1, gate=g)
-        k["update_xr"][_blocks(nf), TPB, st](
-            v(fl["x"]), v(fl["r"]), v(fl["p"]), v(fl["q"]), v(self.sc), v(g)
-        )
-        self.precondition(self.vec["r"], self.vec["z"], slot=2, gate=g)
-        k["check"][1, 1, st](v(self.sc), v(g), v(self.hist))
-
-    def _iteration(self):
-        self._head()
-        self._body()
-
-    def _chunk(self, first, nit):
-        """``nit`` iterations (the first one without the head when ``first``)."""
+    def _chunk(self, parity, nit):
+        """``nit`` iterations, the first reading the buffers ``parity``."""
         for i in range(nit):
-            if i == 0 and first:
-                self._body()
-            else:
-                self._iteration()
+            self._iteration((parity + i) % 2)
 
     def _capture(self, fn):
         """Capture the launches of ``fn`` into a CUDA graph on the solver's stream
@@ -832,12 +942,13 @@ class GPUSolverState:
         # the first chunk as long as the last solve took (no gated no-op iterations,
         # ~25 us each at 1.5 M unknowns, when the solves of a run are alike)
         kk = max(1, int(self.check_every))
-        first, nit = True, min(kk, self._last_its) if self._last_its > 0 else kk
+        nit = min(kk, self._last_its) if self._last_its > 0 else kk
         ends = 0 < self._last_its <= kk  # this chunk is predicted to end the solve
+        done = 0  # iterations launched (all of them ran: the solve had not stopped)
         while True:
-            key = ("chunk0" if first else "chunk", nit)
-            graph |= self._replay(key, lambda f=first, m=nit: self._chunk(f, m))
-            first = False
+            key = ("chunk", nit, done % 2)
+            graph |= self._replay(key, lambda a=done % 2, m=nit: self._chunk(a, m))
+            done += nit
             if ends:
                 # Speculative: the finish (it changes nothing the iterations use) and
                 # the copy out queue up behind the chunk, so that the host's read of

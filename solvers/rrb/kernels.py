@@ -251,17 +251,18 @@ def dot(a, b):
 
 
 @nb.njit(cache=True)
-def dense_apply(Minv, y, o):
-    """``o = Minv @ y`` on the red quarters of the last level (the first ``m`` entries
-    of the flattened quarters; ``Minv`` float64 or float32, sums in float64)."""
+def dense_apply(Minv, d, y, o):
+    """``o = D Minv D y`` (``D = diag(d)``) on the red quarters of the last level (the
+    first ``m`` entries of the flattened quarters; ``Minv`` float64, float32 or int16
+    fixed point (:func:`.build._red_schur_inverse`), sums in float64)."""
     m = Minv.shape[0]
     yf = y.reshape(y.size)
     of = o.reshape(o.size)
     for i in range(m):
         s = 0.0
         for j in range(m):
-            s += Minv[i, j] * yf[j]
-        of[i] = s
+            s += Minv[i, j] * (d[j] * yf[j])
+        of[i] = d[i] * s
 
 
 def precondition_cpu(levels, r, z):
@@ -269,7 +270,7 @@ def precondition_cpu(levels, r, z):
 
     ``levels`` holds per-level lists ``P``, ``BL``, ``W`` (index ``i`` is level
     ``i + 1``; ``W[0]`` is unused, level 1 works on ``r``/``z``) and the last level's
-    ``BLlast``, ``Minv``, ``Wlast``, ``Xlast``: there the black step, the dense inverse
+    ``BLlast``, ``Minv``, ``Dlast``, ``Wlast``, ``Xlast``: there the black step, the dense inverse
     of the exact red Schur complement, and the black back-substitution solve exactly.
     """
     L = levels["P"]
@@ -284,7 +285,7 @@ def precondition_cpu(levels, r, z):
         src = dst
     X = levels["Xlast"]
     black_forward(levels["BLlast"], src)
-    dense_apply(levels["Minv"], src, X)
+    dense_apply(levels["Minv"], levels["Dlast"], src, X)
     black_backward(levels["BLlast"], src, X)
     for lev in range(nl - 1, 0, -1):
         y = W[lev]

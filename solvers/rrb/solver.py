@@ -136,6 +136,7 @@ class RRBSolver:
             "Wlast": np.zeros((4, hk, wk)),
             "Xlast": np.zeros((4, hk, wk)),
             "Minv": np.ascontiguousarray(data["last_inv"]),
+            "Dlast": np.ascontiguousarray(data["last_scale"]),
             "vec": {k: np.zeros((2, h, w)) for k in ("x", "r", "z", "p", "q")},
             "full": np.zeros((4, h, w)),
         }
