@@ -98,6 +98,23 @@ def gpu_kernels():
         if t == 0:
             cuda.atomic.add(sc, slot, total)
 
+    @cuda.jit(device=True)
+    def store_rows(s0, s1, s2, s3, i0, m, t0, nt, d, Xlast):
+        # The end of a dense_last* block: the block sums of its DENSE_ROWS rows' partial
+        # products, scaled by d, stored into the last level's quarters (rows past m:
+        # computed, not stored); every thread of the block must call it.
+        wl = Xlast.shape[2]
+        hwl = Xlast.shape[1] * wl
+        for r in range(DENSE_ROWS):
+            v = s0 if r == 0 else (s1 if r == 1 else (s2 if r == 2 else s3))
+            total = block_sum(v, t0, nt)
+            i = i0 + r
+            if t0 == 0 and i < m:
+                q = i // hwl
+                J = (i - q * hwl) // wl
+                Xlast[q, J, i - q * hwl - J * wl] = d[i] * total
+            cuda.syncthreads()  # block_sum's shared array is reused by the next row
+
     @cuda.jit
     def dense_last(Minv, d, w, Xlast, g):
         # Xlast[0:2] = D Minv D w[:m] (D = diag(d)); w: the last level's quarters
@@ -144,17 +161,7 @@ def gpu_kernels():
             s2 += Minv[i2, j] * wa
             s3 += Minv[i3, j] * wa
             j += nt
-        wl = Xlast.shape[2]
-        hwl = Xlast.shape[1] * wl
-        for r in range(DENSE_ROWS):
-            v = s0 if r == 0 else (s1 if r == 1 else (s2 if r == 2 else s3))
-            total = block_sum(v, t0, nt)
-            i = i0 + r
-            if t0 == 0 and i < m:
-                q = i // hwl
-                J = (i - q * hwl) // wl
-                Xlast[q, J, i - q * hwl - J * wl] = d[i] * total
-            cuda.syncthreads()  # block_sum's shared array is reused by the next row
+        store_rows(s0, s1, s2, s3, i0, m, t0, nt, d, Xlast)
 
     @cuda.jit(device=True)
     def fixed(u, k):
@@ -203,17 +210,7 @@ def gpu_kernels():
             s2 += fixed_dot(ua2, w0, w1, w2, w3)
             s3 += fixed_dot(ua3, w0, w1, w2, w3)
             c += nt
-        wl = Xlast.shape[2]
-        hwl = Xlast.shape[1] * wl
-        for r in range(DENSE_ROWS):
-            v = s0 if r == 0 else (s1 if r == 1 else (s2 if r == 2 else s3))
-            total = block_sum(v, t0, nt)
-            i = i0 + r
-            if t0 == 0 and i < m:
-                q = i // hwl
-                J = (i - q * hwl) // wl
-                Xlast[q, J, i - q * hwl - J * wl] = d[i] * total
-            cuda.syncthreads()  # block_sum's shared array is reused by the next row
+        store_rows(s0, s1, s2, s3, i0, m, t0, nt, d, Xlast)
 
     @cuda.jit
     def matvec_dot(S, x, y, sc, slot, rows, g):
