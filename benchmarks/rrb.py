@@ -80,24 +80,29 @@ def part_iters(Ns, backends, tol=1e-8, reps=3, loose_tol=1e-3, check_every=(8,),
             # the device stopping rule read every k iterations (k = 1: every one)
             # (first chunk as long as the last solve, the default, or ``fresh``: of
             # check_every iterations, as in a solver's first solve)
+            # ``inplace``: the same rhs and an ``out=`` array in every solve, which the
+            # graphs then read / write in place (no copies through the solver's buffers)
             ks = list(check_every) if b == "gpu" else [None]
-            variants = [(tol, None, kc, False) for kc in ks]
+            variants = [(tol, None, kc, False, False) for kc in ks]
             if b == "gpu" and s._gpu.use_graph:
-                variants += [(tol, False, ks[0], False)]
-                variants += [(loose_tol, None, kc, False) for kc in ks]
-                variants += [(tl, None, ks[0], True) for tl in (tol, loose_tol)]
-            for tl, graph, kc, fresh in variants:
+                variants += [(tol, False, ks[0], False, False)]
+                variants += [(loose_tol, None, kc, False, False) for kc in ks]
+                variants += [(tl, None, ks[0], True, False) for tl in (tol, loose_tol)]
+                variants += [(tl, None, ks[0], False, True) for tl in (tol, loose_tol)]
+            out = xp.zeros_like(rhs)
+            for tl, graph, kc, fresh, inplace in variants:
+                o = out if inplace else None
                 if graph is False:
                     s._gpu.use_graph = False
                 if kc is not None:
                     s._gpu.check_every = kc
                 for _ in range(3):  # warm-up: compile / plain run, graph capture, replay
-                    x, info = s.solve(rhs, tol=tl)
+                    x, info = s.solve(rhs, tol=tl, out=o)
                 times = []
                 for _ in range(reps):
                     if fresh:
                         s._gpu._last_its = 0
-                    x, info = s.solve(rhs, tol=tl)
+                    x, info = s.solve(rhs, tol=tl, out=o)
                     times.append(info["time_s"])
                 if graph is False:
                     s._gpu.use_graph = True
@@ -114,6 +119,7 @@ def part_iters(Ns, backends, tol=1e-8, reps=3, loose_tol=1e-3, check_every=(8,),
                         "cuda_graph": bool(info.get("cuda_graph", False)),
                         "check_every": kc,
                         "first_chunk": (kc if fresh else "last solve's") if kc else None,
+                        "inplace": inplace,
                         "graph_error": getattr(s._gpu, "_graph_error", None) if s._gpu else None,
                         "iterations": info["iterations"],
                         "solve_ms": 1e3 * min(times),
@@ -347,7 +353,6 @@ def part_routines(N, copy_bw, reps=20):
             }
         )
 
-    bl = _red_blocks(n, g.wave("r2_backward_dot"))
     timeit(
         "schur_matvec+dot",
         lambda: g.matvec_dot(vec["p"], vec["q"], slot=5),
@@ -436,10 +441,7 @@ def part_routines(N, copy_bw, reps=20):
     X = g.W[1] if nlp > 1 else g.Xlast
     timeit(
         "r2_backward+dot",
-        lambda: k["r2_backward_dot"][bl, TPB, g._st](
-            v(g.P[0]), v(vec["r"]), v(X), v(vec["z"]), v(g.sc), 6, ng, 0, 0, v(g.st),
-            v(g.hist), v(g.par), v(g.count)
-        ),
+        lambda: g.level1_backward(vec["r"], X, vec["z"], ng, slot=6),
         (5 + 5 * p1) * n,
         1,
     )
@@ -487,23 +489,30 @@ def part_breakdown(N, tols=(1e-3, 1e-8), level=None, reps=10):
     def launch(graph):
         return lambda: graph.launch(stream)
 
+    out = cupy.zeros_like(rhs)
     for tol in tols:
         rec = {"bench": "breakdown", "N": N, "levels": s.levels, "tol": tol}
-        for fresh in (False, True):
+        # inplace: the same rhs and out= in every solve (read and written in place by the
+        # graphs, no copies); last: rhs in place, x returned as a new array (a copy);
+        # fresh: as last, the first chunk as in a solver's first solve
+        for fresh, inplace in ((False, True), (False, False), (True, False)):
+            o = out if inplace else None
             for _ in range(3):
-                x, info = s.solve(rhs, tol=tol)
+                x, info = s.solve(rhs, tol=tol, out=o)
             ts = []
             for _ in range(reps):
                 if fresh:
                     g._last_its = 0
-                x, info = s.solve(rhs, tol=tol)
+                x, info = s.solve(rhs, tol=tol, out=o)
                 ts.append(info["time_s"])
-            name = "fresh" if fresh else "last"
+            name = "inplace" if inplace else ("fresh" if fresh else "last")
             rec[f"solve_ms_{name}"] = 1e3 * min(ts)
             rec[f"solve_ms_{name}_median"] = 1e3 * float(np.median(ts))
         its = rec["iterations"] = info["iterations"]
         G = g._graphs
-        setup = G[("setup", False)]
+        # the setup graph the solves used (keyed by the rhs address once it read rhs in
+        # place)
+        setup = next(gr for key, gr in G.items() if key[:2] == ("setup", False) and gr)
         rec["setup_us"] = us(launch(setup))
         chunk = G.get(("chunk", min(its, g.check_every), 0))
         if chunk is not None:
@@ -514,7 +523,7 @@ def part_breakdown(N, tols=(1e-3, 1e-8), level=None, reps=10):
             (_, n, _), gr = gated[0]
             g.st[0] = 1.0  # done: every kernel of the chunk returns at once
             rec["gated_iteration_us"] = us(launch(gr)) / n
-        rec["finish_us"] = us(launch(G["finish"]))
+        rec["finish_us"] = us(launch(G[("finish", None)]))
         rec["rhs_copy_us"] = us(partial(g.rhs_nat.__setitem__, Ellipsis, rhs))
         rec["out_copy_us"] = us(g.out_nat.copy)
         rec["state_read_us"] = us(g.stat.get)

@@ -97,7 +97,7 @@ def test_first_chunk_follows_the_last_solve():
     chunks, finishes = [], []
     real, real_finish = gpu._gpu._chunk, gpu._gpu._finish
     gpu._gpu._chunk = lambda first, nit: (chunks.append(nit), real(first, nit))
-    gpu._gpu._finish = lambda: (finishes.append(len(chunks)), real_finish())
+    gpu._gpu._finish = lambda out: (finishes.append(len(chunks)), real_finish(out))
     xg, ig = gpu.solve(xp.asarray(b), tol=1e-6)
     assert chunks[0] == 2 and sum(chunks) >= ic["iterations"]
     # the first chunk was predicted to end the solve: a speculative finish ran after it
@@ -198,3 +198,45 @@ def test_fixed_point_last_level_matches_cpu(monkeypatch):
     xg, ig = gpu.solve(gpu.backend.xp.asarray(b), tol=1e-9)
     assert ig["iterations"] == ic["iterations"]
     assert np.abs(gpu.backend.to_host(xg) - xc).max() < 1e-11 * np.abs(xc).max()
+
+
+def test_out_receives_the_solution_and_an_input_error_leaves_it_unchanged():
+    """``out=`` gets the same bits as a returned x, on the CPU and the GPU, also when it
+    is ``x0`` (in-place warm start) and when the same rhs / out come back solve after
+    solve (on a real GPU their graphs then read and write them in place: ``_keyed``);
+    NaN in rhs raises and leaves ``out`` as it was; a wrong ``out`` is refused."""
+    nx, ny = 9, 7
+    st = _stencil(nx, ny, seed=31)
+    b = np.random.default_rng(32).standard_normal((ny, nx))
+    cpu = rrb.RRBSolver(st, level=3)
+    gpu = rrb.RRBSolver(st, level=3, backend="gpu")
+    xc, _ = cpu.solve(b, tol=1e-8)
+    for s in (cpu, gpu):
+        xp = s.backend.xp
+        rhs = xp.asarray(b.copy())  # set to NaN below
+        out = xp.zeros((ny, nx))
+        sim = s._gpu is not None and s._gpu.sim
+        fresh = s.backend.to_host(s.solve(rhs, tol=1e-8)[0])
+        for _ in range(2 if sim else 4):  # copied, then captured in place, then replayed
+            x, info = s.solve(rhs, tol=1e-8, out=out)
+            assert x is out
+            assert np.array_equal(s.backend.to_host(out), fresh)
+        assert np.abs(s.backend.to_host(out) - xc).max() < 1e-11 * np.abs(xc).max()
+        if s._gpu is not None and not s._gpu.sim:
+            assert out.data.ptr in s._gpu._keyed and rhs.data.ptr in s._gpu._keyed
+        # warm start in place: x0 is out
+        psi = xp.asarray(0.5 * s.backend.to_host(out))
+        for i in range(2 if sim else 3):
+            y, iw = s.solve(rhs, x0=psi, tol=1e-8, out=psi)
+            assert y is psi and iw["converged"] and (i == 0 or iw["iterations"] <= 1)
+            assert np.abs(s.backend.to_host(psi) - xc).max() < 1e-6 * np.abs(xc).max()
+        # NaN in the (same) rhs: refused, out untouched
+        before = s.backend.to_host(out).copy()
+        rhs[2, 3] = np.nan
+        with pytest.raises(ValueError, match="rhs has non-finite"):
+            s.solve(rhs, tol=1e-8, out=out)
+        assert np.array_equal(s.backend.to_host(out), before)
+        with pytest.raises(ValueError, match="out must be a float64"):
+            s.solve(xp.asarray(b), out=xp.zeros((ny, nx + 1)))
+        with pytest.raises(ValueError, match="out must be a float64"):
+            s.solve(xp.asarray(b), out=np.zeros((ny, nx), dtype=np.float32))

@@ -275,7 +275,9 @@ class VBM:
         F.rhs(fx["D"], fy["D"], self.phi, self._rhs)
         self.backend.synchronize()
         t1 = time.perf_counter()
-        self.psi, info = self.solver.solve(self._rhs, x0=self.psi, tol=self.tol)
+        # psi in place (out=x0): on the GPU the same three arrays every frame, which the
+        # solve's graphs then read and write without copies
+        self.psi, info = self.solver.solve(self._rhs, x0=self.psi, tol=self.tol, out=self.psi)
         self.backend.synchronize()
         t2 = time.perf_counter()
         F.zeta(fx["h"], fy["h"], fx["D"], fy["D"], self.phi, self.psi, self.zeta, self.sigma,

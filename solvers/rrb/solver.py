@@ -196,12 +196,17 @@ class RRBSolver:
         return LinearOperator((N, N), matvec=f, rmatvec=f, dtype=np.float64)
 
     # ------------------------------------------------------------------ solve
-    def solve(self, rhs, x0=None, tol: float = 1e-8, maxiter: int = 500):
+    def solve(self, rhs, x0=None, tol: float = 1e-8, maxiter: int = 500, out=None):
         """Solve ``A x = rhs``; returns ``(x, info)`` with natural ``(ny, nx)`` x.
 
-        ``x0`` warm-starts the red unknowns.  ``info``: ``iterations``, ``converged``,
-        ``residual`` (final relative M^-1 norm), ``history`` (per iteration), ``time_s``.
-        On the GPU backend ``rhs``/``x0``/``x`` are device arrays.
+        ``x0`` warm-starts the red unknowns.  ``out``: a float64 ``(ny, nx)`` array of
+        the backend that receives x (and is returned); it may be ``x0``.  ``info``:
+        ``iterations``, ``converged``, ``residual`` (final relative M^-1 norm),
+        ``history`` (per iteration), ``time_s``.  On the GPU backend ``rhs``/``x0``/``x``
+        are device arrays; when the same ``rhs`` / ``x0`` / ``out`` arrays come back
+        solve after solve (a time loop), the solve's CUDA graphs read and write them in
+        place instead of copying them through the solver's own buffers.  An input
+        error leaves ``out`` unchanged.
         """
         if not tol > 0:
             raise ValueError(f"tol must be positive, got {tol!r}")
@@ -213,9 +218,22 @@ class RRBSolver:
             x0 = xp.asarray(x0, dtype=xp.float64)
             if x0.shape != (self.ny, self.nx):
                 raise ValueError(f"x0 has shape {x0.shape}, the operator is {(self.ny, self.nx)}")
+        if out is not None and (
+            not isinstance(out, xp.ndarray) or out.dtype != xp.float64
+            or out.shape != (self.ny, self.nx)
+        ):
+            raise ValueError(
+                f"out must be a float64 {xp.__name__} array of shape {(self.ny, self.nx)}, "
+                f"got {type(out).__name__} {getattr(out, 'dtype', '')} "
+                f"{getattr(out, 'shape', '')}"
+            )
         if self._gpu is not None:
-            return self._gpu.solve(rhs, x0, tol, maxiter, self.nx, self.ny)
-        return self._solve_cpu(rhs, x0, tol, maxiter)
+            return self._gpu.solve(rhs, x0, tol, maxiter, self.nx, self.ny, out=out)
+        x, info = self._solve_cpu(rhs, x0, tol, maxiter)
+        if out is None:
+            return x, info
+        out[...] = x
+        return out, info
 
     def _solve_cpu(self, rhs, x0, tol, maxiter):
         t0 = time.perf_counter()
