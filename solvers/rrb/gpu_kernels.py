@@ -78,20 +78,22 @@ def gpu_kernels():
     bbv = cuda_device(K.black_backward_values)
     nlq = cuda_device(K.next_level_quarter)
 
-    @cuda.jit(device=True)
-    def warp_sum(v):
-        # the sum of ``v`` over the 32 lanes of the warp, in lane 0 (shuffles); every
-        # thread of the block must call it
-        off = 16
-        while off > 0:
-            v += cuda.shfl_down_sync(0xFFFFFFFF, v, off)
-            off //= 2
-        return v
-
-    if cuda_simulator_enabled():  # the simulator has no shuffles: shared memory
+    if not cuda_simulator_enabled():
 
         @cuda.jit(device=True)
-        def warp_sum(v):  # noqa: F811
+        def warp_sum(v):
+            # the sum of ``v`` over the 32 lanes of the warp, in lane 0 (shuffles);
+            # every thread of the block must call it
+            off = 16
+            while off > 0:
+                v += cuda.shfl_down_sync(0xFFFFFFFF, v, off)
+                off //= 2
+            return v
+
+    else:  # the simulator has no shuffles: the same sums through shared memory
+
+        @cuda.jit(device=True)
+        def warp_sum(v):
             t = cuda.threadIdx.x + cuda.threadIdx.y * cuda.blockDim.x
             sh = cuda.shared.array(TPB, float64)
             sh[t] = v
@@ -993,6 +995,14 @@ class GPUSolverState:
         nit = min(kk, self._last_its) if self._last_its > 0 else kk
         ends = 0 < self._last_its <= kk  # this chunk is predicted to end the solve
         done = 0  # iterations launched (all of them ran: the solve had not stopped)
+
+        def finish():
+            # the black back-substitution into ``dst``; the array the caller gets
+            nonlocal graph
+            graph |= self._replay(("finish", op), lambda: self._finish(dst),
+                                  compiled=("finish", None) in self._graphs)
+            return dst.copy() if out is None else out
+
         while True:
             key = ("chunk", nit, done % 2)
             graph |= self._replay(key, lambda a=done % 2, m=nit: self._chunk(a, m))
@@ -1001,9 +1011,7 @@ class GPUSolverState:
                 # Speculative: the finish (it changes nothing the iterations use) and
                 # the copy out queue up behind the chunk, so that the host's read of
                 # the stopping state does not leave the device idle in between.
-                graph |= self._replay(("finish", op), lambda: self._finish(dst),
-                                      compiled=("finish", None) in self._graphs)
-                x = dst.copy() if out is None else out
+                x = finish()
             stv = self.stat if self.sim else self.stat.get()
             if stv[7] != 0.0:
                 what = "rhs" if x0 is None else "rhs or x0"
@@ -1012,9 +1020,7 @@ class GPUSolverState:
                 break
             nit, ends = _next_chunk(stv[8 : 8 + int(stv[1])], tol, kk)
         if not ends:
-            graph |= self._replay(("finish", op), lambda: self._finish(dst),
-                                  compiled=("finish", None) in self._graphs)
-            x = dst.copy() if out is None else out
+            x = finish()
         if out is not None and dst is not out:
             out[...] = dst  # only now: an input error above leaves ``out`` as it was
         if not self.sim:
