@@ -17,9 +17,12 @@ One rank runs the plain serial :class:`~forestpy.Simulation` (the reference); wi
 several ranks one simulation goes on through ``--repeats`` rounds of timed segments of
 ``--steps`` steps, one segment per overlap setting in each round (off, on, off, on,
 ...), so that a drift of the machine touches both settings alike.  ``--overlap`` takes
-off, on and single: "on" is the default step (on the GPU two patch-list launches, see
-``DistributedSimulation._step_overlapped``), "single" the overlap without them (one
-launch for the early patches, one for the late ones).
+off, on, onestream and single: "on" is the default step (on the GPU two patch-list
+launches, see ``DistributedSimulation._step_overlapped``, the halo unpack and the late
+patches' ghost fill on a second, high-priority stream beside the first launch),
+"onestream" the same with that work on the default stream, queued after the first
+launch (the step before 2026-11-24's side stream), "single" the overlap without the two
+launches (one launch for the early patches, one for the late ones).
 Per segment: the wall time per step with timers that do not synchronise the device
 (what a user sees; on the GPU the overlapped exchange runs while the early patches'
 kernel runs), and the phases from a second segment whose timers synchronise the device
@@ -118,7 +121,8 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=50, help="steps per timed segment")
     ap.add_argument("--repeats", type=int, default=3,
                     help="timed segments per run, overlap settings interleaved")
-    ap.add_argument("--overlap", type=_list(str), default=["off", "on"], help="off,on")
+    ap.add_argument("--overlap", type=_list(str), default=["off", "on"],
+                    help="off,on,onestream,single,none")
     ap.add_argument("--sizes", type=_list(int), default=None,
                     help="run on the first k ranks for each k (default: all ranks)")
     ap.add_argument("--out", default=None)
@@ -133,8 +137,8 @@ def main(argv=None):
         raise SystemExit("--trees, --steps, --repeats must be positive and --sizes "
                          "within 1..ranks")
     if any(m not in ("weak", "strong") for m in a.mode) or any(
-            o not in ("on", "off", "single", "none") for o in a.overlap):
-        raise SystemExit("--mode takes weak,strong and --overlap off,on,single,none")
+            o not in ("on", "off", "onestream", "single", "none") for o in a.overlap):
+        raise SystemExit("--mode takes weak,strong and --overlap off,on,onestream,single,none")
     device = None
     if a.backend == "gpu":
         from forestpy.parallel import select_device
@@ -203,16 +207,21 @@ def main(argv=None):
 
 def segment(a, sim, comm, overlap):
     """One timed segment of ``sim`` (which goes on) with overlap ``"off"``, ``"on"``,
-    ``"single"`` (on, without the GPU's two patch-list launches: one early launch and
-    one of the late patches) or ``"none"`` (off, and the halo exchange skipped: the
-    run without its communication, a timing reference whose state is wrong): seconds
-    per step, the per-phase seconds."""
+    ``"onestream"`` (on, the late work on the default stream), ``"single"`` (on, without
+    the GPU's two patch-list launches: one early launch and one of the late patches) or
+    ``"none"`` (off, and the halo exchange skipped: the run without its communication,
+    a timing reference whose state is wrong): seconds per step, the per-phase seconds."""
     if comm.size > 1:
-        sim.overlap = overlap in ("on", "single")
+        sim.overlap = overlap in ("on", "onestream", "single")
         sim.__dict__.pop("_rows_ok", None)  # "on": decided from the backend and the step
         sim.__dict__.pop("_exchange", None)
+        sim.__dict__.pop("_side", None)  # "on": a side stream on a real GPU
         if overlap == "single":
             sim._rows_ok = False
+        if overlap == "onestream":
+            from forestpy.parallel.distributed import _SideStream
+
+            sim._side = _SideStream(False)  # its work stays on the default stream
         if overlap == "none":
             exchange = type(sim)._exchange
 

@@ -10,12 +10,18 @@ from the same source; in the CUDA simulator the device functions run as Python.
 from __future__ import annotations
 
 import types
+from contextlib import contextmanager
 
 from numba.core.registry import CPUDispatcher
 
-__all__ = ["blocks_per_wave", "capture_graph", "cuda_device"]
+__all__ = ["blocks_per_wave", "capture_graph", "cuda_device", "launch_stream", "on_stream",
+           "priority_stream"]
 
 _DEVICE: dict = {}
+# the Numba stream that forestpy's patch kernels launch on (None: the default stream);
+# set by on_stream, read by launch_stream
+_NUMBA_STREAM = None
+_NUMBA_OF: dict = {}  # CuPy stream pointer -> its Numba view
 
 
 def _code_names(code):
@@ -88,3 +94,50 @@ def blocks_per_wave(kernel, blockdim) -> int | None:
         return int(compiled.max_cooperative_grid_blocks(blockdim))
     except Exception:  # noqa: BLE001 - not compiled yet, simulator, no such query
         return None
+
+
+def launch_stream():
+    """The Numba stream for forestpy's patch-kernel launches (ghost fill, physical
+    boundaries, regrid transfer): 0, the default stream, unless inside
+    :func:`on_stream`."""
+    return 0 if _NUMBA_STREAM is None else _NUMBA_STREAM
+
+
+@contextmanager
+def on_stream(stream):
+    """Inside the block, CuPy work (the current CuPy stream) and forestpy's patch-kernel
+    launches (:func:`launch_stream`) go to the CuPy ``stream``.  Kernels launched
+    elsewhere without a stream argument still go to the default stream, so work that
+    must be ordered with the block's has to go through one of these two."""
+    from numba import cuda
+
+    global _NUMBA_STREAM
+    numba_stream = _NUMBA_OF.get(stream.ptr)
+    if numba_stream is None:
+        numba_stream = _NUMBA_OF[stream.ptr] = cuda.external_stream(stream.ptr)
+    saved = _NUMBA_STREAM
+    _NUMBA_STREAM = numba_stream
+    try:
+        with stream:
+            yield
+    finally:
+        _NUMBA_STREAM = saved
+
+
+def priority_stream():
+    """A new non-blocking CuPy stream of the device's highest priority: its kernels'
+    blocks are scheduled before the waiting blocks of lower-priority streams (a long
+    kernel already running on the default stream leaves room as its blocks finish)."""
+    import cupy
+
+    highest = -(2**20)  # CUDA clamps a priority to the device's range: the highest one
+    try:
+        return cupy.cuda.Stream(non_blocking=True, priority=highest)
+    except TypeError:  # a CuPy without the priority argument: ask the runtime directly
+        from cuda.bindings import runtime
+
+        err, handle = runtime.cudaStreamCreateWithPriority(
+            runtime.cudaStreamNonBlocking, highest)
+        if err != runtime.cudaError_t.cudaSuccess:
+            raise RuntimeError(f"cudaStreamCreateWithPriority failed: {err}") from None
+        return cupy.cuda.ExternalStream(int(handle))

@@ -163,6 +163,113 @@ def test_ghost_fill_empty_lists_are_skipped():
     assert_same(gq, cpu)
 
 
+class _LaunchRecorder:
+    """Stands in for a compiled kernel: records the stream of each launch
+    configuration, launches the kernel on the default stream."""
+
+    def __init__(self, kernel, streams):
+        self.kernel, self.streams = kernel, streams
+
+    def __getitem__(self, config):
+        self.streams.append(config[2] if len(config) > 2 else None)
+        return self.kernel[config[:2]]
+
+
+def test_patch_kernels_launch_on_the_stream_that_on_stream_sets(monkeypatch):
+    """The overlapped distributed step runs the halo unpack and the late patches' ghost
+    fill on a second stream (forestpy.cuda_device.on_stream); a patch kernel launched
+    without launch_stream() would go to the default stream, unordered with that work.
+    Every launch of the plain and surface ghost fills, the physical boundaries and the
+    regrid transfer must take the stream that on_stream sets, and 0 outside it."""
+    import forestpy.cuda_device as cd
+    from forestpy.patches import cuda_kernels, surface_ghosts
+    from forestpy.patches.surface_ghosts import fill_ghosts_surface
+
+    streams = []
+    for table in (cuda_kernels.kernels(), surface_ghosts._kernels()):
+        for name, kernel in list(table.items()):
+            monkeypatch.setitem(table, name, _LaunchRecorder(kernel, streams))
+    f = small_forest(BRICKS["1x1"], 3)
+    geom = PatchGeometry.from_forest(f, 4, 4, 2)
+    gplan = build_ghost_plan(f, geom).to(GPU)
+    rng = np.random.default_rng(2)
+    q = dev(rng.random((geom.npatch, 3) + geom.shape) + 1.0)
+    aux = dev(rng.random((geom.npatch, 1) + geom.shape))
+    bc = normalize_bc("wall", False, False)
+    new = f.refine(np.arange(f.n) == 0).balance()
+    new_geom = PatchGeometry.from_forest(new, 4, 4, 2)
+
+    def every_launch():
+        fill_ghosts(gplan, q, positive=(0,), backend=GPU)
+        fill_ghosts_surface(gplan, q, aux, 0, 0, positive=(), backend=GPU)
+        apply_physical_bc(q, geom, bc, ((1,), (2,)), backend=GPU)
+        transfer(f, geom, q, new, new_geom, backend=GPU)
+
+    every_launch()
+    n = len(streams)
+    assert n >= 7 and set(streams) == {0}, streams  # fills, 4 sides, transfer cases
+    sentinel = object()
+    monkeypatch.setattr(cd, "_NUMBA_STREAM", sentinel)
+    every_launch()
+    assert len(streams) == 2 * n and all(s is sentinel for s in streams[n:]), streams[n:]
+
+
+@pytest.mark.skipif(GPU.simulator, reason="streams run concurrently on a real GPU only")
+def test_side_stream_orders_its_work_with_the_default_stream_and_runs_beside_it():
+    """The ordering the overlapped distributed step relies on (``_SideStream``): work
+    queued on the side stream after ``follow_default()`` sees the default stream's
+    earlier work, work queued on the default stream after ``join_default()`` sees the
+    side stream's, and the side stream does not wait for later default-stream work.
+    Each kernel that must be waited for runs ~50 ms before it writes, so a missing wait
+    shows."""
+    import cupy
+    from numba import cuda
+
+    from forestpy.cuda_device import launch_stream
+    from forestpy.parallel.distributed import _SideStream
+
+    @cuda.jit
+    def slow_write(a, value, n):
+        # a dependent chain of n multiply-adds (~10 ns each): a delay the compiler cannot
+        # drop (nanosleep proved far shorter than asked for)
+        acc = 0.0
+        for _ in range(n):
+            acc = acc * 0.999999 + 1.0
+        a[0] = value + 0.0 * acc
+
+    @cuda.jit
+    def copy(dst, src):
+        dst[0] = src[0]
+
+    a, b, c, d, e = (cupy.zeros(1) for _ in range(5))
+    slow_write[1, 1](e, 0.0, 0)  # compiled now: no compilation inside the timed part
+    copy[1, 1](e, e)
+    d[...] = c  # CuPy's kernel too (a compilation would delay the host past the race)
+    cupy.cuda.Device().synchronize()
+    side = _SideStream(True)
+    assert side.stream.priority < cupy.cuda.Stream(non_blocking=True).priority
+    # follow_default: the side stream waits for earlier default-stream work only
+    slow_write[1, 1](a, 1.0, 5_000_000)  # default stream, ~50 ms
+    side.follow_default()
+    slow_write[1, 1](e, 3.0, 50_000_000)  # default stream, ~0.5 s, after follow_default
+    with side.active():
+        assert launch_stream() != 0
+        copy[1, 1, launch_stream()](b, a)
+    side.stream.synchronize()
+    # before reading b (a copy on the default stream, which would wait for e)
+    assert not cupy.cuda.Stream.null.done  # e still runs: the side did not wait for it
+    assert float(b[0]) == 1.0
+    cupy.cuda.Device().synchronize()
+    # join_default: later default-stream work waits for the side stream's
+    with side.active():
+        slow_write[1, 1, launch_stream()](c, 2.0, 5_000_000)
+        d[...] = c  # CuPy work goes to the side stream too
+    side.join_default()
+    copy[1, 1](a, d)  # default stream
+    assert float(a[0]) == 2.0 and float(e[0]) == 3.0
+    assert launch_stream() == 0
+
+
 @pytest.mark.skipif(GPU.simulator, reason="in the simulator NumPy arrays are device arrays")
 def test_gpu_kernels_refuse_host_arrays():
     f = small_forest(BRICKS["1x1"], 3)

@@ -1048,7 +1048,10 @@ class DistributedSimulation(Simulation):
         late ghosts are filled, the late patches followed by the remaining early ones.
         The host waits for MPI while the device runs the first launch, and the late
         patches (too few to fill the device alone) run beside the remaining early
-        ones instead of as an under-filled launch of their own.
+        ones instead of as an under-filled launch of their own.  On a real GPU the
+        halo unpack and the late ghost fill go to a high-priority side stream
+        (:class:`_SideStream`), so that they run beside the first launch rather than
+        queued after it.
 
         Otherwise, when the late patches are few (at most ``whole_range_fraction`` of
         the owned ones), the early kernel runs on the whole owned range, a view, and
@@ -1109,17 +1112,34 @@ class DistributedSimulation(Simulation):
             pending = self._post(q, self.q_exchange)
         with self.timers("ghost_fill"):
             self._fill_group(self.early_plan, self.early)
+        side = self._side_stream()
+        side.follow_default()  # the early ghosts and the previous step are in q
         with self.timers("step"):
             q_new, edge, cfl = self._new_state(), self._new_edge(), self.xp.zeros(n)
             out = dict(out=q_new[:n], edge_out=edge[:n], cfl_out=cfl)
             self.vtable.step(*args, rows=self.first_rows, **out)
-        with self.timers("exchange"):
-            self._complete(q, self.q_exchange, pending)
-        with self.timers("ghost_fill"), self.timers("ghost_fill.late"):
-            self._fill_group(self.late_plan, self.late)
+        # on the side stream, beside the first launch: the unpack writes only halo rows
+        # and the late fill only the late patches' ghost cells, neither read by it
+        with side.active():
+            with self.timers("exchange"):
+                self._complete(q, self.q_exchange, pending)
+            with self.timers("ghost_fill"), self.timers("ghost_fill.late"):
+                self._fill_group(self.late_plan, self.late)
+        side.join_default()
         with self.timers("step"), self.timers("step.second"):
             self.vtable.step(*args, rows=self.second_rows, **out)
         return q_new, cfl, edge
+
+    def _side_stream(self):
+        """The stream of the late patches' side of the overlapped GPU step (the halo
+        unpack and the late ghost fill): a high-priority stream on a real GPU, so that
+        it runs while the first launch occupies the device; the default stream itself
+        (no concurrency) in the simulator."""
+        side = self.__dict__.get("_side")
+        if side is None:
+            be = self.backend
+            side = self._side = _SideStream(be.is_gpu and not be.simulator)
+        return side
 
     def _global_status(self, q_owned, cfl) -> np.ndarray:
         """[max Courant, sum of the interiors, min of each positive field] over ranks;
@@ -1149,6 +1169,44 @@ class DistributedSimulation(Simulation):
         msgs = [m for m in self.comm.allgather(msg) if m]
         if msgs:
             raise StateError(msgs[0])
+
+
+class _SideStream:
+    """A second CUDA stream whose work is ordered with the default stream's by events:
+    ``follow_default()`` makes it wait for the default stream's work queued so far,
+    ``active()`` sends CuPy work and forestpy's patch kernels to it, ``join_default()``
+    makes the default stream wait for its work queued so far.  With ``real`` False
+    (CPU, CUDA simulator) all three do nothing and the work stays in order."""
+
+    def __init__(self, real: bool):
+        self.stream = None
+        if real:
+            import cupy
+
+            from forestpy.cuda_device import priority_stream
+
+            self.stream = priority_stream()
+            self._after_default = cupy.cuda.Event(disable_timing=True)
+            self._after_side = cupy.cuda.Event(disable_timing=True)
+
+    def follow_default(self) -> None:
+        if self.stream is not None:
+            self._after_default.record()  # on the current stream: the default one
+            self.stream.wait_event(self._after_default)
+
+    def active(self):
+        if self.stream is None:
+            return contextlib.nullcontext()
+        from forestpy.cuda_device import on_stream
+
+        return on_stream(self.stream)
+
+    def join_default(self) -> None:
+        if self.stream is not None:
+            import cupy
+
+            self._after_side.record(self.stream)
+            cupy.cuda.get_current_stream().wait_event(self._after_side)
 
 
 def _distinct(n, *ids):

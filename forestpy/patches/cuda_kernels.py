@@ -25,6 +25,7 @@ import weakref
 
 import numpy as np
 
+from forestpy.cuda_device import launch_stream
 from forestpy.timers import phase
 
 __all__ = ["THREADS", "kernels", "component_mask", "fill_ghosts_gpu", "physical_bc_side_gpu",
@@ -181,24 +182,24 @@ def fill_ghosts_gpu(plan, q, positive, backend=None, timers=None) -> None:
     ``positive`` is the device boolean mask (meqn,) of components clipped at zero;
     ``timers`` (optional) is charged per kind.
     """
-    k = kernels()
+    k, st = kernels(), launch_stream()
     n = len(plan.copy_dst)
     if n:
         _require_device(backend, q, plan.copy_dst, plan.copy_src)
         with phase(timers, "ghost_fill.copy"):
-            k["fill_copy"][_blocks(n), THREADS](q, plan.copy_dst, plan.copy_src)
+            k["fill_copy"][_blocks(n), THREADS, st](q, plan.copy_dst, plan.copy_src)
     n = len(plan.avg_dst)
     if n:
         _require_device(backend, q, plan.avg_dst, plan.avg_src)
         with phase(timers, "ghost_fill.average"):
-            k["fill_average"][_blocks(n), THREADS](q, plan.avg_dst, plan.avg_src)
+            k["fill_average"][_blocks(n), THREADS, st](q, plan.avg_dst, plan.avg_src)
     n = len(plan.interp_dst)
     if n:
         arrays = (plan.interp_dst, plan.interp_center, plan.interp_nbr, plan.interp_valid,
                   plan.interp_offset, positive)
         _require_device(backend, q, *arrays)
         with phase(timers, "ghost_fill.interpolate"):
-            k["fill_interpolate"][_blocks(n), THREADS](q, *arrays)
+            k["fill_interpolate"][_blocks(n), THREADS, st](q, *arrays)
 
 
 def physical_bc_side_gpu(q, idx, side: int, wall: bool, negate, mbc: int, backend=None) -> None:
@@ -212,7 +213,7 @@ def physical_bc_side_gpu(q, idx, side: int, wall: bool, negate, mbc: int, backen
     if n == 0:
         return
     _require_device(backend, q, idx, negate)
-    kernels()["physical_bc_side"][_blocks(n), THREADS](
+    kernels()["physical_bc_side"][_blocks(n), THREADS, launch_stream()](
         q, idx, x_side, side in (0, 2), bool(wall), negate, mbc
     )
 
@@ -223,4 +224,4 @@ def transfer_gpu(case: str, q_old, q_new, index, mbc: int, backend) -> None:
     cell.  ``index``: the case's device index arrays (new rows first)."""
     _require_device(backend, q_old, q_new, *index)
     n = index[0].shape[0] * (q_new.shape[2] - 2 * mbc) * (q_new.shape[3] - 2 * mbc)
-    kernels()[f"transfer_{case}"][_blocks(n), THREADS](q_old, q_new, *index, mbc)
+    kernels()[f"transfer_{case}"][_blocks(n), THREADS, launch_stream()](q_old, q_new, *index, mbc)

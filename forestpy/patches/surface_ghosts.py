@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import numba
 
+from forestpy.cuda_device import launch_stream
 from forestpy.patches.ghost_plan import (
     _block_cell,
     _fill_copy,
@@ -209,17 +210,17 @@ def _fill_gpu(plan, q, aux, ih, ib, drytol, positive, backend, timers) -> None:
 
     if not _is_mask(positive, q.shape[1]):
         positive = ck.component_mask(backend, q.shape[1], positive)
-    base, mine = ck.kernels(), _kernels()
+    base, mine, st = ck.kernels(), _kernels(), launch_stream()
     n = len(plan.copy_dst)
     if n:
         ck._require_device(backend, q, plan.copy_dst, plan.copy_src)
         with phase(timers, "ghost_fill.copy"):
-            base["fill_copy"][ck._blocks(n), ck.THREADS](q, plan.copy_dst, plan.copy_src)
+            base["fill_copy"][ck._blocks(n), ck.THREADS, st](q, plan.copy_dst, plan.copy_src)
     n = len(plan.avg_dst)
     if n:
         ck._require_device(backend, q, aux, plan.avg_dst, plan.avg_src)
         with phase(timers, "ghost_fill.average"):
-            mine["fill_average_surface"][ck._blocks(n), ck.THREADS](
+            mine["fill_average_surface"][ck._blocks(n), ck.THREADS, st](
                 q, aux, plan.avg_dst, plan.avg_src, ih, ib, drytol)
     n = len(plan.interp_dst)
     if n:
@@ -227,7 +228,7 @@ def _fill_gpu(plan, q, aux, ih, ib, drytol, positive, backend, timers) -> None:
                   plan.interp_offset, positive)
         ck._require_device(backend, q, aux, *arrays)
         with phase(timers, "ghost_fill.interpolate"):
-            mine["fill_interpolate_surface"][ck._blocks(n), ck.THREADS](
+            mine["fill_interpolate_surface"][ck._blocks(n), ck.THREADS, st](
                 q, aux, *arrays, ih, ib, drytol)
 
 
