@@ -378,6 +378,23 @@ def test_gpu_backend_with_amr_is_bitwise_the_serial_run(tmp_path, radial_dam):
     assert_same_state(par, sim)
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM", "1") != "0",
+                    reason="a real GPU only (too slow in the CUDA simulator)")
+def test_gpu_geoclaw_bowl_with_amr_is_bitwise_the_serial_run(tmp_path):
+    # the surface-aware ghost fill of the late patches on the side stream beside the
+    # first launch (it also re-extrapolates aux on the physical sides of every patch),
+    # the source hook and regrids on device arrays
+    sys.path.insert(0, str(SCRIPT.parent))
+    import bowl
+
+    sim = bowl.setup(backend="gpu").run()
+    assert sim.regrids >= 10
+    par = launch(2, tmp_path, "run", demo="bowl", backend="gpu")
+    assert par["gathers"] == 0
+    assert_same_state(par, sim)
+
+
 def test_first_gpu_launch_is_whole_waves():
     """The overlapped GPU step's first patch-list launch holds ``early_split`` of the
     early patches rounded to whole waves of the device; the second the late patches
