@@ -21,7 +21,6 @@ _DEVICE: dict = {}
 # the Numba stream that forestpy's patch kernels launch on (None: the default stream);
 # set by on_stream, read by launch_stream
 _NUMBA_STREAM = None
-_NUMBA_OF: dict = {}  # CuPy stream pointer -> its Numba view
 
 
 def _code_names(code):
@@ -112,11 +111,8 @@ def on_stream(stream):
     from numba import cuda
 
     global _NUMBA_STREAM
-    numba_stream = _NUMBA_OF.get(stream.ptr)
-    if numba_stream is None:
-        numba_stream = _NUMBA_OF[stream.ptr] = cuda.external_stream(stream.ptr)
     saved = _NUMBA_STREAM
-    _NUMBA_STREAM = numba_stream
+    _NUMBA_STREAM = cuda.external_stream(stream.ptr)
     try:
         with stream:
             yield
@@ -127,17 +123,13 @@ def on_stream(stream):
 def priority_stream():
     """A new non-blocking CuPy stream of the device's highest priority: its kernels'
     blocks are scheduled before the waiting blocks of lower-priority streams (a long
-    kernel already running on the default stream leaves room as its blocks finish)."""
+    kernel already running on the default stream leaves room as its blocks finish).
+    A CuPy without stream priorities gives a plain non-blocking stream (the same order
+    of work, only less eager)."""
     import cupy
 
     highest = -(2**20)  # CUDA clamps a priority to the device's range: the highest one
     try:
         return cupy.cuda.Stream(non_blocking=True, priority=highest)
-    except TypeError:  # a CuPy without the priority argument: ask the runtime directly
-        from cuda.bindings import runtime
-
-        err, handle = runtime.cudaStreamCreateWithPriority(
-            runtime.cudaStreamNonBlocking, highest)
-        if err != runtime.cudaError_t.cudaSuccess:
-            raise RuntimeError(f"cudaStreamCreateWithPriority failed: {err}") from None
-        return cupy.cuda.ExternalStream(int(handle))
+    except TypeError:
+        return cupy.cuda.Stream(non_blocking=True)
