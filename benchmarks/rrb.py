@@ -461,7 +461,7 @@ def part_routines(N, copy_bw, reps=20):
               len(graph.get_nodes()) / 8 if hasattr(graph, "get_nodes") else None})
 
 
-def part_breakdown(N, tols=(1e-3, 1e-8), level=None, reps=10):
+def part_breakdown(N, tols=(1e-3, 1e-8), level=None, reps=10, pdl=True):
     """Where a GPU solve's time goes: the solve (best / median of ``reps``) with the first
     chunk as long as the last solve (``last``) or of ``check_every`` iterations
     (``fresh``), and CUDA-event times of its graphs: ``setup``, a chunk of real
@@ -473,6 +473,7 @@ def part_breakdown(N, tols=(1e-3, 1e-8), level=None, reps=10):
     st, f, u = poisson(N)
     s = rrb.RRBSolver(st, level=level, backend="gpu")
     g = s._gpu
+    g.pdl = g.pdl and pdl  # programmatic graph edges (on where the device has them)
     rhs = cupy.asarray(f)
     stream = g._graph_stream()
 
@@ -508,7 +509,20 @@ def part_breakdown(N, tols=(1e-3, 1e-8), level=None, reps=10):
             name = "inplace" if inplace else ("fresh" if fresh else "last")
             rec[f"solve_ms_{name}"] = 1e3 * min(ts)
             rec[f"solve_ms_{name}_median"] = 1e3 * float(np.median(ts))
+        # the whole solve as one graph (default) or as setup, chunk and finish graphs:
+        # interleaved in-place solves
+        ab = {True: [], False: []}
+        for r in range(2 * reps * 10):
+            g.one_graph = r % 2 == 0
+            x, info = s.solve(rhs, tol=tol, out=out)
+            ab[g.one_graph].append(1e3 * info["time_s"])
+        g.one_graph = True
+        for one, name in ((True, "one_graph"), (False, "three_graphs")):
+            rec[f"solve_ms_inplace_{name}"] = min(ab[one])
+            rec[f"solve_ms_inplace_{name}_median"] = float(np.median(ab[one]))
         its = rec["iterations"] = info["iterations"]
+        rec["pdl"] = info.get("pdl", False)
+        rec["pdl_error"] = g._pdl_error
         G = g._graphs
         # the setup graph the solves used (keyed by the rhs address once it read rhs in
         # place)
@@ -591,6 +605,11 @@ def main(argv=None):
         help="comma list of GPU RRB stopping levels k ('default': the solver's choice)",
     )
     ap.add_argument(
+        "--pdl",
+        default="on",
+        help="comma list of on/off: programmatic graph edges in the 'breakdown' part",
+    )
+    ap.add_argument(
         "--check-every",
         default="8",
         help="comma list of k: GPU iterations per graph launch / host read of the stop test",
@@ -621,7 +640,9 @@ def main(argv=None):
     if a.gpu and not sim and "breakdown" in parts:
         for N in [int(x) for x in (a.sizes or "1225,4096").split(",")]:
             for k in a.stop_level.split(","):
-                part_breakdown(N, level=None if k == "default" else int(k))
+                for p in a.pdl.split(","):
+                    part_breakdown(N, level=None if k == "default" else int(k),
+                                   pdl=p == "on")
     if "vbm" in parts:
         for N in [32] if a.quick else [int(s) for s in a.vbm.split(",")]:
             part_vbm(N, "gpu" if a.gpu else "cpu")

@@ -14,8 +14,9 @@ from contextlib import contextmanager
 
 from numba.core.registry import CPUDispatcher
 
-__all__ = ["blocks_per_wave", "capture_graph", "cuda_device", "launch_stream", "on_stream",
-           "priority_stream"]
+__all__ = ["bits_as_float64", "blocks_per_wave", "capture_graph", "cuda_device",
+           "grid_dependency", "launch_stream", "on_stream", "prefetch", "priority_stream",
+           "programmatic_graph"]
 
 _DEVICE: dict = {}
 # the Numba stream that forestpy's patch kernels launch on (None: the default stream);
@@ -82,6 +83,224 @@ def capture_graph(launch, stream=None):
     finally:
         graph = stream.end_capture()
     return graph, stream
+
+
+_GRID_DEPENDENCY: list = []
+
+
+def grid_dependency():
+    """``(wait, trigger)``: device functions for programmatic dependent launch (PDL,
+    compute capability >= 9.0) -- ``griddepcontrol.wait`` (block until the grids this
+    one depends on have completed and their writes are visible) and
+    ``griddepcontrol.launch_dependents`` (the grids that depend on this one may be
+    scheduled now).  A kernel that calls ``wait()`` before its first access to memory
+    another kernel of the graph writes may follow its predecessor through a
+    programmatic edge (:func:`programmatic_graph`): its launch and everything before
+    the ``wait()`` overlap the predecessor's tail.  Outside such an edge both are
+    no-ops, as they are in the simulator."""
+    if _GRID_DEPENDENCY:
+        return _GRID_DEPENDENCY[0]
+    from numba import cuda
+
+    from forestpy.backend import cuda_simulator_enabled
+
+    if cuda_simulator_enabled():
+
+        @cuda.jit(device=True)
+        def wait():
+            pass
+
+        @cuda.jit(device=True)
+        def trigger():
+            pass
+
+    else:
+        wait = _inline_ptx("griddepcontrol.wait;")
+        trigger = _inline_ptx("griddepcontrol.launch_dependents;")
+    _GRID_DEPENDENCY.append((wait, trigger))
+    return wait, trigger
+
+
+_PREFETCH: list = []
+
+
+def prefetch():
+    """Device function ``prefetch(a, i)``: start fetching the line of element ``i`` of
+    the C-contiguous array ``a`` (flat index) into the multiprocessor's L1 (and L2),
+    without waiting for it.  An L1 line is not kept coherent with other
+    multiprocessors' writes, so before a :func:`grid_dependency` ``wait()`` prefetch
+    only what no kernel of the graph writes (a factorisation's factors).  A no-op in
+    the simulator."""
+    if _PREFETCH:
+        return _PREFETCH[0]
+    from numba import cuda
+
+    from forestpy.backend import cuda_simulator_enabled
+
+    if cuda_simulator_enabled():
+
+        @cuda.jit(device=True)
+        def fetch(a, i):
+            pass
+
+    else:
+        fetch = _prefetch_intrinsic("prefetch.global.L1 [$0];")
+    _PREFETCH.append(fetch)
+    return fetch
+
+
+_BITS: list = []
+
+
+def bits_as_float64():
+    """Device function ``bits_as_float64(u)``: the float64 whose IEEE bits are the
+    int64 ``u`` (a reinterpretation, no conversion instruction)."""
+    if _BITS:
+        return _BITS[0]
+    from numba import cuda
+
+    from forestpy.backend import cuda_simulator_enabled
+
+    if cuda_simulator_enabled():
+        import numpy as np
+
+        @cuda.jit(device=True)
+        def cast(u):
+            return float(np.array([u], dtype=np.int64).view(np.float64)[0])
+
+    else:
+        from numba import types as nbtypes
+
+        def typer(typingctx, u):
+            if not isinstance(u, nbtypes.Integer):
+                return None
+
+            def codegen(context, builder, signature, args):
+                from llvmlite import ir
+
+                v = context.cast(builder, args[0], signature.args[0], nbtypes.int64)
+                return builder.bitcast(v, ir.DoubleType())
+
+            return nbtypes.float64(u), codegen
+
+        typer.__name__ = "bits_as_float64"
+        cast = _intrinsic()(typer)
+    _BITS.append(cast)
+    return cast
+
+
+def _intrinsic():
+    try:
+        from numba.cuda.extending import intrinsic
+    except ImportError:  # numba's built-in CUDA target
+        from numba.core.extending import intrinsic
+    return intrinsic
+
+
+def _prefetch_intrinsic(instruction):
+    from llvmlite import ir
+    from numba import types as nbtypes
+
+    def typer(typingctx, a, i):
+        if not isinstance(a, nbtypes.Array) or not isinstance(i, nbtypes.Integer):
+            return None
+
+        def codegen(context, builder, signature, args):
+            ary = context.make_array(signature.args[0])(context, builder, value=args[0])
+            idx = context.cast(builder, args[1], signature.args[1], nbtypes.intp)
+            addr = builder.ptrtoint(builder.gep(ary.data, [idx]), ir.IntType(64))
+            asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), [ir.IntType(64)]), instruction,
+                               "l", side_effect=True)
+            builder.call(asm, [addr])
+            return context.get_dummy_value()
+
+        return nbtypes.void(a, i), codegen
+
+    typer.__name__ = "ptx_" + instruction.split(" ")[0].replace(".", "_")
+    return _intrinsic()(typer)
+
+
+def _inline_ptx(instruction):
+    """A device function of no arguments that is one PTX ``instruction`` (with a memory
+    clobber: the compiler keeps loads and stores on their side of it)."""
+    from llvmlite import ir
+    from numba import types as nbtypes
+
+    def typer(typingctx):
+        def codegen(context, builder, signature, args):
+            asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), []), instruction, "~{memory}",
+                               side_effect=True)
+            builder.call(asm, [])
+            return context.get_dummy_value()
+
+        return nbtypes.void(), codegen
+
+    typer.__name__ = "ptx_" + instruction.split(";")[0].replace(".", "_")
+    return _intrinsic()(typer)
+
+
+class _ProgrammaticGraph:
+    """An instantiated CUDA graph (``cuda.bindings``) with ``launch(stream)`` as a CuPy
+    graph's; keeps the CuPy graph it was made from alive."""
+
+    def __init__(self, source, graph_exec, edges):
+        self._source = source
+        self._exec = graph_exec
+        self.programmatic_edges = edges
+
+    def launch(self, stream):
+        from cuda.bindings import driver
+
+        _checked(driver.cuGraphLaunch(self._exec, driver.CUstream(stream.ptr)))
+
+    def __del__(self):
+        try:
+            from cuda.bindings import driver
+
+            driver.cuGraphExecDestroy(self._exec)
+        except Exception:  # noqa: BLE001 - interpreter shutdown, context gone
+            pass
+
+
+def _checked(result):
+    err, *rest = result if isinstance(result, tuple) else (result,)
+    if int(err) != 0:
+        raise RuntimeError(f"CUDA driver call failed: {err!r}")
+    return rest[0] if len(rest) == 1 else rest
+
+
+def programmatic_graph(graph):
+    """The CuPy ``graph`` (from :func:`capture_graph`) instantiated with every edge
+    between two kernel nodes made a programmatic one: the later kernel is launched as
+    soon as every block of the earlier has called ``trigger()`` (or ended) and runs up
+    to its ``wait()`` while the earlier finishes (:func:`grid_dependency`).  Every
+    kernel of ``graph`` must call ``wait()`` before touching memory that a kernel
+    before it writes or reads.  Raises when the driver lacks the API (callers keep
+    the plain graph)."""
+    from cuda.bindings import driver
+
+    h = driver.CUgraph(graph.graph)
+    n = _checked(driver.cuGraphGetEdges(h, 0))[-1]
+    frm, to, data, n = _checked(driver.cuGraphGetEdges(h, n))
+    kernel = driver.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL
+    keep = [
+        i for i in range(n)
+        if _checked(driver.cuGraphNodeGetType(frm[i])) == kernel
+        and _checked(driver.cuGraphNodeGetType(to[i])) == kernel
+    ]
+    if keep:
+        f = [frm[i] for i in keep]
+        t = [to[i] for i in keep]
+        _checked(driver.cuGraphRemoveDependencies(h, f, t, [data[i] for i in keep], len(keep)))
+        new = []
+        for _ in keep:
+            e = driver.CUgraphEdgeData()
+            e.type = driver.CUgraphDependencyType.CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC
+            e.from_port = driver.CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC
+            e.to_port = 0
+            new.append(e)
+        _checked(driver.cuGraphAddDependencies(h, f, t, new, len(keep)))
+    return _ProgrammaticGraph(graph, _checked(driver.cuGraphInstantiate(h, 0)), len(keep))
 
 
 def blocks_per_wave(kernel, blockdim) -> int | None:

@@ -240,3 +240,60 @@ def test_out_receives_the_solution_and_an_input_error_leaves_it_unchanged():
             s.solve(xp.asarray(b), out=xp.zeros((ny, nx + 1)))
         with pytest.raises(ValueError, match="out must be a float64"):
             s.solve(xp.asarray(b), out=np.zeros((ny, nx), dtype=np.float32))
+
+
+def test_fixed_point_product_decodes_negative_and_extreme_entries():
+    """``dense_last_fixed`` (int16 fields of int64 words, decoded without a conversion
+    instruction) against NumPy for entries over the whole int16 range -- the inverse
+    of the tests' M-matrices has none below zero -- and a padded last word."""
+    from forestpy.solvers.rrb.gpu_kernels import DENSE_ROWS, gpu_kernels
+
+    rng = np.random.default_rng(5)
+    m = 10
+    F = rng.integers(-32768, 32768, (m, m)).astype(np.int16)
+    F[0, :4] = [-32768, 32767, -1, 0]
+    m4 = 12
+    pad = np.zeros((m, m4), dtype=np.int16)
+    pad[:, :m] = F
+    d = np.concatenate([rng.uniform(0.5, 2.0, m), np.zeros(m4 - m)])
+    X = np.zeros((4, 2, 3))  # the last level's quarters: 2 x 2 x 3 = 12 red slots >= m
+    w = rng.standard_normal(X.size)
+    gpu_kernels()["dense_last_fixed"][-(-m // DENSE_ROWS), 4](
+        pad.view(np.int64), d, w, X, np.zeros(1)
+    )
+    want = d[:m] * (F.astype(np.float64) @ (d[:m] * w[:m]))
+    assert np.allclose(X.reshape(-1)[:m], want, rtol=1e-13, atol=1e-12)
+
+
+@pytest.mark.skipif(
+    __import__("numba").config.ENABLE_CUDASIM, reason="programmatic launch: a real GPU only"
+)
+def test_programmatic_graph_edges_give_the_plain_graphs_solve():
+    """On a real GPU the solve's graphs have programmatic kernel edges (every kernel
+    waits for its predecessors before touching memory); the solve equals the one with
+    plain edges (to the block sums' order)."""
+    nx, ny = 257, 193
+    st = _stencil(nx, ny, seed=3)
+    b = np.random.default_rng(4).standard_normal((ny, nx))
+    res = {}
+    for pdl in (True, False):
+        s = rrb.RRBSolver(st, backend="gpu")
+        s._gpu.pdl = pdl
+        rhs = s.backend.xp.asarray(b)
+        for _ in range(3):  # plain launches, capture, replay
+            x, info = s.solve(rhs, tol=1e-10)
+        assert info["cuda_graph"] and info["pdl"] is pdl, (info, s._gpu._pdl_error)
+        res[pdl] = (s.backend.to_host(x), info)
+        # solves predicted to end in their first chunk: one graph for the whole solve
+        for _ in range(6):  # the new chunk length: plain, captured; then the whole
+            xl, il = s.solve(rhs, tol=1e-3)
+        assert any(key[0] == "solve" and g for key, g in s._gpu._graphs.items())
+        res[pdl] += (s.backend.to_host(xl), il)
+    (x1, i1, xl1, il1), (x0, i0, xl0, il0) = res[True], res[False]
+    assert i1["iterations"] == i0["iterations"]
+    assert np.allclose(i1["history"], i0["history"], rtol=1e-9)
+    assert np.abs(x1 - x0).max() < 1e-12 * np.abs(x0).max()
+    cpu_x, cpu_i = rrb.RRBSolver(st, level=s.levels).solve(b, tol=1e-3)
+    for xl, il in ((xl1, il1), (xl0, il0)):
+        assert il["iterations"] == cpu_i["iterations"] and il["cuda_graph"]
+        assert np.abs(xl - cpu_x).max() < 1e-12 * np.abs(cpu_x).max()

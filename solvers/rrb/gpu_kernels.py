@@ -30,6 +30,12 @@ straight into natural order); on the host only the copies of ``rhs`` in and ``x`
 the launches and one read of the stopping state per chunk.  When a chunk is predicted
 to end the solve, ``finish`` and the copy out are queued behind it before that read.
 
+On a real GPU the graphs' kernel-to-kernel edges are programmatic (PDL, compute
+capability 9.0): each kernel lets the next be scheduled at once, starts loading its
+(never written) factors into L1, then waits for its predecessors before it touches
+anything else; a launch and that prefetch overlap the previous kernel's tail
+(1.5 M unknowns: an iteration 111 -> 100 us on an H200; docs/rrb.md).
+
 All arrays live on the device for the life of the solver; on a machine without a GPU
 the same kernels run in Numba's CUDA simulator (tests, tiny grids).
 """
@@ -43,7 +49,15 @@ import numpy as np
 from numba import cuda, float64
 
 from forestpy.backend import cuda_simulator_enabled
-from forestpy.cuda_device import blocks_per_wave, capture_graph, cuda_device
+from forestpy.cuda_device import (
+    bits_as_float64,
+    blocks_per_wave,
+    capture_graph,
+    cuda_device,
+    grid_dependency,
+    prefetch,
+    programmatic_graph,
+)
 
 from . import kernels as K
 from .ordering import from_quarters, quarter_shape, to_quarters
@@ -62,6 +76,7 @@ RED_BLOCKS = 1024
 THEN_CHECK, THEN_START = 1, 2  # what r2_backward_dot's last block does after the sum
 DENSE_ROWS = 8  # rows of the dense last-level product per block (dense_last*)
 KEYED_MAX = 8  # caller's array addresses with graphs of their own (GPUSolverState._direct)
+
 _KERNELS: dict = {}
 
 
@@ -77,6 +92,22 @@ def gpu_kernels():
     bfv = cuda_device(K.black_forward_values)
     bbv = cuda_device(K.black_backward_values)
     nlq = cuda_device(K.next_level_quarter)
+    # Every kernel lets the next one launch at once and waits for its predecessors
+    # before touching memory: a graph's kernel edges may then be programmatic ones
+    # (GPUSolverState.pdl), so each launch overlaps the tail of the kernel before it.
+    pdl_wait, pdl_trigger = grid_dependency()
+    fetch_l1 = prefetch()
+
+    @cuda.jit(device=True)
+    def fetch_planes(F, k, n, first):
+        # Before pdl_wait: the lines of the factor planes F[first:, ..., J, I] of
+        # quarter node k (n nodes a plane) into L1, one prefetch per 16 nodes (a line
+        # holds 16 float64 or 32 float32 factors).  Factors are never written by a
+        # graph's kernels, so their lines cannot go stale in L1; their DRAM latency
+        # then overlaps the kernel before this one.
+        if k % 16 == 0:
+            for c in range(first, F.size // n):
+                fetch_l1(F, c * n + k)
 
     if not cuda_simulator_enabled():
 
@@ -153,6 +184,8 @@ def gpu_kernels():
 
     @cuda.jit
     def dense_last(Minv, d, w, Xlast, g):
+        pdl_trigger()
+        pdl_wait()
         # Xlast[0:2] = D Minv D w[:m] (D = diag(d)); w: the last level's quarters
         # flattened (a read-only view: the red quarters come first); Minv float32 or
         # float64 (int16 fixed point: dense_last_fixed), sums in float64.  DENSE_ROWS
@@ -174,11 +207,16 @@ def gpu_kernels():
             j += cuda.blockDim.x
         store_rows(s, i0, m, d, Xlast)
 
+    as_float64 = bits_as_float64()
+
     @cuda.jit(device=True)
     def fixed(u, k):
-        # the k-th of the four int16 fields of the int64 u (little endian), as float64
-        x = (u >> (16 * k)) & 0xFFFF
-        return float64(x - 65536 if x >= 32768 else x)
+        # The k-th of the four int16 fields of the int64 u (little endian), as float64,
+        # without an integer-to-float conversion (a slow instruction; it made the
+        # 3042-row product compute-bound): the field in offset binary (x ^ 0x8000, in
+        # [0, 65535]) put in the mantissa of 2^52 is the float64 2^52 + x exactly.
+        x = ((u >> (16 * k)) & 0xFFFF) ^ 0x8000
+        return as_float64(x | 0x4330000000000000) - 4503599627403264.0  # 2^52 + 2^15
 
     @cuda.jit(device=True)
     def fixed_dot(u, w0, w1, w2, w3):
@@ -191,12 +229,21 @@ def gpu_kernels():
         # step, 256 bytes a warp), one word of each of the block's rows a step; d
         # padded with zeros to 4 columns a word.  (H200, 3042 rows: 4 rows a block and
         # a shared-memory tree per row 14.7 us; 8 rows, 256 threads, shuffles 10.1 us;
-        # 2048 rows: 9.9 -> 6.8 us)
-        if g[0] != 0.0:
-            return
+        # 2048 rows: 9.9 -> 6.8 us.)  Before pdl_wait, the block's rows start coming
+        # into L1 (M is never written by a graph's kernels).
+        pdl_trigger()
         m = M.shape[0]
         ng = M.shape[1]
         i0 = cuda.blockIdx.x * DENSE_ROWS
+        c = cuda.threadIdx.x
+        while c < ng:
+            if c % 16 == 0:  # a line: 16 words
+                for r in range(DENSE_ROWS):
+                    fetch_l1(M, min(i0 + r, m - 1) * ng + c)
+            c += cuda.blockDim.x
+        pdl_wait()
+        if g[0] != 0.0:
+            return
         s = cuda.local.array(DENSE_ROWS, float64)
         for r in range(DENSE_ROWS):
             s[r] = 0.0
@@ -214,6 +261,8 @@ def gpu_kernels():
 
     @cuda.jit
     def matvec_dot(S, x, y, sc, slot, rows, g):
+        pdl_trigger()
+        pdl_wait()
         # y = S x (+ x.y into sc[slot]) with the same arithmetic, term by term, as
         # kernels.body_schur_matvec.  Each thread walks ``rows`` rows of one column I
         # (a warp: 32 adjacent columns, so every load is coalesced) and carries the
@@ -288,20 +337,28 @@ def gpu_kernels():
 
     @cuda.jit
     def black_forward(BL, y, g):
-        if g[0] != 0.0:
-            return
+        pdl_trigger()
         h, w = y.shape[1], y.shape[2]
         k = cuda.grid(1)
+        if k < h * w:
+            fetch_planes(BL, k, h * w, 0)
+        pdl_wait()
+        if g[0] != 0.0:
+            return
         if k < h * w:
             J = k // w
             bf(BL, y, J, k - J * w, h, w)
 
     @cuda.jit
     def r2_forward(P, y, X, g):
-        if g[0] != 0.0:
-            return
+        pdl_trigger()
         h, w = y.shape[1], y.shape[2]
         k = cuda.grid(1)
+        if k < h * w:
+            fetch_planes(P, k, h * w, 1)
+        pdl_wait()
+        if g[0] != 0.0:
+            return
         if k < h * w:
             J = k // w
             rf(P, y, X, J, k - J * w, h, w)
@@ -311,7 +368,13 @@ def gpu_kernels():
         # The level-1 r2 step of the preconditioner with the CG update fused in:
         # x += alpha p, r = r_old - alpha q (alpha = sc[0] / sc[1]) into rd (another
         # buffer than rs: neighbouring threads still read the old r), then the r2
-        # elimination of kernels.body_r2_forward on the updated values.
+        # elimination of kernels.body_r2_forward on the updated values.  (x updated
+        # by a kernel on a branch of the graph beside the preconditioner instead: the
+        # same iteration time on an H200.)
+        pdl_trigger()
+        if cuda.grid(1) < rs.shape[1] * rs.shape[2]:
+            fetch_planes(P, cuda.grid(1), rs.shape[1] * rs.shape[2], 1)
+        pdl_wait()
         if g[0] != 0.0:
             return
         h, w = rs.shape[1], rs.shape[2]
@@ -336,23 +399,33 @@ def gpu_kernels():
 
     @cuda.jit
     def r2_backward(P, y, X, o, g):
-        if g[0] != 0.0:
-            return
+        pdl_trigger()
         h, w = y.shape[1], y.shape[2]
         k = cuda.grid(1)
+        if k < h * w:
+            fetch_planes(P, k, h * w, 0)
+        pdl_wait()
+        if g[0] != 0.0:
+            return
         if k < h * w:
             J = k // w
             rb(P, y, X, o, J, k - J * w, h, w)
 
     @cuda.jit
     def r2_backward_dot(P, y, X, o, sc, slot, g, then, nbslot, st, hist, par, count):
+        pdl_trigger()
+        if cuda.grid(1) < y.shape[1] * y.shape[2]:  # the first node of the thread's loop
+            fetch_planes(P, cuda.grid(1), y.shape[1] * y.shape[2], 0)
+        pdl_wait()
         # The level-1 r2 back-substitution, r.z into sc[slot]; then the block that
         # finishes last (counted in count[0]) runs the stopping rule (then == THEN_CHECK,
         # after an iteration) or sets up the stopping state (THEN_START, after the
         # first preconditioner application; normb^2 in sc[nbslot]), so the scalars
         # need no kernel of their own.
         # (A column walk in 2D blocks as the matvec's, without the index division: 111
-        # against 102 us at 4096^2 on an H200; not kept.)
+        # against 102 us at 4096^2 on an H200; four nodes a thread and round with every
+        # load before the first store: 13.3 -> 14.0 us at 1225^2, slower at 4096^2;
+        # neither kept.)
         if g[0] != 0.0:
             return
         h, w = y.shape[1], y.shape[2]
@@ -380,16 +453,22 @@ def gpu_kernels():
 
     @cuda.jit
     def black_backward(BL, y, x, g):
-        if g[0] != 0.0:
-            return
+        pdl_trigger()
         h, w = y.shape[1], y.shape[2]
         k = cuda.grid(1)
+        if k < h * w:
+            fetch_planes(BL, k, h * w, 0)
+        pdl_wait()
+        if g[0] != 0.0:
+            return
         if k < h * w:
             J = k // w
             bb(BL, y, x, J, k - J * w, h, w)
 
     @cuda.jit
     def update_p(p, z, sc, g):
+        pdl_trigger()
+        pdl_wait()
         if g[0] != 0.0:
             return
         k = cuda.grid(1)
@@ -457,6 +536,8 @@ def gpu_kernels():
 
     @cuda.jit
     def dot(a, b, sc, slot):
+        pdl_trigger()
+        pdl_wait()
         k = cuda.grid(1)
         stride = cuda.gridsize(1)
         v = 0.0
@@ -467,12 +548,16 @@ def gpu_kernels():
 
     @cuda.jit
     def sub(a, b, o):
+        pdl_trigger()
+        pdl_wait()
         k = cuda.grid(1)
         if k < a.size:
             o[k] = a[k] - b[k]
 
     @cuda.jit
     def reset(sc, st):
+        pdl_trigger()
+        pdl_wait()
         # before a solve: the CG scalars and the non-finite flag st[7] to 0, and
         # st[0] (done) to 1 until ``start_state`` has set the stopping state (which a
         # non-finite input skips: its iterations then stay gated off)
@@ -485,6 +570,8 @@ def gpu_kernels():
 
     @cuda.jit
     def split(a, y, flag):
+        pdl_trigger()
+        pdl_wait()
         # natural (ny, nx) -> quarters y[4, h, w] (r1, r2, b1, b2), pads 0; a NaN or inf
         # sets flag[0] (the same value from any thread: no race that matters)
         h, w = y.shape[1], y.shape[2]
@@ -503,6 +590,8 @@ def gpu_kernels():
 
     @cuda.jit
     def schur_rhs(BL, y, o, x, x0, warm):
+        pdl_trigger()
+        pdl_wait()
         # The black elimination of the level-0 rhs quarters y: the Schur rhs into
         # y[0:2] and o[0:2] (the first residual, or z of a warm start), and the first
         # iterate x = 0 (cold) or the red quarters of x0 (warm).  y[2:4] stay the black
@@ -522,6 +611,8 @@ def gpu_kernels():
 
     @cuda.jit
     def finish(BL, y, x, a, g):
+        pdl_trigger()
+        pdl_wait()
         # The black back-substitution from the red iterate x[0:2] and the black rhs
         # y[2:4], every quarter written straight into natural order a (ny, nx); nothing
         # when g[0] != 0 (a non-finite input: ``a`` may be the caller's array)
@@ -563,6 +654,13 @@ def gpu_kernels():
         finish=finish,
     )
     return _KERNELS
+
+
+def _pinned(n):
+    """A float64 NumPy array of ``n`` entries in page-locked host memory."""
+    import cupy
+
+    return np.frombuffer(cupy.cuda.alloc_pinned_memory(8 * n), np.float64, n)
 
 
 def _blocks(n):
@@ -696,6 +794,14 @@ class GPUSolverState:
         # graph launch instead of ~30 Python dispatches of ~30-40 us each.  Off in
         # the simulator; ``use_graph = False`` turns it off.
         self.use_graph = not self.sim
+        # Kernel-to-kernel edges of the graphs made programmatic (every kernel here
+        # waits for its predecessors before touching memory): each launch overlaps the
+        # tail of the kernel before it.  Off where the driver or device lacks it
+        # (``_pdl_error``); ``pdl = False`` before the first solve turns it off.
+        self.pdl = not self.sim
+        self._pdl_error = None
+        # a solve predicted to end in its first chunk: one graph (see ``solve``)
+        self.one_graph = True
         self._graphs: dict = {}
         self._graph_error = None
         self._stream = None
@@ -708,6 +814,8 @@ class GPUSolverState:
     def _stat(self, maxiter):
         """One device array ``[st (8), hist (maxiter)]``: a single read gives both."""
         self.stat = self.xp.zeros(8 + max(int(maxiter), 1))
+        # where the host reads it: page-locked memory (a pageable read cost ~4 us more)
+        self.stat_host = self.stat if self.sim else _pinned(self.stat.size)
         self.st = self.stat[:8]
         # st[7]: a non-finite rhs or x0 (set by ``split``); also the gate of the
         # setup's preconditioner and matvec, so that NaN never reaches the level
@@ -928,11 +1036,18 @@ class GPUSolverState:
                 self._st = 0
 
         try:
-            return capture_graph(launch, self._graph_stream())[0]
+            graph = capture_graph(launch, self._graph_stream())[0]
         except Exception as exc:  # noqa: BLE001 - any capture failure: plain launches
             self._graph_error = repr(exc)
             self.use_graph = False
             return None
+        if self.pdl:
+            try:
+                return programmatic_graph(graph)
+            except Exception as exc:  # noqa: BLE001 - no PDL here: the plain graph
+                self._pdl_error = repr(exc)
+                self.pdl = False
+        return graph
 
     def _graph_stream(self):
         # One blocking stream for every graph: graphs run in launch order, and the
@@ -986,8 +1101,6 @@ class GPUSolverState:
             self.par[...] = xp.asarray(np.array([tol, maxiter], dtype=np.float64))
             self._par = (tol, maxiter)
         warm = x0 is not None
-        graph = self._replay(("setup", warm, rp, x0p), lambda: self._setup(warm, rhs, x0),
-                             compiled=("setup", warm, None, None) in self._graphs)
         # chunks of ``check_every`` iterations with one host read of the state after each
         # the first chunk as long as the last solve took (no gated no-op iterations,
         # ~25 us each at 1.5 M unknowns, when the solves of a run are alike)
@@ -1003,16 +1116,35 @@ class GPUSolverState:
                                   compiled=("finish", None) in self._graphs)
             return dst.copy() if out is None else out
 
+        # A solve predicted to end after its first chunk, once each piece has been
+        # captured on its own: setup, chunk and finish as one graph (one launch, and
+        # programmatic edges across what were the graphs' boundaries); in plain
+        # launches the same three in a row.
+        captured = self._graphs.get(("chunk", nit, 0)) is not None
+        whole = self.one_graph and ends and (captured or self.sim or not self.use_graph)
+        if whole:
+            graph = self._replay(
+                ("solve", warm, rp, x0p, nit, op),
+                lambda: (self._setup(warm, rhs, x0), self._chunk(0, nit), self._finish(dst)),
+                compiled=True,
+            )
+            done = nit
+            x = dst.copy() if out is None else out
+        else:
+            graph = self._replay(("setup", warm, rp, x0p), lambda: self._setup(warm, rhs, x0),
+                                 compiled=("setup", warm, None, None) in self._graphs)
         while True:
-            key = ("chunk", nit, done % 2)
-            graph |= self._replay(key, lambda a=done % 2, m=nit: self._chunk(a, m))
-            done += nit
-            if ends:
-                # Speculative: the finish (it changes nothing the iterations use) and
-                # the copy out queue up behind the chunk, so that the host's read of
-                # the stopping state does not leave the device idle in between.
-                x = finish()
-            stv = self.stat if self.sim else self.stat.get()
+            if not whole:
+                key = ("chunk", nit, done % 2)
+                graph |= self._replay(key, lambda a=done % 2, m=nit: self._chunk(a, m))
+                done += nit
+                if ends:
+                    # Speculative: the finish (it changes nothing the iterations use)
+                    # and the copy out queue up behind the chunk, so that the host's
+                    # read of the stopping state does not leave the device idle.
+                    x = finish()
+            whole = False
+            stv = self.stat if self.sim else self.stat.get(out=self.stat_host)
             if stv[7] != 0.0:
                 what = "rhs" if x0 is None else "rhs or x0"
                 raise ValueError(f"RRB solve: {what} has non-finite values (NaN or inf)")
@@ -1034,4 +1166,5 @@ class GPUSolverState:
             "history": [float(h) for h in stv[8 : 8 + it]],
             "time_s": time.perf_counter() - t0,
             "cuda_graph": graph,
+            "pdl": bool(graph and self.pdl),
         }
