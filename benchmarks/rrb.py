@@ -13,16 +13,20 @@
   preconditioner kernel by level): time and achieved bandwidth from the bytes it must
   move, against the copy;
 * ``breakdown`` (GPU, not in the default parts): where a solve's time goes (setup,
-  iterations, gated iterations, finish, copies; first chunk from the last solve or not);
+  iterations, gated iterations, finish, copies; first chunk from the last solve or not;
+  the whole solve as one graph or three);
+* ``chain`` (GPU, not in the default parts): the marginal device time of each kernel
+  of one CG iteration inside the solver's graph (graphs of its first n launches);
 * ``vbm``: one full VBM frame (explicit updates + one warm-started RRB solve).
 
 ``--stop-level default,6`` runs the GPU parts ``iters`` and ``breakdown`` for each
-listed stopping level (``default``: the solver's own choice).
+listed stopping level (``default``: the solver's own choice); ``--pdl on,off`` runs
+``breakdown`` and ``chain`` with programmatic graph edges and without.
 
 Usage::
 
-    python benchmarks/rrb.py [--parts agree,iters,scipy,routines,breakdown,vbm] [--gpu]
-        [--quick] [--sizes 1225,4096] [--stop-level default,6]
+    python benchmarks/rrb.py [--parts agree,iters,scipy,routines,breakdown,chain,vbm]
+        [--gpu] [--quick] [--sizes 1225,4096] [--stop-level default,6] [--pdl on,off]
 """
 
 from __future__ import annotations
@@ -544,6 +548,64 @@ def part_breakdown(N, tols=(1e-3, 1e-8), level=None, reps=10, pdl=True):
         emit(rec)
 
 
+def part_chain(N, pdl=True, reps=50):
+    """Marginal device time of each kernel of one CG iteration as the solver's graphs
+    run it: graphs of the iteration's first n launches (n = 1, 2, ...), with
+    programmatic edges when ``pdl``, timed with CUDA events; a record a kernel."""
+    import cupy
+    from forestpy.solvers import rrb
+
+    from forestpy.cuda_device import capture_graph, programmatic_graph
+
+    st, f, u = poisson(N)
+    s = rrb.RRBSolver(st, backend="gpu")
+    g = s._gpu
+    rhs = cupy.asarray(f)
+    for _ in range(3):  # compiled, one-wave grids known, state set up
+        s.solve(rhs, tol=1e-3)
+    kernels, limit, launched = g.k, [0], []
+
+    class Counted:  # the solver's kernel table, launching only the first limit[0]
+        def __init__(self, name):
+            self.name = name
+
+        def __getitem__(self, config):
+            def launch(*args):
+                launched.append(self.name)
+                if len(launched) <= limit[0]:
+                    kernels[self.name][config](*args)
+            return launch
+
+    g.k = {name: Counted(name) for name in kernels}
+    g.st[...] = cupy.asarray([0.0, 0.0, 1.0, 0.0, 1e30, 0.0, 0.0, 0.0])  # never done
+    stream = g._graph_stream()
+
+    def iteration(numba_stream):
+        g._st = numba_stream
+        try:
+            g._iteration(0)
+        finally:
+            g._st = 0
+
+    limit[0] = 10**9
+    capture_graph(iteration, stream)
+    names, before = list(launched), 0.0
+    for n in range(1, len(names) + 1):
+        limit[0], launched[:] = n, []
+        graph = capture_graph(iteration, stream)[0]
+        if pdl:
+            graph = programmatic_graph(graph)
+        graph.launch(stream)
+        with _events() as t:
+            for _ in range(reps):
+                graph.launch(stream)
+        us = 1e3 * t.ms / reps
+        emit({"bench": "chain", "N": N, "pdl": pdl, "n": n, "kernel": names[n - 1],
+              "us": us, "marginal_us": us - before})
+        before = us
+    g.k = kernels
+
+
 def part_vbm(N, backend, frames=5):
     from forestpy.extensions.boussinesq import VBM
 
@@ -607,7 +669,7 @@ def main(argv=None):
     ap.add_argument(
         "--pdl",
         default="on",
-        help="comma list of on/off: programmatic graph edges in the 'breakdown' part",
+        help="comma list of on/off: programmatic graph edges in 'breakdown' and 'chain'",
     )
     ap.add_argument(
         "--check-every",
@@ -643,6 +705,10 @@ def main(argv=None):
                 for p in a.pdl.split(","):
                     part_breakdown(N, level=None if k == "default" else int(k),
                                    pdl=p == "on")
+    if a.gpu and not sim and "chain" in parts:
+        for N in [int(x) for x in (a.sizes or "1225").split(",")]:
+            for p in a.pdl.split(","):
+                part_chain(N, pdl=p == "on")
     if "vbm" in parts:
         for N in [32] if a.quick else [int(s) for s in a.vbm.split(",")]:
             part_vbm(N, "gpu" if a.gpu else "cpu")

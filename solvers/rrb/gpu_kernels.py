@@ -814,7 +814,7 @@ class GPUSolverState:
     def _stat(self, maxiter):
         """One device array ``[st (8), hist (maxiter)]``: a single read gives both."""
         self.stat = self.xp.zeros(8 + max(int(maxiter), 1))
-        # where the host reads it: page-locked memory (a pageable read cost ~4 us more)
+        # where the host reads it: page-locked memory (no staging copy of a pageable read)
         self.stat_host = self.stat if self.sim else _pinned(self.stat.size)
         self.st = self.stat[:8]
         # st[7]: a non-finite rhs or x0 (set by ``split``); also the gate of the
