@@ -9,6 +9,7 @@ from the same source; in the CUDA simulator the device functions run as Python.
 
 from __future__ import annotations
 
+import functools
 import types
 from contextlib import contextmanager
 
@@ -85,9 +86,7 @@ def capture_graph(launch, stream=None):
     return graph, stream
 
 
-_GRID_DEPENDENCY: list = []
-
-
+@functools.cache
 def grid_dependency():
     """``(wait, trigger)``: device functions for programmatic dependent launch (PDL,
     compute capability >= 9.0) -- ``griddepcontrol.wait`` (block until the grids this
@@ -98,8 +97,6 @@ def grid_dependency():
     programmatic edge (:func:`programmatic_graph`): its launch and everything before
     the ``wait()`` overlap the predecessor's tail.  Outside such an edge both are
     no-ops, as they are in the simulator."""
-    if _GRID_DEPENDENCY:
-        return _GRID_DEPENDENCY[0]
     from numba import cuda
 
     from forestpy.backend import cuda_simulator_enabled
@@ -117,13 +114,10 @@ def grid_dependency():
     else:
         wait = _inline_ptx("griddepcontrol.wait;")
         trigger = _inline_ptx("griddepcontrol.launch_dependents;")
-    _GRID_DEPENDENCY.append((wait, trigger))
     return wait, trigger
 
 
-_PREFETCH: list = []
-
-
+@functools.cache
 def prefetch():
     """Device function ``prefetch(a, i)``: start fetching the line of element ``i`` of
     the C-contiguous array ``a`` (flat index) into the multiprocessor's L1 (and L2),
@@ -131,8 +125,6 @@ def prefetch():
     multiprocessors' writes, so before a :func:`grid_dependency` ``wait()`` prefetch
     only what no kernel of the graph writes (a factorisation's factors).  A no-op in
     the simulator."""
-    if _PREFETCH:
-        return _PREFETCH[0]
     from numba import cuda
 
     from forestpy.backend import cuda_simulator_enabled
@@ -145,18 +137,13 @@ def prefetch():
 
     else:
         fetch = _prefetch_intrinsic("prefetch.global.L1 [$0];")
-    _PREFETCH.append(fetch)
     return fetch
 
 
-_BITS: list = []
-
-
+@functools.cache
 def bits_as_float64():
     """Device function ``bits_as_float64(u)``: the float64 whose IEEE bits are the
     int64 ``u`` (a reinterpretation, no conversion instruction)."""
-    if _BITS:
-        return _BITS[0]
     from numba import cuda
 
     from forestpy.backend import cuda_simulator_enabled
@@ -185,7 +172,6 @@ def bits_as_float64():
 
         typer.__name__ = "bits_as_float64"
         cast = _intrinsic()(typer)
-    _BITS.append(cast)
     return cast
 
 
@@ -243,10 +229,9 @@ class _ProgrammaticGraph:
     """An instantiated CUDA graph (``cuda.bindings``) with ``launch(stream)`` as a CuPy
     graph's; keeps the CuPy graph it was made from alive."""
 
-    def __init__(self, source, graph_exec, edges):
+    def __init__(self, source, graph_exec):
         self._source = source
         self._exec = graph_exec
-        self.programmatic_edges = edges
 
     def launch(self, stream):
         from cuda.bindings import driver
@@ -300,7 +285,7 @@ def programmatic_graph(graph):
             e.to_port = 0
             new.append(e)
         _checked(driver.cuGraphAddDependencies(h, f, t, new, len(keep)))
-    return _ProgrammaticGraph(graph, _checked(driver.cuGraphInstantiate(h, 0)), len(keep))
+    return _ProgrammaticGraph(graph, _checked(driver.cuGraphInstantiate(h, 0)))
 
 
 def blocks_per_wave(kernel, blockdim) -> int | None:

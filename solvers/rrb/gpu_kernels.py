@@ -1109,32 +1109,36 @@ class GPUSolverState:
         ends = 0 < self._last_its <= kk  # this chunk is predicted to end the solve
         done = 0  # iterations launched (all of them ran: the solve had not stopped)
 
+        def result():
+            # the array the caller gets (``dst`` holds x once ``finish`` has run)
+            return dst.copy() if out is None else out
+
         def finish():
-            # the black back-substitution into ``dst``; the array the caller gets
+            # the black back-substitution into ``dst``
             nonlocal graph
             graph |= self._replay(("finish", op), lambda: self._finish(dst),
                                   compiled=("finish", None) in self._graphs)
-            return dst.copy() if out is None else out
+            return result()
 
         # A solve predicted to end after its first chunk, once each piece has been
         # captured on its own: setup, chunk and finish as one graph (one launch, and
         # programmatic edges across what were the graphs' boundaries); in plain
         # launches the same three in a row.
         captured = self._graphs.get(("chunk", nit, 0)) is not None
-        whole = self.one_graph and ends and (captured or self.sim or not self.use_graph)
-        if whole:
+        queued = self.one_graph and ends and (captured or self.sim or not self.use_graph)
+        if queued:  # the first chunk and the finish are queued with the setup
             graph = self._replay(
                 ("solve", warm, rp, x0p, nit, op),
                 lambda: (self._setup(warm, rhs, x0), self._chunk(0, nit), self._finish(dst)),
                 compiled=True,
             )
             done = nit
-            x = dst.copy() if out is None else out
+            x = result()
         else:
             graph = self._replay(("setup", warm, rp, x0p), lambda: self._setup(warm, rhs, x0),
                                  compiled=("setup", warm, None, None) in self._graphs)
         while True:
-            if not whole:
+            if not queued:
                 key = ("chunk", nit, done % 2)
                 graph |= self._replay(key, lambda a=done % 2, m=nit: self._chunk(a, m))
                 done += nit
@@ -1143,7 +1147,7 @@ class GPUSolverState:
                     # and the copy out queue up behind the chunk, so that the host's
                     # read of the stopping state does not leave the device idle.
                     x = finish()
-            whole = False
+            queued = False
             stv = self.stat if self.sim else self.stat.get(out=self.stat_host)
             if stv[7] != 0.0:
                 what = "rhs" if x0 is None else "rhs or x0"
