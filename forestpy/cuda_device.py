@@ -15,9 +15,9 @@ from contextlib import contextmanager
 
 from numba.core.registry import CPUDispatcher
 
-__all__ = ["bits_as_float64", "blocks_per_wave", "capture_graph", "cuda_device",
+__all__ = ["blocks_per_wave", "capture_graph", "cuda_device",
            "grid_dependency", "launch_stream", "on_stream", "prefetch", "priority_stream",
-           "programmatic_graph"]
+           "programmatic_graph", "words_as_float64"]
 
 _DEVICE: dict = {}
 # the Numba stream that forestpy's patch kernels launch on (None: the default stream);
@@ -141,9 +141,11 @@ def prefetch():
 
 
 @functools.cache
-def bits_as_float64():
-    """Device function ``bits_as_float64(u)``: the float64 whose IEEE bits are the
-    int64 ``u`` (a reinterpretation, no conversion instruction)."""
+def words_as_float64():
+    """Device function ``words_as_float64(lo, hi)``: the float64 whose IEEE bits are the
+    32-bit words ``lo`` (low) and ``hi`` (high) -- integers, truncated to 32 bits; a
+    register pair on the GPU, no instruction of its own (64-bit integer shifts and
+    masks to build the same bits cost two instructions each)."""
     from numba import cuda
 
     from forestpy.backend import cuda_simulator_enabled
@@ -152,25 +154,31 @@ def bits_as_float64():
         import numpy as np
 
         @cuda.jit(device=True)
-        def cast(u):
-            return float(np.array([u], dtype=np.int64).view(np.float64)[0])
+        def cast(lo, hi):
+            bits = ((int(hi) & 0xFFFFFFFF) << 32) | (int(lo) & 0xFFFFFFFF)
+            return float(np.array([bits], dtype=np.uint64).view(np.float64)[0])
 
     else:
         from numba import types as nbtypes
 
-        def typer(typingctx, u):
-            if not isinstance(u, nbtypes.Integer):
+        def typer(typingctx, lo, hi):
+            if not (isinstance(lo, nbtypes.Integer) and isinstance(hi, nbtypes.Integer)):
                 return None
 
             def codegen(context, builder, signature, args):
                 from llvmlite import ir
 
-                v = context.cast(builder, args[0], signature.args[0], nbtypes.int64)
-                return builder.bitcast(v, ir.DoubleType())
+                i32 = ir.IntType(32)
+                pair = ir.Constant(ir.VectorType(i32, 2), None)
+                for k in range(2):
+                    word = builder.trunc(
+                        context.cast(builder, args[k], signature.args[k], nbtypes.int64), i32)
+                    pair = builder.insert_element(pair, word, ir.Constant(i32, k))
+                return builder.bitcast(pair, ir.DoubleType())
 
-            return nbtypes.float64(u), codegen
+            return nbtypes.float64(lo, hi), codegen
 
-        typer.__name__ = "bits_as_float64"
+        typer.__name__ = "words_as_float64"
         cast = _intrinsic()(typer)
     return cast
 
@@ -230,13 +238,20 @@ class _ProgrammaticGraph:
     graph's; keeps the CuPy graph it was made from alive."""
 
     def __init__(self, source, graph_exec):
-        self._source = source
-        self._exec = graph_exec
-
-    def launch(self, stream):
         from cuda.bindings import driver
 
-        _checked(driver.cuGraphLaunch(self._exec, driver.CUstream(stream.ptr)))
+        self._source = source
+        self._exec = graph_exec
+        self._launch = driver.cuGraphLaunch
+        self._stream = (None, None)  # (CuPy stream pointer, its driver handle)
+
+    def launch(self, stream):
+        ptr, handle = self._stream
+        if ptr != stream.ptr:  # the handle made once per stream (~1 us a launch)
+            from cuda.bindings import driver
+
+            ptr, handle = self._stream = (stream.ptr, driver.CUstream(stream.ptr))
+        _checked(self._launch(self._exec, handle))
 
     def __del__(self):
         try:

@@ -96,7 +96,8 @@ def test_first_chunk_follows_the_last_solve():
     assert gpu._gpu._last_its == 2
     chunks, finishes = [], []
     real, real_finish = gpu._gpu._chunk, gpu._gpu._finish
-    gpu._gpu._chunk = lambda first, nit: (chunks.append(nit), real(first, nit))
+    gpu._gpu._chunk = lambda parity, nit, first=False: (chunks.append(nit),
+                                                        real(parity, nit, first))
     gpu._gpu._finish = lambda out: (finishes.append(len(chunks)), real_finish(out))
     xg, ig = gpu.solve(xp.asarray(b), tol=1e-6)
     assert chunks[0] == 2 and sum(chunks) >= ic["iterations"]
@@ -124,16 +125,21 @@ def test_non_finite_input_is_refused_and_the_solver_stays_usable():
     nx, ny = 9, 7
     st = _stencil(nx, ny, seed=8)
     b = np.random.default_rng(9).standard_normal((ny, nx))
-    bad = b.copy()
-    bad[3, 4] = np.nan
     cpu = rrb.RRBSolver(st, level=3)
     gpu = rrb.RRBSolver(st, level=3, backend="gpu")
-    for s in (cpu, gpu):
-        xp = s.backend.xp
-        with pytest.raises(ValueError, match="rhs has non-finite"):
-            s.solve(xp.asarray(bad))
-        with pytest.raises(ValueError, match="non-finite"):
-            s.solve(xp.asarray(b), x0=xp.asarray(np.full_like(b, np.inf)))
+    # one bad value at each kind of node (b2, b1, r2; r1 in the last corner; the
+    # GPU reads rhs and x0 in natural order, each thread four of their values)
+    for j, i in ((3, 4), (2, 5), (5, 7), (ny - 1, nx - 1)):
+        bad = b.copy()
+        bad[j, i] = np.nan
+        x0 = b.copy()
+        x0[j, i] = -np.inf
+        for s in (cpu, gpu):
+            xp = s.backend.xp
+            with pytest.raises(ValueError, match="rhs has non-finite"):
+                s.solve(xp.asarray(bad))
+            with pytest.raises(ValueError, match="non-finite"):
+                s.solve(xp.asarray(b), x0=xp.asarray(x0))
     xc, ic = cpu.solve(b, tol=1e-10)
     xg, ig = gpu.solve(gpu.backend.xp.asarray(b), tol=1e-10)
     assert ig["iterations"] == ic["iterations"]
@@ -246,20 +252,19 @@ def test_fixed_point_product_decodes_negative_and_extreme_entries():
     """``dense_last_fixed`` (int16 fields of int64 words, decoded without a conversion
     instruction) against NumPy for entries over the whole int16 range -- the inverse
     of the tests' M-matrices has none below zero -- and a padded last word."""
-    from forestpy.solvers.rrb.gpu_kernels import DENSE_ROWS, gpu_kernels
+    from forestpy.solvers.rrb.gpu_kernels import DENSE_ROWS, fixed_point_words, gpu_kernels
 
     rng = np.random.default_rng(5)
     m = 10
     F = rng.integers(-32768, 32768, (m, m)).astype(np.int16)
     F[0, :4] = [-32768, 32767, -1, 0]
-    m4 = 12
-    pad = np.zeros((m, m4), dtype=np.int16)
-    pad[:, :m] = F
-    d = np.concatenate([rng.uniform(0.5, 2.0, m), np.zeros(m4 - m)])
+    words = fixed_point_words(F)
+    assert words.shape == (m, 3)
+    d = np.concatenate([rng.uniform(0.5, 2.0, m), np.zeros(4 * 3 - m)])
     X = np.zeros((4, 2, 3))  # the last level's quarters: 2 x 2 x 3 = 12 red slots >= m
     w = rng.standard_normal(X.size)
     gpu_kernels()["dense_last_fixed"][-(-m // DENSE_ROWS), 4](
-        pad.view(np.int64), d, w, X, np.zeros(1)
+        words, d, w, X, np.zeros(1)
     )
     want = d[:m] * (F.astype(np.float64) @ (d[:m] * w[:m]))
     assert np.allclose(X.reshape(-1)[:m], want, rtol=1e-13, atol=1e-12)

@@ -10,13 +10,14 @@ of CG scalars (so a few hundred atomics on one address, not one per 256 nodes).
 ``alpha`` and ``beta`` are computed on the device from those scalars, and the stopping
 rule is evaluated on the device too, by the block of ``r2_backward_dot`` that finishes
 last (once it passes, every kernel of later iterations is gated off), so a CUDA graph of
-several iterations needs one small host read per launch (``check_every``).  The update
+several iterations needs one wait of the host per launch (``check_every``; the kernels that
+change the stopping state also write it into mapped host memory).  The update
 ``x += alpha p``, ``r -= alpha q`` is fused into the first preconditioner kernel
 (``r2_forward_xr``), so an iteration is ``update_p``, the matvec and the
 preconditioner's kernels.
 
 The last level (the stopping level ``k``) is solved exactly: its black step, the dense
-inverse of its red Schur complement by one kernel over the whole device (four rows a
+inverse of its red Schur complement by one kernel over the whole device (eight rows a
 block), its black back-substitution.  On the GPU the default ``k`` is the first level
 with at most ``solver.COARSE_NODES['gpu']`` nodes: one read of a dense inverse of
 ~3000 red nodes (int16 fixed point) costs less than the four dependent launches of each level it
@@ -27,7 +28,7 @@ A whole solve is three kinds of CUDA graph: ``setup`` (natural -> quarter order,
 black elimination, the first preconditioner application, the device stopping state),
 chunks of iterations, and ``finish`` (one kernel: black back-substitution written
 straight into natural order); on the host only the copies of ``rhs`` in and ``x`` out,
-the launches and one read of the stopping state per chunk.  When a chunk is predicted
+the launches and one wait for the stopping state per chunk.  When a chunk is predicted
 to end the solve, ``finish`` and the copy out are queued behind it before that read.
 
 On a real GPU the graphs' kernel-to-kernel edges are programmatic (PDL, compute
@@ -46,23 +47,23 @@ import math
 import time
 
 import numpy as np
-from numba import cuda, float64
+from numba import cuda, float64, uint64
 
 from forestpy.backend import cuda_simulator_enabled
 from forestpy.cuda_device import (
-    bits_as_float64,
     blocks_per_wave,
     capture_graph,
     cuda_device,
     grid_dependency,
     prefetch,
     programmatic_graph,
+    words_as_float64,
 )
 
 from . import kernels as K
 from .ordering import from_quarters, quarter_shape, to_quarters
 
-__all__ = ["GPUSolverState", "gpu_kernels"]
+__all__ = ["GPUSolverState", "fixed_point_words", "gpu_kernels"]
 
 TPB = 256
 WARPS = TPB // 32  # warps of a TPB block (a constant: shared-array shapes)
@@ -75,6 +76,8 @@ MV_TILE = (32, 8)  # threads (I, J) of a matvec block; MV_TILE[0] * MV_TILE[1] =
 RED_BLOCKS = 1024
 THEN_CHECK, THEN_START = 1, 2  # what r2_backward_dot's last block does after the sum
 DENSE_ROWS = 8  # rows of the dense last-level product per block (dense_last*)
+U0, U1, U2, U3, U4, U16 = (np.uint64(v) for v in (0, 1, 2, 3, 4, 16))  # unsigned
+# indices: no negative-index wrap-around code in the dense product's loop
 KEYED_MAX = 8  # caller's array addresses with graphs of their own (GPUSolverState._direct)
 
 _KERNELS: dict = {}
@@ -85,11 +88,11 @@ def gpu_kernels():
     if _KERNELS:
         return _KERNELS
     at = cuda_device(K.at)
+    at4 = cuda_device(K.at4)
     bf = cuda_device(K.body_black_forward)
     rf = cuda_device(K.body_r2_forward)
     rb = cuda_device(K.body_r2_backward)
     bb = cuda_device(K.body_black_backward)
-    bfv = cuda_device(K.black_forward_values)
     bbv = cuda_device(K.black_backward_values)
     nlq = cuda_device(K.next_level_quarter)
     # Every kernel lets the next one launch at once and waits for its predecessors
@@ -207,56 +210,61 @@ def gpu_kernels():
             j += cuda.blockDim.x
         store_rows(s, i0, m, d, Xlast)
 
-    as_float64 = bits_as_float64()
+    as_float64 = words_as_float64()
 
     @cuda.jit(device=True)
     def fixed(u, k):
-        # The k-th of the four int16 fields of the int64 u (little endian), as float64,
-        # without an integer-to-float conversion (a slow instruction; it made the
-        # 3042-row product compute-bound): the field in offset binary (x ^ 0x8000, in
-        # [0, 65535]) put in the mantissa of 2^52 is the float64 2^52 + x exactly.
-        x = ((u >> (16 * k)) & 0xFFFF) ^ 0x8000
-        return as_float64(x | 0x4330000000000000) - 4503599627403264.0  # 2^52 + 2^15
-
-    @cuda.jit(device=True)
-    def fixed_dot(u, w0, w1, w2, w3):
-        return (fixed(u, 0) * w0 + fixed(u, 1) * w1) + (fixed(u, 2) * w2 + fixed(u, 3) * w3)
+        # The k-th of the four int16 fields of the int64 u (little endian; stored in
+        # offset binary, x ^ 0x8000, in [0, 65535]) as float64, without an
+        # integer-to-float conversion (a slow instruction; it made the 3042-row
+        # product compute-bound): the field put in the mantissa of 2^52 is the float64
+        # 2^52 + x exactly (built from 32-bit words: no 64-bit integer arithmetic).
+        return as_float64((u >> (16 * k)) & 0xFFFF, 0x43300000) - 4503599627403264.0
 
     @cuda.jit
     def dense_last_fixed(M, d, w, Xlast, g):
-        # As dense_last for an int16 fixed-point Minv, read as int64 words of four
-        # entries (M: shape (m, ceil(m / 4)), each thread loads 8 bytes a row and
-        # step, 256 bytes a warp), one word of each of the block's rows a step; d
-        # padded with zeros to 4 columns a word.  (H200, 3042 rows: 4 rows a block and
-        # a shared-memory tree per row 14.7 us; 8 rows, 256 threads, shuffles 10.1 us;
-        # 2048 rows: 9.9 -> 6.8 us.)  Before pdl_wait, the block's rows start coming
-        # into L1 (M is never written by a graph's kernels).
+        # As dense_last for an int16 fixed-point Minv in offset binary, read as int64
+        # words of four entries (M: shape (m, ceil(m / 4)), each thread loads 8 bytes
+        # a row and step, 256 bytes a warp), one word of each of the block's rows a
+        # step; d padded with zeros to 4 columns a word.  Before pdl_wait, the block's
+        # rows start coming into L1 (M is never written by a graph's kernels), so after
+        # it the loop is bound by its instructions: unsigned indices (no negative-index
+        # wrap-around code), the offset binary stored (no xor) and one fused
+        # multiply-add an entry.  (H200, 3042 rows: 4 rows a block and a shared-memory
+        # tree per row 14.7 us; 8 rows, 256 threads, shuffles 10.1 us; 2048 rows: 9.9
+        # -> 6.8 us.)
         pdl_trigger()
         m = M.shape[0]
-        ng = M.shape[1]
+        ng = uint64(M.shape[1])
         i0 = cuda.blockIdx.x * DENSE_ROWS
-        c = cuda.threadIdx.x
+        row = cuda.local.array(DENSE_ROWS, uint64)
+        for r in range(DENSE_ROWS):
+            row[r] = uint64(min(i0 + r, m - 1))
+        step = uint64(cuda.blockDim.x)
+        c = uint64(cuda.threadIdx.x)
         while c < ng:
-            if c % 16 == 0:  # a line: 16 words
+            if c % U16 == U0:  # a line: 16 words
                 for r in range(DENSE_ROWS):
-                    fetch_l1(M, min(i0 + r, m - 1) * ng + c)
-            c += cuda.blockDim.x
+                    fetch_l1(M, row[r] * ng + c)
+            c += step
         pdl_wait()
         if g[0] != 0.0:
             return
         s = cuda.local.array(DENSE_ROWS, float64)
         for r in range(DENSE_ROWS):
             s[r] = 0.0
-        c = cuda.threadIdx.x
+        c = uint64(cuda.threadIdx.x)
         while c < ng:
-            j = 4 * c
+            j = c * U4
             w0 = d[j] * w[j]
-            w1 = d[j + 1] * w[j + 1]
-            w2 = d[j + 2] * w[j + 2]
-            w3 = d[j + 3] * w[j + 3]
+            w1 = d[j + U1] * w[j + U1]
+            w2 = d[j + U2] * w[j + U2]
+            w3 = d[j + U3] * w[j + U3]
             for r in range(DENSE_ROWS):
-                s[r] += fixed_dot(M[min(i0 + r, m - 1), c], w0, w1, w2, w3)
-            c += cuda.blockDim.x
+                u = M[row[r], c]
+                s[r] = fixed(u, 3) * w3 + (
+                    fixed(u, 2) * w2 + (fixed(u, 1) * w1 + (fixed(u, 0) * w0 + s[r])))
+            c += step
         store_rows(s, i0, m, d, Xlast)
 
     @cuda.jit
@@ -412,7 +420,7 @@ def gpu_kernels():
             rb(P, y, X, o, J, k - J * w, h, w)
 
     @cuda.jit
-    def r2_backward_dot(P, y, X, o, sc, slot, g, then, nbslot, st, hist, par, count):
+    def r2_backward_dot(P, y, X, o, sc, slot, g, then, nbslot, st, hist, par, count, p, sth):
         pdl_trigger()
         if cuda.grid(1) < y.shape[1] * y.shape[2]:  # the first node of the thread's loop
             fetch_planes(P, cuda.grid(1), y.shape[1] * y.shape[2], 0)
@@ -421,7 +429,8 @@ def gpu_kernels():
         # finishes last (counted in count[0]) runs the stopping rule (then == THEN_CHECK,
         # after an iteration) or sets up the stopping state (THEN_START, after the
         # first preconditioner application; normb^2 in sc[nbslot]), so the scalars
-        # need no kernel of their own.
+        # need no kernel of their own.  THEN_START also writes z into p, the first
+        # search direction, so that the first iteration needs no ``update_p``.
         # (A column walk in 2D blocks as the matvec's, without the index division: 111
         # against 102 us at 4096^2 on an H200; four nodes a thread and round with every
         # load before the first store: 13.3 -> 14.0 us at 1225^2, slower at 4096^2;
@@ -435,7 +444,11 @@ def gpu_kernels():
         v = 0.0
         while k < n:
             J = k // w
-            v += rb(P, y, X, o, J, k - J * w, h, w)
+            I = k - J * w
+            v += rb(P, y, X, o, J, I, h, w)
+            if then == THEN_START:
+                p[0, J, I] = o[0, J, I]
+                p[1, J, I] = o[1, J, I]
             k += stride
         block_add(v, sc, slot)
         if then == 0 or cuda.threadIdx.x != 0:
@@ -446,10 +459,10 @@ def gpu_kernels():
         count[0] = 0
         cuda.threadfence()
         if then == THEN_CHECK:
-            check_state(sc, st, hist, cuda.atomic.add(sc, 2, 0.0))
+            check_state(sc, st, hist, cuda.atomic.add(sc, 2, 0.0), sth)
         else:
             start_state(sc, st, cuda.atomic.add(sc, nbslot, 0.0),
-                        cuda.atomic.add(sc, 2, 0.0), par)
+                        cuda.atomic.add(sc, 2, 0.0), par, sth)
 
     @cuda.jit
     def black_backward(BL, y, x, g):
@@ -478,12 +491,18 @@ def gpu_kernels():
             p[k] = z[k] if beta == 0.0 else z[k] + beta * p[k]
 
     @cuda.jit(device=True)
-    def start_state(sc, st, nb2, rz, par):
+    def mirror(st, sth):
+        # st into its host mirror (sth: mapped host memory, see GPUSolverState._stat)
+        for i in range(8):
+            sth[i] = st[i]
+
+    @cuda.jit(device=True)
+    def start_state(sc, st, nb2, rz, par, sth):
         # The stopping state before the first iteration (no host read of r.z):
         # normb = sqrt(nb2), res = sqrt(rz) / normb (0 when normb = 0), and the scalar
         # roll (sc[0] = r.z, sc[1] = sc[2] = 0, beta = sc[5] = 0: the first search
         # direction is z); par = [tol, maxiter] (a device array, so a captured
-        # graph serves every tolerance).  st[7] != 0 (``split`` found a non-finite
+        # graph serves every tolerance).  st[7] != 0 (``split_schur_rhs`` found a non-finite
         # input): done at once, not converged.
         tol = par[0]
         maxiter = par[1]
@@ -505,15 +524,17 @@ def gpu_kernels():
         sc[1] = 0.0
         sc[2] = 0.0
         sc[5] = 0.0
+        mirror(st, sth)
 
     @cuda.jit(device=True)
-    def check_state(sc, st, hist, rz):
+    def check_state(sc, st, hist, rz, sth):
         # The stopping rule on the device, after an iteration's r.z:
         # st = [done, iterations, normb, tol, maxiter, converged, res, -].  Once done,
         # every gated kernel of later (captured) iterations returns at once, so the
         # iterate is exactly the one where the test first passed.  Otherwise the
         # scalars roll for the next iteration: beta = r.z / r.z_old into sc[5],
-        # sc[0] = r.z, sc[1] = sc[2] = 0.
+        # sc[0] = r.z, sc[1] = sc[2] = 0.  The state and the history entry also go
+        # into the host mirror sth = [st, hist].
         if st[0] != 0.0:
             return
         c = st[1] + 1.0
@@ -522,6 +543,7 @@ def gpu_kernels():
         i = int(c) - 1
         if i < hist.size:
             hist[i] = res
+            sth[8 + i] = res
         st[6] = res
         if res <= st[3]:
             st[0] = 1.0
@@ -533,6 +555,7 @@ def gpu_kernels():
             sc[0] = rz
             sc[1] = 0.0
             sc[2] = 0.0
+        mirror(st, sth)
 
     @cuda.jit
     def dot(a, b, sc, slot):
@@ -555,7 +578,7 @@ def gpu_kernels():
             o[k] = a[k] - b[k]
 
     @cuda.jit
-    def reset(sc, st):
+    def reset(sc, st, sth):
         pdl_trigger()
         pdl_wait()
         # before a solve: the CG scalars and the non-finite flag st[7] to 0, and
@@ -567,47 +590,76 @@ def gpu_kernels():
         if k == 0:
             st[0] = 1.0
             st[7] = 0.0
+            sth[0] = 1.0
+            sth[7] = 0.0
+
+    @cuda.jit(device=True)
+    def nat(a, j, i):
+        # a[j, i] of a natural-order (ny, nx) array, 0 outside it (the pads of quarters)
+        if j < 0 or j >= a.shape[0] or i < 0 or i >= a.shape[1]:
+            return 0.0
+        return a[j, i]
+
+    @cuda.jit(device=True)
+    def finite(a, b, c, e):
+        return not (math.isinf(a) or math.isnan(a) or math.isinf(b) or math.isnan(b)
+                    or math.isinf(c) or math.isnan(c) or math.isinf(e) or math.isnan(e))
 
     @cuda.jit
-    def split(a, y, flag):
+    def split_schur_rhs(BL, a, x0, warm, y, o, x, flag, sth):
         pdl_trigger()
         pdl_wait()
-        # natural (ny, nx) -> quarters y[4, h, w] (r1, r2, b1, b2), pads 0; a NaN or inf
-        # sets flag[0] (the same value from any thread: no race that matters)
+        # The rhs ``a`` (ny, nx, natural order) in quarters and its black elimination
+        # in one pass (each thread reads its four values and the four black
+        # neighbours of its red nodes where they lie in ``a``; the same arithmetic, term
+        # by term, as kernels.black_forward_values on the quarters): the black rhs into
+        # y[2:4] (for ``finish``), the Schur rhs into o[0:2] (the first residual, or z
+        # of a warm start) and, warm, into y[0:2] too; the first iterate x = 0 (cold) or
+        # the red values of x0 (warm, natural order).  A NaN or inf in a (or x0) sets
+        # flag[0] and its host mirror sth[7] (the same value from any thread: no race
+        # that matters).
         h, w = y.shape[1], y.shape[2]
-        ny, nx = a.shape[0], a.shape[1]
         k = cuda.grid(1)
         if k < h * w:
             J = k // w
             I = k - J * w
-            for q in range(4):
-                i = 2 * I + (1 if (q == 1 or q == 2) else 0)
-                j = 2 * J + (1 if (q == 1 or q == 3) else 0)
-                val = a[j, i] if (i < nx and j < ny) else 0.0
-                if math.isnan(val) or math.isinf(val):
-                    flag[0] = 1.0
-                y[q, J, I] = val
-
-    @cuda.jit
-    def schur_rhs(BL, y, o, x, x0, warm):
-        pdl_trigger()
-        pdl_wait()
-        # The black elimination of the level-0 rhs quarters y: the Schur rhs into
-        # y[0:2] and o[0:2] (the first residual, or z of a warm start), and the first
-        # iterate x = 0 (cold) or the red quarters of x0 (warm).  y[2:4] stay the black
-        # rhs, for ``finish``.
-        h, w = y.shape[1], y.shape[2]
-        k = cuda.grid(1)
-        if k < h * w:
-            J = k // w
-            I = k - J * w
-            v0, v1 = bfv(BL, y, J, I, h, w)
-            y[0, J, I] = v0
-            y[1, J, I] = v1
+            j0 = 2 * J
+            i0 = 2 * I
+            r1 = nat(a, j0, i0)
+            r2 = nat(a, j0 + 1, i0 + 1)
+            b1 = nat(a, j0, i0 + 1)
+            b2 = nat(a, j0 + 1, i0)
+            ok = finite(r1, r2, b1, b2)
+            v0 = r1 - (
+                BL[0, 1, J, I] * b1
+                + at4(BL, 0, 2, J, I - 1, h, w) * nat(a, j0, i0 - 1)
+                + BL[1, 3, J, I] * b2
+                + at4(BL, 1, 4, J - 1, I, h, w) * nat(a, j0 - 1, i0)
+            )
+            v1 = r2 - (
+                BL[0, 4, J, I] * b1
+                + at4(BL, 0, 3, J + 1, I, h, w) * nat(a, j0 + 2, i0 + 1)
+                + BL[1, 2, J, I] * b2
+                + at4(BL, 1, 1, J, I + 1, h, w) * nat(a, j0 + 1, i0 + 2)
+            )
+            y[2, J, I] = b1
+            y[3, J, I] = b2
             o[0, J, I] = v0
             o[1, J, I] = v1
-            x[0, J, I] = x0[0, J, I] if warm else 0.0
-            x[1, J, I] = x0[1, J, I] if warm else 0.0
+            if warm:
+                y[0, J, I] = v0
+                y[1, J, I] = v1
+                x1 = nat(x0, j0, i0)
+                x2 = nat(x0, j0 + 1, i0 + 1)
+                ok = ok and finite(x1, x2, nat(x0, j0, i0 + 1), nat(x0, j0 + 1, i0))
+                x[0, J, I] = x1
+                x[1, J, I] = x2
+            else:
+                x[0, J, I] = 0.0
+                x[1, J, I] = 0.0
+            if not ok:
+                flag[0] = 1.0
+                sth[7] = 1.0
 
     @cuda.jit
     def finish(BL, y, x, a, g):
@@ -649,18 +701,20 @@ def gpu_kernels():
         dot=dot,
         sub=sub,
         reset=reset,
-        split=split,
-        schur_rhs=schur_rhs,
+        split_schur_rhs=split_schur_rhs,
         finish=finish,
     )
     return _KERNELS
 
 
-def _pinned(n):
-    """A float64 NumPy array of ``n`` entries in page-locked host memory."""
-    import cupy
-
-    return np.frombuffer(cupy.cuda.alloc_pinned_memory(8 * n), np.float64, n)
+def fixed_point_words(inv):
+    """The int16 matrix ``inv`` as ``dense_last_fixed`` reads it: int64 words of four
+    entries in offset binary (``x ^ 0x8000``, see ``fixed``), each row padded with zero
+    entries to a multiple of 4 (d must be padded with zeros likewise)."""
+    m4 = -(-inv.shape[1] // 4) * 4
+    pad = np.zeros((inv.shape[0], m4), dtype=np.int16)
+    pad[:, : inv.shape[1]] = inv
+    return (pad.view(np.uint16) ^ np.uint16(0x8000)).view(np.int64)
 
 
 def _blocks(n):
@@ -744,13 +798,8 @@ class GPUSolverState:
         inv, scale = data["last_inv"], data["last_scale"]
         self.fixed = inv.dtype == np.int16
         if self.fixed:
-            # int16 fixed point read as int64 words of four entries: columns and d
-            # padded with zeros to a multiple of 4
-            m4 = -(-inv.shape[0] // 4) * 4
-            pad = np.zeros((inv.shape[0], m4), dtype=np.int16)
-            pad[:, : inv.shape[1]] = inv
-            inv = pad.view(np.int64)
-            scale = np.concatenate([scale, np.zeros(m4 - scale.size)])
+            inv = fixed_point_words(inv)
+            scale = np.concatenate([scale, np.zeros(4 * inv.shape[1] - scale.size)])
         self.Minv = put(inv)
         self.Dlast = put(scale)
         self.Wlast_flat = self.Wlast.reshape(-1)  # read-only view for dense_last
@@ -765,7 +814,6 @@ class GPUSolverState:
         self.rbuf = (self.vec["r"], self.vec["r_"])
         self.count = xp.zeros(1, dtype=np.int32)  # blocks done (r2_backward_dot)
         self.full = xp.zeros((4, h, w))
-        self.x0_q = xp.zeros((4, h, w))
         self.rhs_nat = xp.zeros((self.ny, self.nx))
         self.x0_nat = xp.zeros((self.ny, self.nx))
         self.out_nat = xp.zeros((self.ny, self.nx))
@@ -776,6 +824,9 @@ class GPUSolverState:
         # res, -]; hist holds the relative residual of every iteration.  ``st`` is also
         # the gate of the iteration's kernels; ``nogate`` (always 0) the gate elsewhere.
         self.nogate = xp.zeros(1)
+        # an array argument a kernel does not touch (not an alias of one it writes: the
+        # simulator copies each argument back after a launch)
+        self.unused3 = xp.zeros((2, 1, 1))
         self._stat(1)
         # At most this many iterations per graph launch (and per host read of the
         # stopping state); after the first launch a power of two predicted from the
@@ -789,6 +840,7 @@ class GPUSolverState:
         self.bS_flat = self.full[:2].reshape(nf)
         self._views: dict = {}
         self._st = 0  # Numba stream of the launches (0: the default stream)
+        self._read_on = 0  # the stream of the work queued last (``_replay``)
         # The setup, chunks of CG iterations (~5 + 4 x levels kernels each) and the
         # finish are captured once into CUDA graphs and replayed on one stream: a
         # graph launch instead of ~30 Python dispatches of ~30-40 us each.  Off in
@@ -812,12 +864,17 @@ class GPUSolverState:
         self._keyed: set = set()  # ... and those read / written in place
 
     def _stat(self, maxiter):
-        """One device array ``[st (8), hist (maxiter)]``: a single read gives both."""
+        """One device array ``[st (8), hist (maxiter)]``, and its mirror in host memory
+        that the device writes (``stat_host``, see the device function ``mirror``)."""
         self.stat = self.xp.zeros(8 + max(int(maxiter), 1))
-        # where the host reads it: page-locked memory (no staging copy of a pageable read)
-        self.stat_host = self.stat if self.sim else _pinned(self.stat.size)
+        # page-locked host memory mapped into the device's address space: the kernels
+        # that change the state also write it there, so the host only waits for the
+        # stream (a copy of the state after each chunk cost ~9 us on an H200, as a
+        # host read or as a node of the graph alike)
+        n = self.stat.size
+        self.stat_host = np.zeros(n) if self.sim else cuda.mapped_array(n, dtype=np.float64)
         self.st = self.stat[:8]
-        # st[7]: a non-finite rhs or x0 (set by ``split``); also the gate of the
+        # st[7]: a non-finite rhs or x0 (set by ``split_schur_rhs``); also the gate of the
         # setup's preconditioner and matvec, so that NaN never reaches the level
         # buffers (their padded entries would keep it for every later solve)
         self.flag = self.stat[7:8]
@@ -901,7 +958,9 @@ class GPUSolverState:
         n = self.h * self.w
         self.k["r2_backward_dot"][_red_blocks(n, self.wave("r2_backward_dot")), TPB, self._st](
             v(self.P[0]), v(r), v(X), v(z), v(self.sc), slot, g, then, nbslot, v(self.st),
-            v(self.hist), v(self.par), v(self.count)
+            v(self.hist), v(self.par), v(self.count),
+            v(self.vec["p"] if then == THEN_START else self.unused3),
+            self.stat_host,
         )
 
     def dense(self, g):
@@ -939,16 +998,14 @@ class GPUSolverState:
         k, v, st = self.k, self.v, self._st
         n = self.h * self.w
         bad = self.flag
-        k["reset"][1, TPB, st](v(self.sc), v(self.st))
-        # rhs in quarters: ``full[:2]`` becomes the Schur rhs, ``full[2:4]`` keeps the
-        # black rhs for the back-substitution in ``finish``
-        k["split"][_blocks(n), TPB, st](self._view(rhs), v(self.full), v(bad))
-        if warm:
-            k["split"][_blocks(n), TPB, st](self._view(x0), v(self.x0_q), v(bad))
+        sth = self.stat_host
+        k["reset"][1, TPB, st](v(self.sc), v(self.st), sth)
+        # rhs in quarters and its black elimination: ``full[2:4]`` keeps the black rhs
+        # for the back-substitution in ``finish``, ``full[:2]`` (warm) the Schur rhs
         r, z = self.rbuf[0], self.vec["z"]
-        k["schur_rhs"][_blocks(n), TPB, st](
-            v(self.BL[0]), v(self.full), v(z if warm else r), v(self.vec["x"]),
-            v(self.x0_q), warm,
+        k["split_schur_rhs"][_blocks(n), TPB, st](
+            v(self.BL[0]), self._view(rhs), self._view(x0 if warm else rhs), warm,
+            v(self.full), v(z if warm else r), v(self.vec["x"]), v(bad), sth,
         )
         if not warm:
             # normb = sqrt(r.z)
@@ -1000,27 +1057,45 @@ class GPUSolverState:
         self._seen.add(ptr)
         return None
 
-    def _iteration(self, parity):
+    def _iteration(self, parity, first=False):
         """One CG iteration reading the r buffer ``parity`` and writing the other:
-        ``p = z + beta p`` (beta = 0 in the first: p = z), ``q = S p`` (+ p.q);
+        ``p = z + beta p`` (not in the ``first`` after the setup, which wrote p = z),
+        ``q = S p`` (+ p.q);
         ``x += alpha p``, ``r -= alpha q`` fused into the first preconditioner kernel;
         ``z = M^-1 r`` (+ r.z), then the stopping rule and the scalar roll in its last
         kernel."""
         k, v, st = self.k, self.v, self._st
         g = self.st
         nf = 2 * self.h * self.w
-        k["update_p"][_blocks(nf), TPB, st](
-            v(self.flat["p"]), v(self.flat["z"]), v(self.sc), v(g)
-        )
+        if not first:
+            k["update_p"][_blocks(nf), TPB, st](
+                v(self.flat["p"]), v(self.flat["z"]), v(self.sc), v(g)
+            )
         q, z, p = self.vec["q"], self.vec["z"], self.vec["p"]
         self.matvec_dot(p, q, slot=1, gate=g)
         self.precondition(self.rbuf[1 - parity], z, slot=2, gate=g,
                           xr=(self.rbuf[parity], q, self.vec["x"], p), then=THEN_CHECK)
 
-    def _chunk(self, parity, nit):
-        """``nit`` iterations, the first reading the buffers ``parity``."""
+    def _chunk(self, parity, nit, first=False):
+        """``nit`` iterations, the first reading the buffers ``parity`` (and, ``first``,
+        the solve's first iteration)."""
         for i in range(nit):
-            self._iteration((parity + i) % 2)
+            self._iteration((parity + i) % 2, first and i == 0)
+
+    def _state(self):
+        """The stopping state ``[st (8), hist]`` after the last chunk launched (its host
+        mirror), once the stream of the work queued last (``_read_on``: the graphs'
+        blocking stream or the legacy default stream, each of which waits for the
+        other's earlier work) is done."""
+        if self.sim:
+            return self.stat_host
+        import cupy
+
+        if self._read_on == 0:
+            cupy.cuda.Stream.null.synchronize()
+        else:
+            self._graph_stream().synchronize()
+        return self.stat_host
 
     def _capture(self, fn):
         """Capture the launches of ``fn`` into a CUDA graph on the solver's stream
@@ -1063,6 +1138,7 @@ class GPUSolverState:
         whose addresses are part of ``key``): plainly the first time (compilation; not
         when ``compiled``), then as a CUDA graph captured once and replayed.  Returns
         whether a graph ran."""
+        self._read_on = 0  # plain launches: the legacy default stream
         if self.sim or not self.use_graph:
             fn()
             return False
@@ -1076,12 +1152,14 @@ class GPUSolverState:
             if g is None:
                 fn()
                 return False
-        g.launch(self._graph_stream())
+        stream = self._graph_stream()
+        g.launch(stream)
+        self._read_on = stream.ptr
         return True
 
     # ------------------------------------------------------------------ PCG
-    def solve(self, rhs, x0, tol, maxiter, nx, ny, out=None):
-        t0 = time.perf_counter()
+    def solve(self, rhs, x0, tol, maxiter, nx, ny, out=None, t0=None):
+        t0 = time.perf_counter() if t0 is None else t0  # the caller's start, if given
         xp = self.xp
         # The caller's arrays are read / written in place by graphs of their own once
         # their address comes back (``_direct``); otherwise copied through the solver's
@@ -1124,12 +1202,13 @@ class GPUSolverState:
         # captured on its own: setup, chunk and finish as one graph (one launch, and
         # programmatic edges across what were the graphs' boundaries); in plain
         # launches the same three in a row.
-        captured = self._graphs.get(("chunk", nit, 0)) is not None
+        captured = self._graphs.get(("chunk", nit, 0, True)) is not None
         queued = self.one_graph and ends and (captured or self.sim or not self.use_graph)
         if queued:  # the first chunk and the finish are queued with the setup
             graph = self._replay(
                 ("solve", warm, rp, x0p, nit, op),
-                lambda: (self._setup(warm, rhs, x0), self._chunk(0, nit), self._finish(dst)),
+                lambda: (self._setup(warm, rhs, x0), self._chunk(0, nit, True),
+                         self._finish(dst)),
                 compiled=True,
             )
             done = nit
@@ -1139,8 +1218,9 @@ class GPUSolverState:
                                  compiled=("setup", warm, None, None) in self._graphs)
         while True:
             if not queued:
-                key = ("chunk", nit, done % 2)
-                graph |= self._replay(key, lambda a=done % 2, m=nit: self._chunk(a, m))
+                key = ("chunk", nit, done % 2, done == 0)
+                graph |= self._replay(
+                    key, lambda a=done % 2, m=nit, f=done == 0: self._chunk(a, m, f))
                 done += nit
                 if ends:
                     # Speculative: the finish (it changes nothing the iterations use)
@@ -1148,7 +1228,7 @@ class GPUSolverState:
                     # read of the stopping state does not leave the device idle.
                     x = finish()
             queued = False
-            stv = self.stat if self.sim else self.stat.get(out=self.stat_host)
+            stv = self._state()
             if stv[7] != 0.0:
                 what = "rhs" if x0 is None else "rhs or x0"
                 raise ValueError(f"RRB solve: {what} has non-finite values (NaN or inf)")
@@ -1157,9 +1237,12 @@ class GPUSolverState:
             nit, ends = _next_chunk(stv[8 : 8 + int(stv[1])], tol, kk)
         if not ends:
             x = finish()
-        if out is not None and dst is not out:
+        copy_out = out is not None and dst is not out
+        if copy_out:
             out[...] = dst  # only now: an input error above leaves ``out`` as it was
-        if not self.sim:
+        if not self.sim and (copy_out or not ends):
+            # work queued after the last read of the state (which waited for all before
+            # it): the solve returns when x is there
             cuda.synchronize()
         it = int(stv[1])
         self._last_its = it

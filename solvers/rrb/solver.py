@@ -208,6 +208,7 @@ class RRBSolver:
         place instead of copying them through the solver's own buffers.  An input
         error leaves ``out`` unchanged.
         """
+        t0 = time.perf_counter()  # info["time_s"]: the whole call, checks included
         if not tol > 0:
             raise ValueError(f"tol must be positive, got {tol!r}")
         xp = self.backend.xp
@@ -228,15 +229,14 @@ class RRBSolver:
                 f"{getattr(out, 'shape', '')}"
             )
         if self._gpu is not None:
-            return self._gpu.solve(rhs, x0, tol, maxiter, self.nx, self.ny, out=out)
-        x, info = self._solve_cpu(rhs, x0, tol, maxiter)
+            return self._gpu.solve(rhs, x0, tol, maxiter, self.nx, self.ny, out=out, t0=t0)
+        x, info = self._solve_cpu(rhs, x0, tol, maxiter, t0)
         if out is None:
             return x, info
         out[...] = x
         return out, info
 
-    def _solve_cpu(self, rhs, x0, tol, maxiter):
-        t0 = time.perf_counter()
+    def _solve_cpu(self, rhs, x0, tol, maxiter, t0):
         for name, a in (("rhs", rhs), ("x0", x0)):
             if a is not None and not np.isfinite(a).all():
                 raise ValueError(f"RRB solve: {name} has non-finite values (NaN or inf)")
