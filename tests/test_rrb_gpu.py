@@ -173,6 +173,31 @@ def test_column_walking_matvec_matches_the_pointwise_body(rows, blocks):
     assert abs(float(g.sc[5]) - d_cpu) < 1e-12 * abs(d_cpu)
 
 
+def test_level1_back_substitution_strides_with_wrapping_rows():
+    """The level-1 r2 back-substitution + r.z (a grid-stride loop whose quarter index
+    ``(J, I)`` steps by the stride, wrapping rows without a division) on 2 blocks for
+    14 x 40 quarter nodes, so that the stride (512) wraps rows: the CPU body's ``o``
+    and ``r . o``."""
+    from forestpy.solvers.rrb import kernels as K
+
+    nx, ny = 79, 27  # quarters 14 x 40
+    gpu = rrb.RRBSolver(_stencil(nx, ny, seed=13), level=3, backend="gpu")
+    g = gpu._gpu
+    g._wave["r2_backward_dot"] = 2
+    rng = np.random.default_rng(14)
+    P = gpu.backend.to_host(g.P[0])
+    r = rng.standard_normal((2, g.h, g.w))
+    X = rng.standard_normal(g.W[1].shape)
+    o_cpu = np.zeros_like(r)
+    d_cpu = sum(K.body_r2_backward(P, r, X, o_cpu, J, I, g.h, g.w)
+                for J in range(g.h) for I in range(g.w))
+    o = g.xp.zeros_like(g.xp.asarray(r))
+    g.sc[...] = 0.0
+    g.level1_backward(g.xp.asarray(r), g.xp.asarray(X), o, g.v(g.nogate), slot=5)
+    assert np.allclose(gpu.backend.to_host(o), o_cpu, rtol=1e-14, atol=1e-14)
+    assert abs(float(g.sc[5]) - d_cpu) < 1e-12 * abs(d_cpu)
+
+
 def test_next_chunk_is_a_power_of_two_not_past_the_prediction():
     from forestpy.solvers.rrb.gpu_kernels import _next_chunk
 
