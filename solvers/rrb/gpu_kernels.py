@@ -234,10 +234,11 @@ def gpu_kernels():
         # step; d padded with zeros to 4 columns a word.  Before pdl_wait, the block's
         # rows start coming into L1 (M is never written by a graph's kernels), so after
         # it the loop is bound by its instructions: unsigned indices (no negative-index
-        # wrap-around code), the offset binary stored (no xor) and one fused
-        # multiply-add an entry.  (H200, 3042 rows: 4 rows a block and a shared-memory
-        # tree per row 14.7 us; 8 rows, 256 threads, shuffles 10.1 us; 2048 rows: 9.9
-        # -> 6.8 us.)
+        # wrap-around code), the offset binary stored (no xor), fields made float64
+        # from 32-bit words (``fixed``) and one fused multiply-add an entry.  (H200,
+        # 3042 rows: 4 rows a block and a shared-memory tree per row 14.7 us; 8 rows,
+        # 256 threads, shuffles 10.1 us; 11-16 us in the solver's chain with 64-bit
+        # decoding, 8.8-9.2 us now; docs/rrb.md, "Below 0.5 ms".)
         pdl_trigger()
         m = M.shape[0]
         ng = uint64(M.shape[1])
