@@ -426,7 +426,7 @@ def gpu_kernels():
             rb(P, y, X, o, J, k - J * w, h, w)
 
     @cuda.jit
-    def r2_backward_dot(P, y, X, o, sc, slot, g, then, nbslot, st, hist, par, count, p, sth):
+    def r2_backward_dot(P, y, X, o, sc, slot, g, then, nbslot, st, hist, par, count, sth):
         pdl_trigger()
         if cuda.grid(1) < y.shape[1] * y.shape[2]:  # the first node of the thread's loop
             fetch_planes(P, cuda.grid(1), y.shape[1] * y.shape[2], 0)
@@ -435,8 +435,7 @@ def gpu_kernels():
         # finishes last (counted in count[0]) runs the stopping rule (then == THEN_CHECK,
         # after an iteration) or sets up the stopping state (THEN_START, after the
         # first preconditioner application; normb^2 in sc[nbslot]), so the scalars
-        # need no kernel of their own.  THEN_START also writes z into p, the first
-        # search direction, so that the first iteration needs no ``update_p``.
+        # need no kernel of their own.
         # (A column walk in 2D blocks as the matvec's, without the index division: 111
         # against 102 us at 4096^2 on an H200; four nodes a thread and round with every
         # load before the first store: 13.3 -> 14.0 us at 1225^2, slower at 4096^2;
@@ -455,9 +454,6 @@ def gpu_kernels():
         v = 0.0
         while k < n:
             v += rb(P, y, X, o, J, I, h, w)
-            if then == THEN_START:
-                p[0, J, I] = o[0, J, I]
-                p[1, J, I] = o[1, J, I]
             k += stride
             I += dI
             J += dJ
@@ -616,8 +612,7 @@ def gpu_kernels():
 
     @cuda.jit(device=True)
     def finite(a, b, c, e):
-        return not (math.isinf(a) or math.isnan(a) or math.isinf(b) or math.isnan(b)
-                    or math.isinf(c) or math.isnan(c) or math.isinf(e) or math.isnan(e))
+        return math.isfinite(a) and math.isfinite(b) and math.isfinite(c) and math.isfinite(e)
 
     @cuda.jit
     def split_schur_rhs(BL, a, x0, warm, y, o, x, flag, sth):
@@ -838,9 +833,6 @@ class GPUSolverState:
         # res, -]; hist holds the relative residual of every iteration.  ``st`` is also
         # the gate of the iteration's kernels; ``nogate`` (always 0) the gate elsewhere.
         self.nogate = xp.zeros(1)
-        # an array argument a kernel does not touch (not an alias of one it writes: the
-        # simulator copies each argument back after a launch)
-        self.unused3 = xp.zeros((2, 1, 1))
         self._stat(1)
         # At most this many iterations per graph launch (and per host read of the
         # stopping state); after the first launch a power of two predicted from the
@@ -972,9 +964,7 @@ class GPUSolverState:
         n = self.h * self.w
         self.k["r2_backward_dot"][_red_blocks(n, self.wave("r2_backward_dot")), TPB, self._st](
             v(self.P[0]), v(r), v(X), v(z), v(self.sc), slot, g, then, nbslot, v(self.st),
-            v(self.hist), v(self.par), v(self.count),
-            v(self.vec["p"] if then == THEN_START else self.unused3),
-            self.stat_host,
+            v(self.hist), v(self.par), v(self.count), self.stat_host,
         )
 
     def dense(self, g):
@@ -1007,7 +997,7 @@ class GPUSolverState:
         """Before the iterations, all on the device: quarters of ``rhs`` (and ``x0``),
         the black elimination (Schur right-hand side ``bS`` in ``full[:2]``), the
         initial residual (``r``, the first of its two buffers) and its preconditioned
-        form ``z``, the stopping state (in the last kernel of the preconditioner).
+        form (in ``p``), the stopping state (in the last kernel of the preconditioner).
         ``rhs``, ``x0``: the solver's buffers or the caller's arrays (``_direct``)."""
         k, v, st = self.k, self.v, self._st
         n = self.h * self.w
@@ -1021,16 +1011,20 @@ class GPUSolverState:
             v(self.BL[0]), self._view(rhs), self._view(x0 if warm else rhs), warm,
             v(self.full), v(z if warm else r), v(self.vec["x"]), v(bad), sth,
         )
+        # The first preconditioned residual z = M^-1 r goes straight into p: it is the
+        # first search direction (the solve's first iteration has no ``update_p``), and
+        # nothing reads z itself before the first iteration writes it again.
+        p = self.vec["p"]
         if not warm:
             # normb = sqrt(r.z)
-            self.precondition(r, z, slot=2, gate=bad, then=THEN_START, nbslot=2)
+            self.precondition(r, p, slot=2, gate=bad, then=THEN_START, nbslot=2)
         else:
-            # normb = sqrt(b M^-1 b); p is scratch here (beta = 0 below)
+            # normb = sqrt(b M^-1 b) (p as scratch)
             fl = self.flat
-            self.precondition(z, self.vec["p"], slot=3, gate=bad)
+            self.precondition(z, p, slot=3, gate=bad)
             self.matvec_dot(self.vec["x"], self.vec["q"], slot=4, gate=bad)
             k["sub"][_blocks(fl["r"].size), TPB, st](v(self.bS_flat), v(fl["q"]), v(fl["r"]))
-            self.precondition(r, z, slot=2, gate=bad, then=THEN_START, nbslot=3)
+            self.precondition(r, p, slot=2, gate=bad, then=THEN_START, nbslot=3)
 
     def _finish(self, out):
         """Black back-substitution from the red iterate, in natural order into ``out``
@@ -1073,7 +1067,7 @@ class GPUSolverState:
 
     def _iteration(self, parity, first=False):
         """One CG iteration reading the r buffer ``parity`` and writing the other:
-        ``p = z + beta p`` (not in the ``first`` after the setup, which wrote p = z),
+        ``p = z + beta p`` (not in the ``first``: the setup wrote its z into p),
         ``q = S p`` (+ p.q);
         ``x += alpha p``, ``r -= alpha q`` fused into the first preconditioner kernel;
         ``z = M^-1 r`` (+ r.z), then the stopping rule and the scalar roll in its last
