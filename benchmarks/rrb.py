@@ -373,20 +373,21 @@ def part_routines(N, copy_bw, reps=20):
     fl = g.flat
     g.sc[5] = 0.5  # beta != 0: p is read
     timeit(
-        "update_p",
-        lambda: k["update_p"][_blocks(nf), TPB, g._st](v(fl["p"]), v(fl["z"]), v(g.sc), ng),
-        6 * n,
+        "x, p update",
+        lambda: k["update_p"][_blocks(nf), TPB, g._st](
+            v(fl["p"]), v(fl["z"]), v(fl["x"]), v(g.sc), ng),
+        10 * n,
     )
     p1 = g.P[0].itemsize / 8  # words of a factor entry (float32: 0.5)
     W1 = g.W[1] if len(g.P) > 1 else g.Wlast
     g.sc[1] = 1.0
     timeit(
-        "x, r update + r2_forward",
+        "r update + r2_forward",
         lambda: k["r2_forward_xr"][_blocks(n), TPB, g._st](
-            v(g.P[0]), v(vec["r"]), v(vec["r_"]), v(vec["q"]), v(vec["x"]), v(vec["p"]),
-            v(g.sc), v(W1), ng
+            v(g.P[0]), v(vec["r"]), v(vec["r_"]), v(vec["q"]), v(g.sc), v(W1), ng,
+            v(g.BL[1] if len(g.P) > 1 else g.BLlast),
         ),
-        (12 + 4 * p1 + 1) * n,
+        (6 + 4 * p1 + 1) * n,
     )
     timeit("dot", lambda: k["dot"][_red_blocks(nf, g.wave("dot")), TPB, g._st](
         v(fl["r"]), v(fl["z"]), v(g.sc), 6), 4 * n)
@@ -407,12 +408,12 @@ def part_routines(N, copy_bw, reps=20):
     src = vec["r"]
     for lev in range(nlp):
         dst = g.W[lev + 1] if lev + 1 < nlp else g.Wlast
+        bln = g.BL[lev + 1] if lev + 1 < nlp else g.BLlast
         m = src.shape[1] * src.shape[2]
         timeit(
             "r2_forward",
-            lambda P=g.P[lev], a=src, b=dst, m=m: k["r2_forward"][_blocks(m), TPB, g._st](
-                v(P), v(a), v(b), ng
-            ),
+            lambda P=g.P[lev], a=src, b=dst, m=m, B=bln: k["r2_forward"][
+                _blocks(m), TPB, g._st](v(P), v(a), v(b), ng, v(g.sc), v(B)),
             (4 * g.P[lev].itemsize / 8 + 4) * m,
             lev + 1,
         )
@@ -535,8 +536,8 @@ def part_breakdown(N, tols=(1e-3, 1e-8), level=None, reps=10, pdl=True):
         # a chunk of full iterations (the solve's first iteration skips ``update_p``:
         # the setup wrote p), captured here if the solves did not need one
         n = min(its, g.check_every)
-        g._replay(("chunk", n, 0, False), lambda m=n: g._chunk(0, m), compiled=True)
-        chunk = G.get(("chunk", n, 0, False))
+        g._replay(("chunk", n, 0, False, False), lambda m=n: g._chunk(0, m), compiled=True)
+        chunk = G.get(("chunk", n, 0, False, False))
         if chunk is not None:
             both = us(launch(setup), launch(chunk))
             rec["iteration_us"] = (both - rec["setup_us"]) / n
@@ -552,10 +553,11 @@ def part_breakdown(N, tols=(1e-3, 1e-8), level=None, reps=10, pdl=True):
         emit(rec)
 
 
-def part_chain(N, pdl=True, reps=50):
+def part_chain(N, pdl=True, reps=50, final=False):
     """Marginal device time of each kernel of one CG iteration as the solver's graphs
     run it: graphs of the iteration's first n launches (n = 1, 2, ...), with
-    programmatic edges when ``pdl``, timed with CUDA events; a record a kernel."""
+    programmatic edges when ``pdl``, timed with CUDA events; a record a kernel.
+    ``final``: the iteration predicted to be a solve's last (forward sweep with r.z)."""
     import cupy
     from forestpy.solvers import rrb
 
@@ -581,13 +583,14 @@ def part_chain(N, pdl=True, reps=50):
             return launch
 
     g.k = {name: Counted(name) for name in kernels}
-    g.st[...] = cupy.asarray([0.0, 0.0, 1.0, 0.0, 1e30, 0.0, 0.0, 0.0])  # never done
+    # never done (tol 0; the final iteration's stopping rule only counts)
+    g.st[...] = cupy.asarray([0.0, 0.0, 1.0, 0.0, 1e30, 0.0, 0.0, 0.0])
     stream = g._graph_stream()
 
     def iteration(numba_stream):
         g._st = numba_stream
         try:
-            g._iteration(0)
+            g._iteration(0, final=final)
         finally:
             g._st = 0
 
@@ -604,7 +607,8 @@ def part_chain(N, pdl=True, reps=50):
             for _ in range(reps):
                 graph.launch(stream)
         us = 1e3 * t.ms / reps
-        emit({"bench": "chain", "N": N, "pdl": pdl, "n": n, "kernel": names[n - 1],
+        emit({"bench": "chain", "N": N, "pdl": pdl, "final": final, "n": n,
+              "kernel": names[n - 1],
               "us": us, "marginal_us": us - before})
         before = us
     g.k = kernels
@@ -712,7 +716,8 @@ def main(argv=None):
     if a.gpu and not sim and "chain" in parts:
         for N in [int(x) for x in (a.sizes or "1225").split(",")]:
             for p in a.pdl.split(","):
-                part_chain(N, pdl=p == "on")
+                for final in (False, True):
+                    part_chain(N, pdl=p == "on", final=final)
     if "vbm" in parts:
         for N in [32] if a.quick else [int(s) for s in a.vbm.split(",")]:
             part_vbm(N, "gpu" if a.gpu else "cpu")

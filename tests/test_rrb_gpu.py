@@ -96,11 +96,16 @@ def test_first_chunk_follows_the_last_solve():
     assert gpu._gpu._last_its == 2
     chunks, finishes = [], []
     real, real_finish = gpu._gpu._chunk, gpu._gpu._finish
-    gpu._gpu._chunk = lambda parity, nit, first=False: (chunks.append(nit),
-                                                        real(parity, nit, first))
+    gpu._gpu._chunk = lambda parity, nit, first=False, final=False: (
+        chunks.append(nit), real(parity, nit, first, final))
     gpu._gpu._finish = lambda out: (finishes.append(len(chunks)), real_finish(out))
+    resumed, real_resume = [], gpu._gpu._resume
+    gpu._gpu._resume = lambda parity: (resumed.append(len(chunks)), real_resume(parity))
     xg, ig = gpu.solve(xp.asarray(b), tol=1e-6)
     assert chunks[0] == 2 and sum(chunks) >= ic["iterations"]
+    # its last iteration, predicted to be the solve's, skipped the back-substitution,
+    # done afterwards by ``_resume`` before the next chunk
+    assert resumed[0] == 1
     # the first chunk was predicted to end the solve: a speculative finish ran after it
     # and was discarded; the returned solution is the final one
     assert finishes[0] == 1 and finishes[-1] == len(chunks) > 1
@@ -277,7 +282,12 @@ def test_fixed_point_product_decodes_negative_and_extreme_entries():
     """``dense_last_fixed`` (int16 fields of int64 words, decoded without a conversion
     instruction) against NumPy for entries over the whole int16 range -- the inverse
     of the tests' M-matrices has none below zero -- and a padded last word."""
-    from forestpy.solvers.rrb.gpu_kernels import DENSE_ROWS, fixed_point_words, gpu_kernels
+    from forestpy.solvers.rrb.gpu_kernels import (
+        DENSE_ROWS,
+        FSUM,
+        fixed_point_words,
+        gpu_kernels,
+    )
 
     rng = np.random.default_rng(5)
     m = 10
@@ -288,11 +298,15 @@ def test_fixed_point_product_decodes_negative_and_extreme_entries():
     d = np.concatenate([rng.uniform(0.5, 2.0, m), np.zeros(4 * 3 - m)])
     X = np.zeros((4, 2, 3))  # the last level's quarters: 2 x 2 x 3 = 12 red slots >= m
     w = rng.standard_normal(X.size)
-    gpu_kernels()["dense_last_fixed"][-(-m // DENSE_ROWS), 4](
-        words, d, w, X, np.zeros(1)
+    # fs = 1: w . X summed into sc[FSUM] (st[0] = 1: done, so no stopping rule after it)
+    sc, st, count = np.zeros(8), np.array([1.0] + [0.0] * 7), np.zeros(1, dtype=np.int32)
+    gpu_kernels()["dense_last_fixed_sum"][-(-m // DENSE_ROWS), 4](
+        words, d, w, X, np.zeros(1), sc, st, np.zeros(4), count, np.zeros(12)
     )
     want = d[:m] * (F.astype(np.float64) @ (d[:m] * w[:m]))
     assert np.allclose(X.reshape(-1)[:m], want, rtol=1e-13, atol=1e-12)
+    assert abs(sc[FSUM] - w[:m] @ want) < 1e-12 * np.abs(w[:m] * want).sum()
+    assert count[0] == 0  # the last block set it back
 
 
 @pytest.mark.skipif(
@@ -327,3 +341,66 @@ def test_programmatic_graph_edges_give_the_plain_graphs_solve():
     for xl, il in ((xl1, il1), (xl0, il0)):
         assert il["iterations"] == cpu_i["iterations"] and il["cuda_graph"]
         assert np.abs(xl - cpu_x).max() < 1e-12 * np.abs(cpu_x).max()
+
+
+def test_forward_sweep_sum_is_r_dot_z():
+    """In an iteration predicted to be the last, r.z is summed in the forward sweep
+    (y^T D^-1 y: black and r2 pivots of every level and w . D Minv D w of the last),
+    so that its back-substitution can be skipped: the same value as r . M^-1 r, on
+    several levels of an odd-sized grid (padded quarters)."""
+    from forestpy.solvers.rrb.gpu_kernels import FSUM
+
+    nx, ny = 33, 21
+    gpu = rrb.RRBSolver(_stencil(nx, ny, seed=17), level=5, backend="gpu")
+    g = gpu._gpu
+    assert len(g.P) >= 3
+    r = g.xp.asarray(np.random.default_rng(18).standard_normal((2, g.h, g.w)))
+    z = g.xp.zeros_like(r)
+    g.sc[...] = 0.0
+    g.precondition(r, z, slot=2)
+    g.precondition(r, g.xp.zeros_like(r), final=True)
+    rz = float(g.sc[2])
+    assert rz > 0 and abs(float(g.sc[FSUM]) - rz) < 1e-13 * rz
+
+
+def test_predicted_last_iteration_skips_its_back_substitution():
+    """A solve predicted to end in its first chunk (as long as the last solve): its
+    last iteration runs only the forward sweep (one level-1 back-substitution fewer
+    than a plain solve), with the CPU's count, history and iterate."""
+    nx, ny = 33, 21
+    st = _stencil(nx, ny, seed=19)
+    b = np.random.default_rng(20).standard_normal((ny, nx))
+    cpu = rrb.RRBSolver(st, level=5)
+    gpu = rrb.RRBSolver(st, level=5, backend="gpu")
+    g = gpu._gpu
+    xp = gpu.backend.xp
+    xc, ic = cpu.solve(b, tol=1e-5)
+    kernels, launched = g.k, []
+
+    class Launches:  # a kernel whose launches (kernel[config](...)) are counted
+        def __init__(self, name):
+            self.name = name
+
+        def __getitem__(self, config):
+            launched.append(self.name)
+            return kernels[self.name][config]
+
+        def __getattr__(self, attr):  # e.g. ``overloads`` (blocks_per_wave)
+            return getattr(kernels[self.name], attr)
+
+    class Counted(dict):
+        def __getitem__(self, name):
+            return Launches(name)
+
+    g.k = Counted(kernels)
+    g.use_graph = False  # plain launches, counted (a real GPU would replay graphs)
+    for predicted in (False, True):
+        launched.clear()
+        xg, ig = gpu.solve(xp.asarray(b), tol=1e-5)
+        assert ig["iterations"] == ic["iterations"] == g._last_its
+        # the setup and every iteration end with the level-1 back-substitution, but
+        # the last iteration of a predicted solve
+        backs = ic["iterations"] + 1 - int(predicted)
+        assert launched.count("r2_backward_dot") == backs
+        assert np.allclose(ig["history"], ic["history"], rtol=1e-10)
+        assert np.abs(gpu.backend.to_host(xg) - xc).max() < 1e-12 * np.abs(xc).max()

@@ -75,6 +75,11 @@ MV_TILE = (32, 8)  # threads (I, J) of a matvec block; MV_TILE[0] * MV_TILE[1] =
 # partial last wave) on an H200.
 RED_BLOCKS = 1024
 THEN_CHECK, THEN_START = 1, 2  # what r2_backward_dot's last block does after the sum
+# Slots of the CG scalars ``sc`` (the others: 0 r.z, 1 p.q, 2 the new r.z, 3 normb^2 of
+# a warm start, 5 beta): ALPHA, the last iteration's alpha (its ``x += alpha p`` is done
+# by the next ``update_p``, or by ``finish``); FSUM, r.z summed in the forward sweep of
+# an iteration predicted to be the last (``GPUSolverState.precondition``, ``final``)
+ALPHA, FSUM = 4, 6
 DENSE_ROWS = 8  # rows of the dense last-level product per block (dense_last*)
 U0, U1, U2, U3, U4, U16 = (np.uint64(v) for v in (0, 1, 2, 3, 4, 16))  # unsigned
 # indices: no negative-index wrap-around code in the dense product's loop
@@ -98,7 +103,7 @@ def gpu_kernels():
     rf = cuda_device(K.body_r2_forward)
     rb = cuda_device(K.body_r2_backward)
     bb = cuda_device(K.body_black_backward)
-    bbv = cuda_device(K.black_backward_values)
+    bvf = cuda_device(K.black_values_from)
     nlq = cuda_device(K.next_level_quarter)
     # Every kernel lets the next one launch at once and waits for its predecessors
     # before touching memory: a graph's kernel edges may then be programmatic ones
@@ -157,20 +162,36 @@ def gpu_kernels():
         cuda.syncthreads()
         if t == 0:
             total = 0.0
-            for k in range(WARPS):
+            for k in range((cuda.blockDim.x * cuda.blockDim.y + 31) >> 5):
                 total += sh[k]
             cuda.atomic.add(sc, slot, total)
 
     @cuda.jit(device=True)
-    def store_rows(s, i0, m, d, Xlast):
+    def last_block_done(count):
+        # True in thread 0 of the block that finishes last (count[0]: blocks done,
+        # back to 0 for the next kernel), once the sums the blocks added before are
+        # visible to it
+        if cuda.threadIdx.x != 0:
+            return False
+        cuda.threadfence()  # this block's sum reaches memory before its count
+        if cuda.atomic.add(count, 0, 1) != cuda.gridDim.x - 1:
+            return False
+        count[0] = 0
+        cuda.threadfence()
+        return True
+
+    @cuda.jit(device=True)
+    def store_rows(s, i0, m, d, w, Xlast):
         # The end of a dense_last* block: the sums of its DENSE_ROWS rows' partial
         # products ``s`` (a local array per thread) over the block -- within each warp
         # by shuffles, then across the warps in shared memory (one barrier; a tree in
         # shared memory per row cost ~4 us of the 3042-row product on an H200) --
         # scaled by d and stored into the last level's quarters (rows past m: computed,
-        # not stored); every thread of the block must call it.
+        # not stored); every thread of the block must call it.  Returns the thread's
+        # part of w . Xlast over the block's rows (the last level's share of r.z).
         sh = cuda.shared.array((WARPS, DENSE_ROWS), float64)
         t0 = cuda.threadIdx.x
+        wx = 0.0
         for r in range(DENSE_ROWS):
             v = warp_sum(s[r])
             if t0 & 31 == 0:
@@ -187,33 +208,22 @@ def gpu_kernels():
                 hwl = Xlast.shape[1] * wl
                 q = i // hwl
                 J = (i - q * hwl) // wl
-                Xlast[q, J, i - q * hwl - J * wl] = d[i] * total
+                xi = d[i] * total
+                Xlast[q, J, i - q * hwl - J * wl] = xi
+                wx += w[i] * xi
             r += cuda.blockDim.x
+        return wx
 
-    @cuda.jit
-    def dense_last(Minv, d, w, Xlast, g):
-        pdl_trigger()
-        pdl_wait()
-        # Xlast[0:2] = D Minv D w[:m] (D = diag(d)); w: the last level's quarters
-        # flattened (a read-only view: the red quarters come first); Minv float32 or
-        # float64 (int16 fixed point: dense_last_fixed), sums in float64.  DENSE_ROWS
-        # rows a block, the threads over the columns (coalesced reads of Minv; each w
-        # value loaded once for all the rows: DENSE_ROWS + 2 independent loads in
-        # flight a thread and column); blockDim.x a multiple of 32, at most TPB.
-        if g[0] != 0.0:
+    @cuda.jit(device=True)
+    def dense_end(wx, sc, fs, st, hist, count, sth):
+        # After the dense product of an iteration predicted to be the last (fs != 0):
+        # the last level's share of r.z into sc[FSUM], then, in the block that
+        # finishes last, the stopping rule on the r.z summed over the forward sweep
+        if fs == 0:
             return
-        m = Minv.shape[0]
-        i0 = cuda.blockIdx.x * DENSE_ROWS
-        s = cuda.local.array(DENSE_ROWS, float64)
-        for r in range(DENSE_ROWS):
-            s[r] = 0.0
-        j = cuda.threadIdx.x
-        while j < m:
-            wj = d[j] * w[j]
-            for r in range(DENSE_ROWS):
-                s[r] += Minv[min(i0 + r, m - 1), j] * wj
-            j += cuda.blockDim.x
-        store_rows(s, i0, m, d, Xlast)
+        block_add(wx, sc, FSUM)
+        if last_block_done(count):
+            check_state(sc, st, hist, cuda.atomic.add(sc, FSUM, 0.0), sth)
 
     as_float64 = words_as_float64()
 
@@ -225,53 +235,6 @@ def gpu_kernels():
         # product compute-bound): the field put in the mantissa of 2^52 is the float64
         # 2^52 + x exactly (built from 32-bit words: no 64-bit integer arithmetic).
         return as_float64((u >> (16 * k)) & 0xFFFF, 0x43300000) - 4503599627403264.0
-
-    @cuda.jit
-    def dense_last_fixed(M, d, w, Xlast, g):
-        # As dense_last for an int16 fixed-point Minv in offset binary, read as int64
-        # words of four entries (M: shape (m, ceil(m / 4)), each thread loads 8 bytes
-        # a row and step, 256 bytes a warp), one word of each of the block's rows a
-        # step; d padded with zeros to 4 columns a word.  Before pdl_wait, the block's
-        # rows start coming into L1 (M is never written by a graph's kernels), so after
-        # it the loop is bound by its instructions: unsigned indices (no negative-index
-        # wrap-around code), the offset binary stored (no xor), fields made float64
-        # from 32-bit words (``fixed``) and one fused multiply-add an entry.  (H200,
-        # 3042 rows: 4 rows a block and a shared-memory tree per row 14.7 us; 8 rows,
-        # 256 threads, shuffles 10.1 us; 11-16 us in the solver's chain with 64-bit
-        # decoding, 8.8-9.2 us now; docs/rrb.md, "Below 0.5 ms".)
-        pdl_trigger()
-        m = M.shape[0]
-        ng = uint64(M.shape[1])
-        i0 = cuda.blockIdx.x * DENSE_ROWS
-        row = cuda.local.array(DENSE_ROWS, uint64)
-        for r in range(DENSE_ROWS):
-            row[r] = uint64(min(i0 + r, m - 1))
-        step = uint64(cuda.blockDim.x)
-        c = uint64(cuda.threadIdx.x)
-        while c < ng:
-            if c % U16 == U0:  # a line: 16 words
-                for r in range(DENSE_ROWS):
-                    fetch_l1(M, row[r] * ng + c)
-            c += step
-        pdl_wait()
-        if g[0] != 0.0:
-            return
-        s = cuda.local.array(DENSE_ROWS, float64)
-        for r in range(DENSE_ROWS):
-            s[r] = 0.0
-        c = uint64(cuda.threadIdx.x)
-        while c < ng:
-            j = c * U4
-            w0 = d[j] * w[j]
-            w1 = d[j + U1] * w[j + U1]
-            w2 = d[j + U2] * w[j + U2]
-            w3 = d[j + U3] * w[j + U3]
-            for r in range(DENSE_ROWS):
-                u = M[row[r], c]
-                s[r] = fixed(u, 3) * w3 + (
-                    fixed(u, 2) * w2 + (fixed(u, 1) * w1 + (fixed(u, 0) * w0 + s[r])))
-            c += step
-        store_rows(s, i0, m, d, Xlast)
 
     @cuda.jit
     def matvec_dot(S, x, y, sc, slot, rows, g):
@@ -363,53 +326,175 @@ def gpu_kernels():
             J = k // w
             bf(BL, y, J, k - J * w, h, w)
 
-    @cuda.jit
-    def r2_forward(P, y, X, g):
-        pdl_trigger()
-        h, w = y.shape[1], y.shape[2]
-        k = cuda.grid(1)
-        if k < h * w:
-            fetch_planes(P, k, h * w, 1)
-        pdl_wait()
-        if g[0] != 0.0:
-            return
-        if k < h * w:
-            J = k // w
-            rf(P, y, X, J, k - J * w, h, w)
+    @cuda.jit(device=True)
+    def black_share(BLn, J, I, xv):
+        # xv^2 / c when the r1 node (J, I) of a level becomes a black node of the next
+        # (its quarters 2, 3, whose factors are BLn); else 0
+        q = nlq(J, I)
+        if q < 2:
+            return 0.0
+        return xv * xv * BLn[q - 2, 0, J >> 1, I >> 1]
 
     @cuda.jit
-    def r2_forward_xr(P, rs, rd, q, x, p, sc, X, g):
-        # The level-1 r2 step of the preconditioner with the CG update fused in:
-        # x += alpha p, r = r_old - alpha q (alpha = sc[0] / sc[1]) into rd (another
-        # buffer than rs: neighbouring threads still read the old r), then the r2
-        # elimination of kernels.body_r2_forward on the updated values.  (x updated
-        # by a kernel on a branch of the graph beside the preconditioner instead: the
-        # same iteration time on an H200.)
+    def residual_update(rs, q, sc, rd, g):
+        # r = r_old - alpha q, alpha = sc[ALPHA] (as r2_forward_xr, after an iteration
+        # predicted to be the last that did not end the solve: see ``_resume``)
         pdl_trigger()
-        if cuda.grid(1) < rs.shape[1] * rs.shape[2]:
-            fetch_planes(P, cuda.grid(1), rs.shape[1] * rs.shape[2], 1)
         pdl_wait()
         if g[0] != 0.0:
             return
-        h, w = rs.shape[1], rs.shape[2]
         k = cuda.grid(1)
-        if k < h * w:
-            J = k // w
-            I = k - J * w
-            alpha = sc[0] / sc[1]
-            x[0, J, I] += alpha * p[0, J, I]
-            x[1, J, I] += alpha * p[1, J, I]
-            r1 = rs[0, J, I] - alpha * q[0, J, I]
-            r2 = rs[1, J, I] - alpha * q[1, J, I]
-            rd[0, J, I] = r1
-            rd[1, J, I] = r2
-            X[nlq(J, I), J >> 1, I >> 1] = r1 - (
-                P[1, J, I] * r2
-                + P[2, J, I] * (at(rs, 1, J, I - 1, h, w) - alpha * at(q, 1, J, I - 1, h, w))
-                + P[3, J, I] * (at(rs, 1, J - 1, I, h, w) - alpha * at(q, 1, J - 1, I, h, w))
-                + P[4, J, I] * (
-                    at(rs, 1, J - 1, I - 1, h, w) - alpha * at(q, 1, J - 1, I - 1, h, w))
-            )
+        if k < rs.size:
+            rd[k] = rs[k] - sc[ALPHA] * q[k]
+
+    def sweep_kernels(fs):
+        # The kernels of the forward sweep and the dense product, compiled twice:
+        # fs = 0 (plain) and fs = 1 (an iteration predicted to be the last: r.z summed
+        # on the way; the ``_sum`` kernels).  fs is a compile-time constant, so the
+        # plain kernels carry no code of the sums.
+        @cuda.jit
+        def dense_last(Minv, d, w, Xlast, g, sc, st, hist, count, sth):
+            pdl_trigger()
+            pdl_wait()
+            # Xlast[0:2] = D Minv D w[:m] (D = diag(d)); w: the last level's quarters
+            # flattened (a read-only view: the red quarters come first); Minv float32 or
+            # float64 (int16 fixed point: dense_last_fixed), sums in float64.  DENSE_ROWS
+            # rows a block, the threads over the columns (coalesced reads of Minv; each w
+            # value loaded once for all the rows: DENSE_ROWS + 2 independent loads in
+            # flight a thread and column); blockDim.x a multiple of 32, at most TPB.
+            if g[0] != 0.0:
+                return
+            m = Minv.shape[0]
+            i0 = cuda.blockIdx.x * DENSE_ROWS
+            s = cuda.local.array(DENSE_ROWS, float64)
+            for r in range(DENSE_ROWS):
+                s[r] = 0.0
+            j = cuda.threadIdx.x
+            while j < m:
+                wj = d[j] * w[j]
+                for r in range(DENSE_ROWS):
+                    s[r] += Minv[min(i0 + r, m - 1), j] * wj
+                j += cuda.blockDim.x
+            dense_end(store_rows(s, i0, m, d, w, Xlast), sc, fs, st, hist, count, sth)
+
+        @cuda.jit
+        def dense_last_fixed(M, d, w, Xlast, g, sc, st, hist, count, sth):
+            # As dense_last for an int16 fixed-point Minv in offset binary, read as int64
+            # words of four entries (M: shape (m, ceil(m / 4)), each thread loads 8 bytes
+            # a row and step, 256 bytes a warp), one word of each of the block's rows a
+            # step; d padded with zeros to 4 columns a word.  Before pdl_wait, the block's
+            # rows start coming into L1 (M is never written by a graph's kernels), so after
+            # it the loop is bound by its instructions: unsigned indices (no negative-index
+            # wrap-around code), the offset binary stored (no xor), fields made float64
+            # from 32-bit words (``fixed``) and one fused multiply-add an entry.  (H200,
+            # 3042 rows: 4 rows a block and a shared-memory tree per row 14.7 us; 8 rows,
+            # 256 threads, shuffles 10.1 us; 11-16 us in the solver's chain with 64-bit
+            # decoding, 8.8-9.2 us now; docs/rrb.md, "Below 0.5 ms".)
+            pdl_trigger()
+            m = M.shape[0]
+            ng = uint64(M.shape[1])
+            i0 = cuda.blockIdx.x * DENSE_ROWS
+            row = cuda.local.array(DENSE_ROWS, uint64)
+            for r in range(DENSE_ROWS):
+                row[r] = uint64(min(i0 + r, m - 1))
+            step = uint64(cuda.blockDim.x)
+            c = uint64(cuda.threadIdx.x)
+            while c < ng:
+                if c % U16 == U0:  # a line: 16 words
+                    for r in range(DENSE_ROWS):
+                        fetch_l1(M, row[r] * ng + c)
+                c += step
+            pdl_wait()
+            if g[0] != 0.0:
+                return
+            s = cuda.local.array(DENSE_ROWS, float64)
+            for r in range(DENSE_ROWS):
+                s[r] = 0.0
+            c = uint64(cuda.threadIdx.x)
+            while c < ng:
+                j = c * U4
+                w0 = d[j] * w[j]
+                w1 = d[j + U1] * w[j + U1]
+                w2 = d[j + U2] * w[j + U2]
+                w3 = d[j + U3] * w[j + U3]
+                for r in range(DENSE_ROWS):
+                    u = M[row[r], c]
+                    s[r] = fixed(u, 3) * w3 + (
+                        fixed(u, 2) * w2 + (fixed(u, 1) * w1 + (fixed(u, 0) * w0 + s[r])))
+                c += step
+            dense_end(store_rows(s, i0, m, d, w, Xlast), sc, fs, st, hist, count, sth)
+
+        # The level's r2 kernels with fs != 0 (an iteration predicted to be the last)
+        # also add their nodes' share of r.z = y^T D^-1 y into sc[FSUM] (y = L^-1 r:
+        # z = L^-T D^-1 y, so r.z needs no back-substitution): y_r2^2 / d of their r2
+        # nodes and y_black^2 / c of the next level's black nodes, which they write
+        # (``black_share``; the black steps change only red values); the last level's
+        # w . D Minv D w in ``dense_end``.  Padding nodes hold y = 0 and 1/c = 1/d = 1.
+
+        @cuda.jit
+        def r2_forward(P, y, X, g, sc, BLn):
+            pdl_trigger()
+            h, w = y.shape[1], y.shape[2]
+            k = cuda.grid(1)
+            if k < h * w:
+                fetch_planes(P, k, h * w, 0 if fs != 0 else 1)
+            pdl_wait()
+            if g[0] != 0.0:
+                return
+            v = 0.0
+            if k < h * w:
+                J = k // w
+                I = k - J * w
+                rf(P, y, X, J, I, h, w)
+                if fs != 0:
+                    v = y[1, J, I] * y[1, J, I] * P[0, J, I] + black_share(
+                        BLn, J, I, X[nlq(J, I), J >> 1, I >> 1])
+            if fs != 0:
+                block_add(v, sc, FSUM)
+
+        @cuda.jit
+        def r2_forward_xr(P, rs, rd, q, sc, X, g, BLn):
+            # The level-1 r2 step of the preconditioner with the CG update of r fused in:
+            # r = r_old - alpha q (alpha = sc[0] / sc[1]) into rd (another buffer than rs:
+            # neighbouring threads still read the old r), then the r2 elimination of
+            # kernels.body_r2_forward on the updated values.  ``x += alpha p`` waits for
+            # the next ``update_p`` (or ``finish``), which reads p anyway.  With fs != 0
+            # r is not written: an iteration that ends the solve needs it no more, and
+            # one that does not gets it from ``residual_update`` (``_resume``).
+            pdl_trigger()
+            if cuda.grid(1) < rs.shape[1] * rs.shape[2]:
+                fetch_planes(P, cuda.grid(1), rs.shape[1] * rs.shape[2], 0 if fs != 0 else 1)
+            pdl_wait()
+            if g[0] != 0.0:
+                return
+            h, w = rs.shape[1], rs.shape[2]
+            k = cuda.grid(1)
+            v = 0.0
+            if k < h * w:
+                J = k // w
+                I = k - J * w
+                alpha = sc[0] / sc[1]
+                r1 = rs[0, J, I] - alpha * q[0, J, I]
+                r2 = rs[1, J, I] - alpha * q[1, J, I]
+                if fs == 0:
+                    rd[0, J, I] = r1
+                    rd[1, J, I] = r2
+                xv = r1 - (
+                    P[1, J, I] * r2
+                    + P[2, J, I] * (at(rs, 1, J, I - 1, h, w) - alpha * at(q, 1, J, I - 1, h, w))
+                    + P[3, J, I] * (at(rs, 1, J - 1, I, h, w) - alpha * at(q, 1, J - 1, I, h, w))
+                    + P[4, J, I] * (
+                        at(rs, 1, J - 1, I - 1, h, w) - alpha * at(q, 1, J - 1, I - 1, h, w))
+                )
+                X[nlq(J, I), J >> 1, I >> 1] = xv
+                if fs != 0:
+                    v = r2 * r2 * P[0, J, I] + black_share(BLn, J, I, xv)
+            if fs != 0:
+                block_add(v, sc, FSUM)
+
+        return {"dense_last": dense_last, "dense_last_fixed": dense_last_fixed,
+                "r2_forward": r2_forward,
+                "r2_forward_xr": r2_forward_xr}
 
     @cuda.jit
     def r2_backward(P, y, X, o, g):
@@ -461,13 +546,8 @@ def gpu_kernels():
                 I -= w
                 J += 1
         block_add(v, sc, slot)
-        if then == 0 or cuda.threadIdx.x != 0:
+        if then == 0 or not last_block_done(count):
             return
-        cuda.threadfence()  # this block's sum reaches memory before its count
-        if cuda.atomic.add(count, 0, 1) != cuda.gridDim.x - 1:
-            return
-        count[0] = 0
-        cuda.threadfence()
         if then == THEN_CHECK:
             check_state(sc, st, hist, cuda.atomic.add(sc, 2, 0.0), sth)
         else:
@@ -489,7 +569,9 @@ def gpu_kernels():
             bb(BL, y, x, J, k - J * w, h, w)
 
     @cuda.jit
-    def update_p(p, z, sc, g):
+    def update_p(p, z, x, sc, g):
+        # x += alpha p (the last iteration's, deferred: p is read here anyway), then
+        # p = z + beta p
         pdl_trigger()
         pdl_wait()
         if g[0] != 0.0:
@@ -497,8 +579,10 @@ def gpu_kernels():
         k = cuda.grid(1)
         if k < p.size:
             beta = sc[5]
-            # beta = 0 (the first iteration): p = z, whatever p held before
-            p[k] = z[k] if beta == 0.0 else z[k] + beta * p[k]
+            pk = p[k]
+            x[k] += sc[ALPHA] * pk
+            # beta = 0: p = z, whatever p held before
+            p[k] = z[k] if beta == 0.0 else z[k] + beta * pk
 
     @cuda.jit(device=True)
     def mirror(st, sth):
@@ -534,6 +618,8 @@ def gpu_kernels():
         sc[1] = 0.0
         sc[2] = 0.0
         sc[5] = 0.0
+        sc[ALPHA] = 0.0
+        sc[FSUM] = 0.0
         mirror(st, sth)
 
     @cuda.jit(device=True)
@@ -541,12 +627,14 @@ def gpu_kernels():
         # The stopping rule on the device, after an iteration's r.z:
         # st = [done, iterations, normb, tol, maxiter, converged, res, -].  Once done,
         # every gated kernel of later (captured) iterations returns at once, so the
-        # iterate is exactly the one where the test first passed.  Otherwise the
+        # iterate is exactly the one where the test first passed (x + alpha p: the
+        # iteration's alpha is kept in sc[ALPHA] for ``finish``).  Otherwise the
         # scalars roll for the next iteration: beta = r.z / r.z_old into sc[5],
-        # sc[0] = r.z, sc[1] = sc[2] = 0.  The state and the history entry also go
-        # into the host mirror sth = [st, hist].
+        # sc[0] = r.z, sc[1] = sc[2] = sc[FSUM] = 0.  The state and the history entry
+        # also go into the host mirror sth = [st, hist].
         if st[0] != 0.0:
             return
+        sc[ALPHA] = sc[0] / sc[1]
         c = st[1] + 1.0
         st[1] = c
         res = math.sqrt(max(rz, 0.0)) / st[2]
@@ -565,6 +653,7 @@ def gpu_kernels():
             sc[0] = rz
             sc[1] = 0.0
             sc[2] = 0.0
+            sc[FSUM] = 0.0
         mirror(st, sth)
 
     @cuda.jit
@@ -587,22 +676,6 @@ def gpu_kernels():
         if k < a.size:
             o[k] = a[k] - b[k]
 
-    @cuda.jit
-    def reset(sc, st, sth):
-        pdl_trigger()
-        pdl_wait()
-        # before a solve: the CG scalars and the non-finite flag st[7] to 0, and
-        # st[0] (done) to 1 until ``start_state`` has set the stopping state (which a
-        # non-finite input skips: its iterations then stay gated off)
-        k = cuda.grid(1)
-        if k < sc.size:
-            sc[k] = 0.0
-        if k == 0:
-            st[0] = 1.0
-            st[7] = 0.0
-            sth[0] = 1.0
-            sth[7] = 0.0
-
     @cuda.jit(device=True)
     def nat(a, j, i):
         # a[j, i] of a natural-order (ny, nx) array, 0 outside it (the pads of quarters)
@@ -615,7 +688,7 @@ def gpu_kernels():
         return math.isfinite(a) and math.isfinite(b) and math.isfinite(c) and math.isfinite(e)
 
     @cuda.jit
-    def split_schur_rhs(BL, a, x0, warm, y, o, x, flag, sth):
+    def split_schur_rhs(BL, a, x0, warm, y, o, x, st, sth, sc):
         pdl_trigger()
         pdl_wait()
         # The rhs ``a`` (ny, nx, natural order) in quarters and its black elimination
@@ -625,10 +698,18 @@ def gpu_kernels():
         # y[2:4] (for ``finish``), the Schur rhs into o[0:2] (the first residual, or z
         # of a warm start) and, warm, into y[0:2] too; the first iterate x = 0 (cold) or
         # the red values of x0 (warm, natural order).  A NaN or inf in a (or x0) sets
-        # flag[0] and its host mirror sth[7] (the same value from any thread: no race
-        # that matters).
+        # the flag st[7] and its host mirror sth[7] (the same value from any thread: no
+        # race that matters; the host sets them back to 0 when it raises).  Thread 0
+        # also starts the solve's state: the CG scalars to 0, and st[0] (done) to 1
+        # until ``start_state`` has set the stopping state (which a non-finite input
+        # skips: its iterations then stay gated off).
         h, w = y.shape[1], y.shape[2]
         k = cuda.grid(1)
+        if k == 0:
+            for i in range(sc.size):
+                sc[i] = 0.0
+            st[0] = 1.0
+            sth[0] = 1.0
         if k < h * w:
             J = k // w
             I = k - J * w
@@ -667,16 +748,24 @@ def gpu_kernels():
                 x[0, J, I] = 0.0
                 x[1, J, I] = 0.0
             if not ok:
-                flag[0] = 1.0
+                st[7] = 1.0
                 sth[7] = 1.0
 
+    @cuda.jit(device=True)
+    def x_last(x, p, alpha, q, J, I, h, w):
+        # the red iterate x + alpha p (the last iteration's update) at quarter q, (J, I);
+        # 0 outside the h x w rectangle
+        return at(x, q, J, I, h, w) + alpha * at(p, q, J, I, h, w)
+
     @cuda.jit
-    def finish(BL, y, x, a, g):
+    def finish(BL, y, x, p, sc, a, g):
         pdl_trigger()
         pdl_wait()
-        # The black back-substitution from the red iterate x[0:2] and the black rhs
-        # y[2:4], every quarter written straight into natural order a (ny, nx); nothing
-        # when g[0] != 0 (a non-finite input: ``a`` may be the caller's array)
+        # The black back-substitution from the red iterate x[0:2] + sc[ALPHA] p[0:2]
+        # and the black rhs y[2:4], every quarter written straight into natural order
+        # a (ny, nx) (x itself is left as it is: a speculative finish changes nothing
+        # the iterations use); nothing when g[0] != 0 (a non-finite input: ``a`` may
+        # be the caller's array)
         if g[0] != 0.0:
             return
         h, w = x.shape[1], x.shape[2]
@@ -685,31 +774,35 @@ def gpu_kernels():
         if k < h * w:
             J = k // w
             I = k - J * w
-            b1, b2 = bbv(BL, y, x, J, I, h, w)
+            al = sc[ALPHA]
+            x0 = x_last(x, p, al, 0, J, I, h, w)
+            x1 = x_last(x, p, al, 1, J, I, h, w)
+            b1, b2 = bvf(BL, y, J, I, x0, x_last(x, p, al, 0, J, I + 1, h, w),
+                         x_last(x, p, al, 1, J - 1, I, h, w), x1,
+                         x_last(x, p, al, 1, J, I - 1, h, w),
+                         x_last(x, p, al, 0, J + 1, I, h, w))
             i0, j0 = 2 * I, 2 * J
             if i0 < nx and j0 < ny:
-                a[j0, i0] = x[0, J, I]
+                a[j0, i0] = x0
             if i0 + 1 < nx and j0 + 1 < ny:
-                a[j0 + 1, i0 + 1] = x[1, J, I]
+                a[j0 + 1, i0 + 1] = x1
             if i0 + 1 < nx and j0 < ny:
                 a[j0, i0 + 1] = b1
             if i0 < nx and j0 + 1 < ny:
                 a[j0 + 1, i0] = b2
 
+    _KERNELS.update(sweep_kernels(0))
+    _KERNELS.update({name + "_sum": kern for name, kern in sweep_kernels(1).items()})
     _KERNELS.update(
         matvec_dot=matvec_dot,
         black_forward=black_forward,
-        r2_forward=r2_forward,
+        residual_update=residual_update,
         r2_backward=r2_backward,
-        r2_forward_xr=r2_forward_xr,
         update_p=update_p,
         r2_backward_dot=r2_backward_dot,
         black_backward=black_backward,
-        dense_last=dense_last,
-        dense_last_fixed=dense_last_fixed,
         dot=dot,
         sub=sub,
-        reset=reset,
         split_schur_rhs=split_schur_rhs,
         finish=finish,
     )
@@ -915,26 +1008,36 @@ class GPUSolverState:
             self.v(self.S9), self.v(x), self.v(y), self.v(self.sc), slot, rows, self.v(g)
         )
 
-    def precondition(self, r, z, slot=2, gate=None, xr=None, then=0, nbslot=0):
+    def precondition(self, r, z, slot=2, gate=None, xr=None, then=0, nbslot=0, final=False):
         """``z = M^-1 r`` (red level-1 vectors); adds ``r . z`` into ``sc[slot]``.
-        Every kernel returns at once when ``gate[0] != 0``.  ``xr = (r_old, q, x, p)``:
-        the CG update ``x += alpha p``, ``r = r_old - alpha q`` is fused into the first
-        kernel (``r`` written); ``then``: THEN_CHECK or THEN_START after the sum (see
-        the kernel ``r2_backward_dot``)."""
+        Every kernel returns at once when ``gate[0] != 0``.  ``xr = (r_old, q)``: the
+        CG update ``r = r_old - alpha q`` is fused into the first kernel (``r``
+        written); ``then``: THEN_CHECK or THEN_START after the sum (see the kernel
+        ``r2_backward_dot``).
+
+        ``final`` (an iteration predicted to be the last of its solve): only the
+        forward sweep, with ``r . z = y^T D^-1 y`` summed on the way into
+        ``sc[FSUM]`` and the stopping rule run on it by the dense product's last
+        block; ``z`` is not computed (if the solve goes on, :meth:`backward` does it).
+        Saves the back-substitution of the last iteration (~30 us of ~100 at 1.5 M
+        unknowns)."""
         k, v, st = self.k, self.v, self._st
         g = v(self.nogate if gate is None else gate)
+        sc, sum_ = v(self.sc), "_sum" if final else ""
         nl = len(self.P)
         src = r
         for lev in range(nl):
             dst = self.W[lev + 1] if lev + 1 < nl else self.Wlast
+            bln = v(self.BL[lev + 1] if lev + 1 < nl else self.BLlast)  # dst's black factors
             n = src.shape[1] * src.shape[2]
             if lev == 0 and xr is not None:
-                r_old, q, x, p = xr
-                k["r2_forward_xr"][_blocks(n), TPB, st](
-                    v(self.P[0]), v(r_old), v(r), v(q), v(x), v(p), v(self.sc), v(dst), g
+                r_old, q = xr
+                k["r2_forward_xr" + sum_][_blocks(n), TPB, st](
+                    v(self.P[0]), v(r_old), v(r), v(q), sc, v(dst), g, bln
                 )
             else:
-                k["r2_forward"][_blocks(n), TPB, st](v(self.P[lev]), v(src), v(dst), g)
+                k["r2_forward" + sum_][_blocks(n), TPB, st](
+                    v(self.P[lev]), v(src), v(dst), g, sc, bln)
             if lev + 1 < nl:
                 k["black_forward"][_blocks(dst.shape[1] * dst.shape[2]), TPB, st](
                     v(self.BL[lev + 1]), v(dst), g
@@ -944,7 +1047,16 @@ class GPUSolverState:
         # black back-substitution
         nk = self.Wlast.shape[1] * self.Wlast.shape[2]
         k["black_forward"][_blocks(nk), TPB, st](v(self.BLlast), v(self.Wlast), g)
-        self.dense(g)
+        self.dense(g, final)
+        if not final:
+            self.backward(r, z, g, slot, then, nbslot)
+
+    def backward(self, r, z, g, slot=2, then=0, nbslot=0):
+        """The back-substitution half of :meth:`precondition` (from the last level's
+        dense solve up to ``z``; ``g``: a Numba view)."""
+        k, v, st = self.k, self.v, self._st
+        nl = len(self.P)
+        nk = self.Wlast.shape[1] * self.Wlast.shape[2]
         k["black_backward"][_blocks(nk), TPB, st](
             v(self.BLlast), v(self.Wlast), v(self.Xlast), g
         )
@@ -967,13 +1079,15 @@ class GPUSolverState:
             v(self.hist), v(self.par), v(self.count), self.stat_host,
         )
 
-    def dense(self, g):
+    def dense(self, g, final=False):
         """``Xlast[0:2] = Minv Wlast[0:2]`` (the last level's red Schur solve), gated by
-        the Numba view ``g``."""
+        the Numba view ``g``; ``final``: see :meth:`precondition`."""
         m = self.Minv.shape[0]
-        name = "dense_last_fixed" if self.fixed else "dense_last"
+        v = self.v
+        name = ("dense_last_fixed" if self.fixed else "dense_last") + ("_sum" if final else "")
         self.k[name][-(-m // DENSE_ROWS), self.dense_tpb, self._st](
-            self.v(self.Minv), self.v(self.Dlast), self.v(self.Wlast_flat), self.v(self.Xlast), g
+            v(self.Minv), v(self.Dlast), v(self.Wlast_flat), v(self.Xlast), g, v(self.sc),
+            v(self.st), v(self.hist), v(self.count), self.stat_host,
         )
 
     def precondition_full(self, b, nx, ny):
@@ -1003,13 +1117,12 @@ class GPUSolverState:
         n = self.h * self.w
         bad = self.flag
         sth = self.stat_host
-        k["reset"][1, TPB, st](v(self.sc), v(self.st), sth)
         # rhs in quarters and its black elimination: ``full[2:4]`` keeps the black rhs
         # for the back-substitution in ``finish``, ``full[:2]`` (warm) the Schur rhs
         r, z = self.rbuf[0], self.vec["z"]
         k["split_schur_rhs"][_blocks(n), TPB, st](
             v(self.BL[0]), self._view(rhs), self._view(x0 if warm else rhs), warm,
-            v(self.full), v(z if warm else r), v(self.vec["x"]), v(bad), sth,
+            v(self.full), v(z if warm else r), v(self.vec["x"]), v(self.st), sth, v(self.sc),
         )
         # The first preconditioned residual z = M^-1 r goes straight into p: it is the
         # first search direction (the solve's first iteration has no ``update_p``), and
@@ -1031,8 +1144,8 @@ class GPUSolverState:
         (the solver's buffer or the caller's array; one kernel)."""
         n = self.h * self.w
         self.k["finish"][_blocks(n), TPB, self._st](
-            self.v(self.BL[0]), self.v(self.full), self.v(self.vec["x"]), self._view(out),
-            self.v(self.flag),
+            self.v(self.BL[0]), self.v(self.full), self.v(self.vec["x"]), self.v(self.vec["p"]),
+            self.v(self.sc), self._view(out), self.v(self.flag),
         )
 
     def _view(self, a):
@@ -1065,30 +1178,44 @@ class GPUSolverState:
         self._seen.add(ptr)
         return None
 
-    def _iteration(self, parity, first=False):
+    def _iteration(self, parity, first=False, final=False):
         """One CG iteration reading the r buffer ``parity`` and writing the other:
-        ``p = z + beta p`` (not in the ``first``: the setup wrote its z into p),
-        ``q = S p`` (+ p.q);
-        ``x += alpha p``, ``r -= alpha q`` fused into the first preconditioner kernel;
-        ``z = M^-1 r`` (+ r.z), then the stopping rule and the scalar roll in its last
-        kernel."""
+        the last iteration's ``x += alpha p`` and ``p = z + beta p`` (not in the
+        ``first``: the setup wrote its z into p), ``q = S p`` (+ p.q); ``r -= alpha q``
+        fused into the first preconditioner kernel; ``z = M^-1 r`` (+ r.z), then the
+        stopping rule and the scalar roll in its last kernel (``final``: see
+        :meth:`precondition`)."""
         k, v, st = self.k, self.v, self._st
         g = self.st
         nf = 2 * self.h * self.w
         if not first:
+            fl = self.flat
             k["update_p"][_blocks(nf), TPB, st](
-                v(self.flat["p"]), v(self.flat["z"]), v(self.sc), v(g)
+                v(fl["p"]), v(fl["z"]), v(fl["x"]), v(self.sc), v(g)
             )
         q, z, p = self.vec["q"], self.vec["z"], self.vec["p"]
         self.matvec_dot(p, q, slot=1, gate=g)
         self.precondition(self.rbuf[1 - parity], z, slot=2, gate=g,
-                          xr=(self.rbuf[parity], q, self.vec["x"], p), then=THEN_CHECK)
+                          xr=(self.rbuf[parity], q), then=THEN_CHECK, final=final)
 
-    def _chunk(self, parity, nit, first=False):
+    def _chunk(self, parity, nit, first=False, final=False):
         """``nit`` iterations, the first reading the buffers ``parity`` (and, ``first``,
-        the solve's first iteration)."""
+        the solve's first iteration); ``final``: the last is predicted to end the solve
+        (its back-substitution left to :meth:`_resume` if it does not)."""
         for i in range(nit):
-            self._iteration((parity + i) % 2, first and i == 0)
+            self._iteration((parity + i) % 2, first and i == 0, final and i == nit - 1)
+
+    def _resume(self, parity):
+        """After a ``final`` iteration that did not end the solve, what it left out: its
+        residual ``r`` (into the buffer ``parity``) and its back-substitution, ``z``
+        from the forward sweep's levels (the r.z into the unused ``sc[7]``: the
+        stopping rule already ran on the forward sum)."""
+        v, g, r = self.v, self.v(self.st), self.rbuf[parity]
+        nf = 2 * self.h * self.w
+        self.k["residual_update"][_blocks(nf), TPB, self._st](
+            v(self.rbuf[1 - parity].reshape(nf)), v(self.flat["q"]), v(self.sc),
+            v(r.reshape(nf)), g)
+        self.backward(r, self.vec["z"], g, slot=7)
 
     def _state(self):
         """The stopping state ``[st (8), hist]`` after the last chunk launched (its host
@@ -1210,12 +1337,12 @@ class GPUSolverState:
         # captured on its own: setup, chunk and finish as one graph (one launch, and
         # programmatic edges across what were the graphs' boundaries); in plain
         # launches the same three in a row.
-        captured = self._graphs.get(("chunk", nit, 0, True)) is not None
+        captured = self._graphs.get(("chunk", nit, 0, True, True)) is not None
         queued = self.one_graph and ends and (captured or self.sim or not self.use_graph)
         if queued:  # the first chunk and the finish are queued with the setup
             graph = self._replay(
                 ("solve", warm, rp, x0p, nit, op),
-                lambda: (self._setup(warm, rhs, x0), self._chunk(0, nit, True),
+                lambda: (self._setup(warm, rhs, x0), self._chunk(0, nit, True, True),
                          self._finish(dst)),
                 compiled=True,
             )
@@ -1226,9 +1353,9 @@ class GPUSolverState:
                                  compiled=("setup", warm, None, None) in self._graphs)
         while True:
             if not queued:
-                key = ("chunk", nit, done % 2, done == 0)
+                key = ("chunk", nit, done % 2, done == 0, ends)
                 graph |= self._replay(
-                    key, lambda a=done % 2, m=nit, f=done == 0: self._chunk(a, m, f))
+                    key, lambda a=done % 2, m=nit, f=done == 0, e=ends: self._chunk(a, m, f, e))
                 done += nit
                 if ends:
                     # Speculative: the finish (it changes nothing the iterations use)
@@ -1238,10 +1365,16 @@ class GPUSolverState:
             queued = False
             stv = self._state()
             if stv[7] != 0.0:
+                self.flag[...] = 0.0  # for the next solve (the device is idle here)
+                stv[7] = 0.0
                 what = "rhs" if x0 is None else "rhs or x0"
                 raise ValueError(f"RRB solve: {what} has non-finite values (NaN or inf)")
             if stv[0] != 0.0:
                 break
+            if ends:
+                # the chunk's last iteration skipped its back-substitution (``final``)
+                graph |= self._replay(("resume", done % 2),
+                                      lambda a=done % 2: self._resume(a))
             nit, ends = _next_chunk(stv[8 : 8 + int(stv[1])], tol, kk)
         if not ends:
             x = finish()

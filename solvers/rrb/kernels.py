@@ -153,22 +153,28 @@ def body_r2_backward(P, y, X, o, J, I, h, w):
 
 
 @nb.njit(cache=True)
+def black_values_from(BL, y, J, I, x0, x0e, x1s, x1, x1w, x0n):
+    """The two black values of node ``(J, I)`` (y_black / c - L^T red values) from its
+    red neighbours' values: r1 at ``(J, I)``, ``(J, I + 1)``, ``(J + 1, I)`` (``x0``,
+    ``x0e``, ``x0n``) and r2 at ``(J, I)``, ``(J - 1, I)``, ``(J, I - 1)`` (``x1``,
+    ``x1s``, ``x1w``)."""
+    b1 = y[2, J, I] * BL[0, 0, J, I] - (
+        BL[0, 1, J, I] * x0 + BL[0, 2, J, I] * x0e + BL[0, 3, J, I] * x1s + BL[0, 4, J, I] * x1
+    )
+    b2 = y[3, J, I] * BL[1, 0, J, I] - (
+        BL[1, 1, J, I] * x1w + BL[1, 2, J, I] * x1 + BL[1, 3, J, I] * x0 + BL[1, 4, J, I] * x0n
+    )
+    return b1, b2
+
+
+@nb.njit(cache=True)
 def black_backward_values(BL, y, x, J, I, h, w):
     """The two black values of node ``(J, I)``: y_black / c - L^T red values (the red
     values read from ``x[0:2]``)."""
-    b1 = y[2, J, I] * BL[0, 0, J, I] - (
-        BL[0, 1, J, I] * x[0, J, I]
-        + BL[0, 2, J, I] * at(x, 0, J, I + 1, h, w)
-        + BL[0, 3, J, I] * at(x, 1, J - 1, I, h, w)
-        + BL[0, 4, J, I] * x[1, J, I]
+    return black_values_from(
+        BL, y, J, I, x[0, J, I], at(x, 0, J, I + 1, h, w), at(x, 1, J - 1, I, h, w),
+        x[1, J, I], at(x, 1, J, I - 1, h, w), at(x, 0, J + 1, I, h, w),
     )
-    b2 = y[3, J, I] * BL[1, 0, J, I] - (
-        BL[1, 1, J, I] * at(x, 1, J, I - 1, h, w)
-        + BL[1, 2, J, I] * x[1, J, I]
-        + BL[1, 3, J, I] * x[0, J, I]
-        + BL[1, 4, J, I] * at(x, 0, J + 1, I, h, w)
-    )
-    return b1, b2
 
 
 @nb.njit(cache=True)
