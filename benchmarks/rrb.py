@@ -450,6 +450,13 @@ def part_routines(N, copy_bw, reps=20):
         (5 + 5 * p1) * n,
         1,
     )
+    # more blocks than one wave (the grid-stride loop then walks fewer nodes a thread)
+    wave = g.wave("r2_backward_dot")
+    for mult, label in ((2, "2 waves"), (4, "4 waves"), (1 << 30, "one node a thread")):
+        g._wave["r2_backward_dot"] = wave * mult
+        timeit(f"r2_backward+dot, {label}",
+               lambda: g.level1_backward(vec["r"], X, vec["z"], ng, slot=6), (5 + 5 * p1) * n)
+    g._wave["r2_backward_dot"] = wave
     # A whole CG iteration as the solver runs it: a captured graph of 8 iterations,
     # never stopping (tol 0, no iteration limit), per iteration.
     s.solve(s.backend.xp.asarray(f), tol=1e-8)
