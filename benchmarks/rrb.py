@@ -371,7 +371,6 @@ def part_routines(N, copy_bw, reps=20):
     g.mv_rows = None
     g._wave.pop("matvec_dot")
     fl = g.flat
-    g.sc[5] = 0.5  # beta != 0: p is read
     timeit(
         "x, p update",
         lambda: k["update_p"][_blocks(nf), TPB, g._st](

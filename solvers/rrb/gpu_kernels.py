@@ -586,11 +586,9 @@ def gpu_kernels():
             return
         k = cuda.grid(1)
         if k < p.size:
-            beta = sc[5]
             pk = p[k]
             x[k] += sc[ALPHA] * pk
-            # beta = 0: p = z, whatever p held before
-            p[k] = z[k] if beta == 0.0 else z[k] + beta * pk
+            p[k] = z[k] + sc[5] * pk
 
     @cuda.jit(device=True)
     def mirror(st, sth):
@@ -602,10 +600,11 @@ def gpu_kernels():
     def start_state(sc, st, nb2, rz, par, sth):
         # The stopping state before the first iteration (no host read of r.z):
         # normb = sqrt(nb2), res = sqrt(rz) / normb (0 when normb = 0), and the scalar
-        # roll (sc[0] = r.z, sc[1] = sc[2] = 0, beta = sc[5] = 0: the first search
-        # direction is z); par = [tol, maxiter] (a device array, so a captured
-        # graph serves every tolerance).  st[7] != 0 (``split_schur_rhs`` found a non-finite
-        # input): done at once, not converged.
+        # roll: sc[0] = r.z, sc[2] = 0 (the setup's sum) and sc[ALPHA] = 0 (a warm
+        # setup's scratch slot; no x += alpha p before the first iteration), the other
+        # scalars still 0 from ``split_schur_rhs``; par = [tol, maxiter] (a device
+        # array, so a captured graph serves every tolerance).  st[7] != 0
+        # (``split_schur_rhs`` found a non-finite input): done at once, not converged.
         tol = par[0]
         maxiter = par[1]
         nb = math.sqrt(max(nb2, 0.0))
@@ -623,11 +622,8 @@ def gpu_kernels():
         st[5] = 1.0 if conv else 0.0
         st[6] = res
         sc[0] = rz
-        sc[1] = 0.0
         sc[2] = 0.0
-        sc[5] = 0.0
         sc[ALPHA] = 0.0
-        sc[FSUM] = 0.0
         mirror(st, sth)
 
     @cuda.jit(device=True)
