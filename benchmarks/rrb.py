@@ -427,9 +427,7 @@ def part_routines(N, copy_bw, reps=20):
             X = g.W[lev + 1] if lev + 1 < nlp else g.Xlast
             timeit(
                 "r2_backward",
-                lambda P=g.P[lev], a=src, X=X, m=m: k["r2_backward"][_blocks(m), TPB, g._st](
-                    v(P), v(a), v(X), v(a), ng
-                ),
+                lambda lev=lev, a=src, X=X: g.level_backward(lev, a, X, ng),
                 (5 * g.P[lev].itemsize / 8 + 4) * m,
                 lev + 1,
             )

@@ -109,7 +109,6 @@ def gpu_kernels():
     at4 = cuda_device(K.at4)
     bf = cuda_device(K.body_black_forward)
     rf = cuda_device(K.body_r2_forward)
-    rb = cuda_device(K.body_r2_backward)
     bb = cuda_device(K.body_black_backward)
     bvf = cuda_device(K.black_values_from)
     nlq = cuda_device(K.next_level_quarter)
@@ -504,41 +503,91 @@ def gpu_kernels():
                 "r2_forward": r2_forward,
                 "r2_forward_xr": r2_forward_xr}
 
-    @cuda.jit
-    def r2_backward(P, y, X, o, g):
-        pdl_trigger()
-        h, w = y.shape[1], y.shape[2]
-        k = cuda.grid(1)
-        if k < h * w:
-            fetch_planes(P, k, h * w, 0)
-        pdl_wait()
-        if g[0] != 0.0:
-            return
-        if k < h * w:
-            J = k // w
-            rb(P, y, X, o, J, k - J * w, h, w)
+    @cuda.jit(device=True)
+    def quarter_u(J, I):
+        # kernels.next_level_quarter without branches, unsigned: (I, J) parities
+        # (0, 0) -> 0, (0, 1) -> 3, (1, 0) -> 2, (1, 1) -> 1
+        a = I & U1
+        b = J & U1
+        return U2 * a + U3 * b - U4 * a * b
+
+    @cuda.jit(device=True)
+    def r2_back(P, y, X, o, k, J, I, h, w, n, qn, wq):
+        # kernels.body_r2_backward, term by term, on flat arrays: node k = J w + I of
+        # planes of n nodes, X the next level's four quarters of qn nodes (rows of
+        # wq), unsigned indices (no wrap-around code), each neighbour's index from
+        # the node's own, and no branch: a neighbour past the edge is loaded at the
+        # edge and its value replaced by 0.  (The 3-D body with bounds-checked loads
+        # made the level-1 kernel bound by its instructions and branches: 92 -> 63 us
+        # at 4096^2 on an H200, 9.3 -> 5.5 us at 1225^2; docs/rrb.md.)  Loads y
+        # before storing o, which may alias it.  Returns y . o over the two entries.
+        ie = I + U1 < w
+        jn = J + U1 < h
+        I1 = I + U1 if ie else I
+        J1 = J + U1 if jn else J
+        jq = (J >> U1) * wq
+        jq1 = (J1 >> U1) * wq
+        x1 = X[quarter_u(J, I) * qn + jq + (I >> U1)]
+        te = X[quarter_u(J, I1) * qn + jq + (I1 >> U1)]
+        tn = X[quarter_u(J1, I) * qn + jq1 + (I >> U1)]
+        tne = X[quarter_u(J1, I1) * qn + jq1 + (I1 >> U1)]
+        xe = te if ie else 0.0
+        xn = tn if jn else 0.0
+        xne = tne if ie and jn else 0.0
+        ke = k + (U1 if ie else U0)
+        kn = k + (w if jn else U0)
+        kne = kn + (U1 if ie else U0)
+        y0 = y[k]
+        y1 = y[n + k]
+        x2 = y1 * P[k] - (
+            P[n + k] * x1 + P[U2 * n + ke] * xe + P[U3 * n + kn] * xn + P[U4 * n + kne] * xne
+        )
+        s = y0 * x1 + y1 * x2
+        o[k] = x1
+        o[n + k] = x2
+        return s
 
     @cuda.jit
-    def r2_backward_dot(P, y, X, o, sc, slot, g, then, nbslot, st, hist, par, count, sth):
+    def r2_backward(P, y, X, o, g, hh, ww, hq, wq):
+        # the r2 back-substitution of a level >= 2 (flat arrays: see r2_back)
         pdl_trigger()
-        if cuda.grid(1) < y.shape[1] * y.shape[2]:  # the first node of the thread's loop
-            fetch_planes(P, cuda.grid(1), y.shape[1] * y.shape[2], 0)
+        k = cuda.grid(1)
+        if k < hh * ww:
+            fetch_planes(P, k, hh * ww, 0)
         pdl_wait()
-        # The level-1 r2 back-substitution, r.z into sc[slot]; then the block that
-        # finishes last (counted in count[0]) runs the stopping rule (then == THEN_CHECK,
-        # after an iteration) or sets up the stopping state (THEN_START, after the
-        # first preconditioner application; normb^2 in sc[nbslot]), so the scalars
-        # need no kernel of their own.
-        # (A column walk in 2D blocks as the matvec's, without the index division: 111
-        # against 102 us at 4096^2 on an H200; four nodes a thread and round with every
-        # load before the first store: 13.3 -> 14.0 us at 1225^2, slower at 4096^2;
-        # neither kept.)
         if g[0] != 0.0:
             return
-        h, w = y.shape[1], y.shape[2]
+        if k < hh * ww:
+            ku = uint64(k)
+            w = uint64(ww)
+            J = ku // w
+            r2_back(P, y, X, o, ku, J, ku - J * w, uint64(hh), w, uint64(hh * ww),
+                    uint64(hq * wq), uint64(wq))
+
+    @cuda.jit
+    def r2_backward_dot(P, y, X, o, sc, slot, g, then, nbslot, st, hist, par, count, sth,
+                        hh, ww, hq, wq):
+        pdl_trigger()
+        if cuda.grid(1) < hh * ww:  # the first node of the thread's loop
+            fetch_planes(P, cuda.grid(1), hh * ww, 0)
+        pdl_wait()
+        # The level-1 r2 back-substitution (flat arrays: see r2_back), r.z into
+        # sc[slot]; then the block that finishes last (counted in count[0]) runs the
+        # stopping rule (then == THEN_CHECK, after an iteration) or sets up the
+        # stopping state (THEN_START, after the first preconditioner application;
+        # normb^2 in sc[nbslot]), so the scalars need no kernel of their own.
+        # (A column walk in 2D blocks as the matvec's: 111 against 102 us at 4096^2
+        # on an H200; one node a thread, with a tree of atomics over 256 addresses
+        # for the sum: 90 against 63 us; not kept.)
+        if g[0] != 0.0:
+            return
+        h = uint64(hh)
+        w = uint64(ww)
         n = h * w
-        k = cuda.grid(1)
-        stride = cuda.gridsize(1)
+        qn = uint64(hq * wq)
+        wqu = uint64(wq)
+        k = uint64(cuda.grid(1))
+        stride = uint64(cuda.gridsize(1))
         # (J, I) of node k, stepped by the stride without a division a node
         J = k // w
         I = k - J * w
@@ -546,13 +595,13 @@ def gpu_kernels():
         dI = stride - dJ * w
         v = 0.0
         while k < n:
-            v += rb(P, y, X, o, J, I, h, w)
+            v += r2_back(P, y, X, o, k, J, I, h, w, n, qn, wqu)
             k += stride
             I += dI
             J += dJ
             if I >= w:
                 I -= w
-                J += 1
+                J += U1
         block_add(v, sc, slot)
         if then == 0 or not last_block_done(count):
             return
@@ -942,6 +991,7 @@ class GPUSolverState:
         # flat views made once (``v`` caches device views by object)
         self.bS_flat = self.full[:2].reshape(nf)
         self._views: dict = {}
+        self._flats: dict = {}
         self._st = 0  # Numba stream of the launches (0: the default stream)
         self._read_on = 0  # the stream of the work queued last (``_replay``)
         # The setup, chunks of CG iterations (~5 + 4 x levels kernels each) and the
@@ -1068,19 +1118,37 @@ class GPUSolverState:
         for lev in range(nl - 1, 0, -1):
             y = self.W[lev]
             n = y.shape[1] * y.shape[2]
-            k["r2_backward"][_blocks(n), TPB, st](v(self.P[lev]), v(y), v(X), v(y), g)
+            self.level_backward(lev, y, X, g)
             k["black_backward"][_blocks(n), TPB, st](v(self.BL[lev]), v(y), v(y), g)
             X = y
         self.level1_backward(r, X, z, g, slot, then, nbslot)
 
+    def _flat(self, a):
+        """Numba view of the C-contiguous array ``a`` flattened (cached as :meth:`v`):
+        the r2 back-substitution kernels index flat arrays."""
+        got = self._flats.get(id(a))
+        if got is None or got[0] is not a:
+            got = self._flats[id(a)] = (a, a.reshape(-1))
+        return self.v(got[1])
+
+    def level_backward(self, lev, y, X, g):
+        """The r2 back-substitution of level ``lev + 1 >= 2`` in place in its quarters
+        ``y``, from the next level's solution ``X``; ``g``: a Numba view."""
+        f = self._flat
+        n = y.shape[1] * y.shape[2]
+        self.k["r2_backward"][_blocks(n), TPB, self._st](
+            f(self.P[lev]), f(y), f(X), f(y), g, y.shape[1], y.shape[2], X.shape[1],
+            X.shape[2])
+
     def level1_backward(self, r, X, z, g, slot=2, then=0, nbslot=0):
         """The level-1 r2 back-substitution ``z`` from level 2's solution ``X``, ``r . z``
         into ``sc[slot]`` and what follows it (``then``); ``g``: a Numba view."""
-        v = self.v
+        v, f = self.v, self._flat
         n = self.h * self.w
         self.k["r2_backward_dot"][_red_blocks(n, self.wave("r2_backward_dot")), TPB, self._st](
-            v(self.P[0]), v(r), v(X), v(z), v(self.sc), slot, g, then, nbslot, v(self.st),
-            v(self.hist), v(self.par), v(self.count), self.stat_host,
+            f(self.P[0]), f(r), f(X), f(z), v(self.sc), slot, g, then, nbslot, v(self.st),
+            v(self.hist), v(self.par), v(self.count), self.stat_host, self.h, self.w,
+            X.shape[1], X.shape[2],
         )
 
     def dense(self, g, final=False):
