@@ -382,10 +382,8 @@ def part_routines(N, copy_bw, reps=20):
     g.sc[1] = 1.0
     timeit(
         "r update + r2_forward",
-        lambda: k["r2_forward_xr"][_blocks(n), TPB, g._st](
-            v(g.P[0]), v(vec["r"]), v(vec["r_"]), v(vec["q"]), v(g.sc), v(W1), ng,
-            v(g.BL[1] if len(g.P) > 1 else g.BLlast),
-        ),
+        lambda: g.level1_forward_xr(vec["r"], vec["r_"], vec["q"], W1,
+                                    g.BL[1] if len(g.P) > 1 else g.BLlast, ng),
         (6 + 4 * p1 + 1) * n,
     )
     timeit("dot", lambda: k["dot"][_red_blocks(nf, g.wave("dot")), TPB, g._st](
@@ -411,16 +409,14 @@ def part_routines(N, copy_bw, reps=20):
         m = src.shape[1] * src.shape[2]
         timeit(
             "r2_forward",
-            lambda P=g.P[lev], a=src, b=dst, m=m, B=bln: k["r2_forward"][
-                _blocks(m), TPB, g._st](v(P), v(a), v(b), ng, v(g.sc), v(B)),
+            lambda lev=lev, a=src, b=dst, B=bln: g.level_forward(lev, a, b, B, ng),
             (4 * g.P[lev].itemsize / 8 + 4) * m,
             lev + 1,
         )
         if lev >= 1:
             timeit(
                 "black_forward",
-                lambda B=g.BL[lev], a=src, m=m: k["black_forward"][_blocks(m), TPB, g._st](
-                    v(B), v(a), ng),
+                lambda B=g.BL[lev], a=src: g.black_step(B, a, a, ng),
                 (8 * g.BL[lev].itemsize / 8 + 8) * m,
                 lev + 1,
             )
@@ -433,9 +429,7 @@ def part_routines(N, copy_bw, reps=20):
             )
             timeit(
                 "black_backward",
-                lambda B=g.BL[lev], a=src, m=m: k["black_backward"][_blocks(m), TPB, g._st](
-                    v(B), v(a), v(a), ng
-                ),
+                lambda B=g.BL[lev], a=src: g.black_step(B, a, a, ng, back=True),
                 (8 * g.BL[lev].itemsize / 8 + 8) * m,
                 lev + 1,
             )

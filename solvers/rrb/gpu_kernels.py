@@ -89,7 +89,7 @@ THEN_CHECK, THEN_START = 1, 2  # what r2_backward_dot's last block does after th
 # an iteration predicted to be the last (``GPUSolverState.precondition``, ``final``)
 ALPHA, FSUM = 4, 6
 DENSE_ROWS = 8  # rows of the dense last-level product per block (dense_last*)
-U0, U1, U2, U3, U4, U16 = (np.uint64(v) for v in (0, 1, 2, 3, 4, 16))  # unsigned
+U0, U1, U2, U3, U4, U5, U6, U7, U8, U9, U16 = (np.uint64(v) for v in (*range(10), 16))  # unsigned
 # indices: no negative-index wrap-around code in the dense product's loop
 # Levels of at most this many nodes a plane prefetch their factors into L1 before the
 # PDL wait (latency-bound small levels gain; on larger, bandwidth-bound ones the
@@ -107,11 +107,7 @@ def gpu_kernels():
         return _KERNELS
     at = cuda_device(K.at)
     at4 = cuda_device(K.at4)
-    bf = cuda_device(K.body_black_forward)
-    rf = cuda_device(K.body_r2_forward)
-    bb = cuda_device(K.body_black_backward)
     bvf = cuda_device(K.black_values_from)
-    nlq = cuda_device(K.next_level_quarter)
     # Every kernel lets the next one launch at once and waits for its predecessors
     # before touching memory: a graph's kernel edges may then be programmatic ones
     # (GPUSolverState.pdl), so each launch overlaps the tail of the kernel before it.
@@ -319,28 +315,75 @@ def gpu_kernels():
                 J0 += nseg * rows
         block_add(v, sc, slot)
 
+    @cuda.jit(device=True)
+    def quarter_u(J, I):
+        # kernels.next_level_quarter without branches, unsigned: (I, J) parities
+        # (0, 0) -> 0, (0, 1) -> 3, (1, 0) -> 2, (1, 1) -> 1
+        a = I & U1
+        b = J & U1
+        return U2 * a + U3 * b - U4 * a * b
+
+    # The level kernels below index flat arrays (a level's planes of n = h w nodes,
+    # node k = J w + I; factors BL (2, 5) and P (5) planes), unsigned (no wrap-around
+    # code), each neighbour's index from the node's own, and have no branch: a
+    # neighbour past the edge is loaded at the edge and its value replaced by 0.
+    # The arithmetic is that of the pointwise bodies in kernels.py, term by term.
+    # (3-D indexing with bounds-checked loads made them bound by their instructions
+    # and branches: the level-1 back-substitution 92 -> 63 us at 4096^2 on an H200,
+    # 9.3 -> 5.5 us at 1225^2; docs/rrb.md.)  Every kernel loads before it stores.
+
+    @cuda.jit(device=True)
+    def node(k, hh, ww):
+        # the unsigned flat index, row, column, row length, rows and plane size
+        ku = uint64(k)
+        w = uint64(ww)
+        J = ku // w
+        return ku, J, ku - J * w, w, uint64(hh), uint64(hh * ww)
+
+    @cuda.jit(device=True)
+    def around(k, J, I, h, w):
+        # whether the west, south, east and north neighbours of node k exist, and
+        # their flat indices (the node's own where they do not)
+        iw = I > U0
+        js = J > U0
+        ie = I + U1 < w
+        jn = J + U1 < h
+        return (iw, js, ie, jn, k - (U1 if iw else U0), k - (w if js else U0),
+                k + (U1 if ie else U0), k + (w if jn else U0))
+
     @cuda.jit
-    def black_forward(BL, y, g):
+    def black_forward(BL, y, g, hh, ww):
+        # kernels.body_black_forward
         pdl_trigger()
-        h, w = y.shape[1], y.shape[2]
         k = cuda.grid(1)
-        if k < h * w:
-            fetch_planes(BL, k, h * w, 0)
+        if k < hh * ww:
+            fetch_planes(BL, k, hh * ww, 0)
         pdl_wait()
         if g[0] != 0.0:
             return
-        if k < h * w:
-            J = k // w
-            bf(BL, y, J, k - J * w, h, w)
+        if k < hh * ww:
+            k, J, I, w, h, n = node(k, hh, ww)
+            iw, js, ie, jn, kw, ks, ke, kn = around(k, J, I, h, w)
+            y2 = y[U2 * n + k]
+            y3 = y[U3 * n + k]
+            tw = BL[U2 * n + kw] * y[U2 * n + kw]
+            ts = BL[U9 * n + ks] * y[U3 * n + ks]
+            tn = BL[U3 * n + kn] * y[U2 * n + kn]
+            te = BL[U6 * n + ke] * y[U3 * n + ke]
+            v0 = y[k] - (BL[n + k] * y2 + (tw if iw else 0.0) + BL[U8 * n + k] * y3
+                         + (ts if js else 0.0))
+            v1 = y[n + k] - (BL[U4 * n + k] * y2 + (tn if jn else 0.0) + BL[U7 * n + k] * y3
+                             + (te if ie else 0.0))
+            y[k] = v0
+            y[n + k] = v1
 
     @cuda.jit(device=True)
-    def black_share(BLn, J, I, xv):
+    def black_share(BLn, q, jq, I, qn, xv):
         # xv^2 / c when the r1 node (J, I) of a level becomes a black node of the next
-        # (its quarters 2, 3, whose factors are BLn); else 0
-        q = nlq(J, I)
-        if q < 2:
-            return 0.0
-        return xv * xv * BLn[q - 2, 0, J >> 1, I >> 1]
+        # (its quarters q = 2, 3, whose factors are BLn: (2, 5) planes of qn nodes,
+        # row J >> 1 at jq); else 0
+        c = BLn[(q - U2 if q >= U2 else U0) * U5 * qn + jq + (I >> U1)]
+        return xv * xv * c if q >= U2 else 0.0
 
     @cuda.jit
     def residual_update(rs, q, sc, rd, g):
@@ -439,28 +482,40 @@ def gpu_kernels():
         # w . D Minv D w in ``dense_end``.  Padding nodes hold y = 0 and 1/c = 1/d = 1.
 
         @cuda.jit
-        def r2_forward(P, y, X, g, sc, BLn):
+        def r2_forward(P, y, X, g, sc, BLn, hh, ww, hq, wq):
+            # kernels.body_r2_forward
             pdl_trigger()
-            h, w = y.shape[1], y.shape[2]
             k = cuda.grid(1)
-            if k < h * w:
-                fetch_planes(P, k, h * w, 0 if fs != 0 else 1)
+            if k < hh * ww:
+                fetch_planes(P, k, hh * ww, 0 if fs != 0 else 1)
             pdl_wait()
             if g[0] != 0.0:
                 return
             v = 0.0
-            if k < h * w:
-                J = k // w
-                I = k - J * w
-                rf(P, y, X, J, I, h, w)
+            if k < hh * ww:
+                k, J, I, w, h, n = node(k, hh, ww)
+                iw, js, ie, jn, kw, ks, ke, kn = around(k, J, I, h, w)
+                tw = y[n + kw]
+                ts = y[n + ks]
+                tsw = y[n + ks - (U1 if iw else U0)]
+                y1 = y[n + k]
+                xv = y[k] - (
+                    P[n + k] * y1
+                    + P[U2 * n + k] * (tw if iw else 0.0)
+                    + P[U3 * n + k] * (ts if js else 0.0)
+                    + P[U4 * n + k] * (tsw if iw and js else 0.0)
+                )
+                q = quarter_u(J, I)
+                jq = (J >> U1) * uint64(wq)
+                qn = uint64(hq * wq)
+                X[q * qn + jq + (I >> U1)] = xv
                 if fs != 0:
-                    v = y[1, J, I] * y[1, J, I] * P[0, J, I] + black_share(
-                        BLn, J, I, X[nlq(J, I), J >> 1, I >> 1])
+                    v = y1 * y1 * P[k] + black_share(BLn, q, jq, I, qn, xv)
             if fs != 0:
                 block_add(v, sc, FSUM)
 
         @cuda.jit
-        def r2_forward_xr(P, rs, rd, q, sc, X, g, BLn):
+        def r2_forward_xr(P, rs, rd, q, sc, X, g, BLn, hh, ww, hq, wq):
             # The level-1 r2 step of the preconditioner with the CG update of r fused in:
             # r = r_old - alpha q (alpha = sc[0] / sc[1]) into rd (another buffer than rs:
             # neighbouring threads still read the old r), then the r2 elimination of
@@ -469,33 +524,38 @@ def gpu_kernels():
             # r is not written: an iteration that ends the solve needs it no more, and
             # one that does not gets it from ``residual_update`` (``_resume``).
             pdl_trigger()
-            if cuda.grid(1) < rs.shape[1] * rs.shape[2]:
-                fetch_planes(P, cuda.grid(1), rs.shape[1] * rs.shape[2], 0 if fs != 0 else 1)
+            if cuda.grid(1) < hh * ww:
+                fetch_planes(P, cuda.grid(1), hh * ww, 0 if fs != 0 else 1)
             pdl_wait()
             if g[0] != 0.0:
                 return
-            h, w = rs.shape[1], rs.shape[2]
             k = cuda.grid(1)
             v = 0.0
-            if k < h * w:
-                J = k // w
-                I = k - J * w
+            if k < hh * ww:
+                k, J, I, w, h, n = node(k, hh, ww)
+                iw, js, ie, jn, kw, ks, ke, kn = around(k, J, I, h, w)
+                ksw = ks - (U1 if iw else U0)
                 alpha = sc[0] / sc[1]
-                r1 = rs[0, J, I] - alpha * q[0, J, I]
-                r2 = rs[1, J, I] - alpha * q[1, J, I]
-                if fs == 0:
-                    rd[0, J, I] = r1
-                    rd[1, J, I] = r2
+                r1 = rs[k] - alpha * q[k]
+                r2 = rs[n + k] - alpha * q[n + k]
+                rw = rs[n + kw] - alpha * q[n + kw]
+                rS = rs[n + ks] - alpha * q[n + ks]
+                rsw = rs[n + ksw] - alpha * q[n + ksw]
                 xv = r1 - (
-                    P[1, J, I] * r2
-                    + P[2, J, I] * (at(rs, 1, J, I - 1, h, w) - alpha * at(q, 1, J, I - 1, h, w))
-                    + P[3, J, I] * (at(rs, 1, J - 1, I, h, w) - alpha * at(q, 1, J - 1, I, h, w))
-                    + P[4, J, I] * (
-                        at(rs, 1, J - 1, I - 1, h, w) - alpha * at(q, 1, J - 1, I - 1, h, w))
+                    P[n + k] * r2
+                    + P[U2 * n + k] * (rw if iw else 0.0)
+                    + P[U3 * n + k] * (rS if js else 0.0)
+                    + P[U4 * n + k] * (rsw if iw and js else 0.0)
                 )
-                X[nlq(J, I), J >> 1, I >> 1] = xv
+                qa = quarter_u(J, I)
+                jq = (J >> U1) * uint64(wq)
+                qn = uint64(hq * wq)
+                if fs == 0:
+                    rd[k] = r1
+                    rd[n + k] = r2
+                X[qa * qn + jq + (I >> U1)] = xv
                 if fs != 0:
-                    v = r2 * r2 * P[0, J, I] + black_share(BLn, J, I, xv)
+                    v = r2 * r2 * P[k] + black_share(BLn, qa, jq, I, qn, xv)
             if fs != 0:
                 block_add(v, sc, FSUM)
 
@@ -504,23 +564,9 @@ def gpu_kernels():
                 "r2_forward_xr": r2_forward_xr}
 
     @cuda.jit(device=True)
-    def quarter_u(J, I):
-        # kernels.next_level_quarter without branches, unsigned: (I, J) parities
-        # (0, 0) -> 0, (0, 1) -> 3, (1, 0) -> 2, (1, 1) -> 1
-        a = I & U1
-        b = J & U1
-        return U2 * a + U3 * b - U4 * a * b
-
-    @cuda.jit(device=True)
     def r2_back(P, y, X, o, k, J, I, h, w, n, qn, wq):
-        # kernels.body_r2_backward, term by term, on flat arrays: node k = J w + I of
-        # planes of n nodes, X the next level's four quarters of qn nodes (rows of
-        # wq), unsigned indices (no wrap-around code), each neighbour's index from
-        # the node's own, and no branch: a neighbour past the edge is loaded at the
-        # edge and its value replaced by 0.  (The 3-D body with bounds-checked loads
-        # made the level-1 kernel bound by its instructions and branches: 92 -> 63 us
-        # at 4096^2 on an H200, 9.3 -> 5.5 us at 1225^2; docs/rrb.md.)  Loads y
-        # before storing o, which may alias it.  Returns y . o over the two entries.
+        # kernels.body_r2_backward (flat arrays: see ``node``), X the next level's four
+        # quarters of qn nodes in rows of wq; returns y . o over the two entries
         ie = I + U1 < w
         jn = J + U1 < h
         I1 = I + U1 if ie else I
@@ -549,7 +595,7 @@ def gpu_kernels():
 
     @cuda.jit
     def r2_backward(P, y, X, o, g, hh, ww, hq, wq):
-        # the r2 back-substitution of a level >= 2 (flat arrays: see r2_back)
+        # the r2 back-substitution of a level >= 2
         pdl_trigger()
         k = cuda.grid(1)
         if k < hh * ww:
@@ -558,11 +604,8 @@ def gpu_kernels():
         if g[0] != 0.0:
             return
         if k < hh * ww:
-            ku = uint64(k)
-            w = uint64(ww)
-            J = ku // w
-            r2_back(P, y, X, o, ku, J, ku - J * w, uint64(hh), w, uint64(hh * ww),
-                    uint64(hq * wq), uint64(wq))
+            k, J, I, w, h, n = node(k, hh, ww)
+            r2_back(P, y, X, o, k, J, I, h, w, n, uint64(hq * wq), uint64(wq))
 
     @cuda.jit
     def r2_backward_dot(P, y, X, o, sc, slot, g, then, nbslot, st, hist, par, count, sth,
@@ -612,18 +655,34 @@ def gpu_kernels():
                         cuda.atomic.add(sc, 2, 0.0), par, sth)
 
     @cuda.jit
-    def black_backward(BL, y, x, g):
+    def black_backward(BL, y, x, g, hh, ww):
+        # kernels.body_black_backward (black_values_from): x[2:4] from x[0:2] and y
         pdl_trigger()
-        h, w = y.shape[1], y.shape[2]
         k = cuda.grid(1)
-        if k < h * w:
-            fetch_planes(BL, k, h * w, 0)
+        if k < hh * ww:
+            fetch_planes(BL, k, hh * ww, 0)
         pdl_wait()
         if g[0] != 0.0:
             return
-        if k < h * w:
-            J = k // w
-            bb(BL, y, x, J, k - J * w, h, w)
+        if k < hh * ww:
+            k, J, I, w, h, n = node(k, hh, ww)
+            iw, js, ie, jn, kw, ks, ke, kn = around(k, J, I, h, w)
+            x0 = x[k]
+            x1 = x[n + k]
+            t0e = x[ke]
+            t1s = x[n + ks]
+            t1w = x[n + kw]
+            t0n = x[kn]
+            b1 = y[U2 * n + k] * BL[k] - (
+                BL[n + k] * x0 + BL[U2 * n + k] * (t0e if ie else 0.0)
+                + BL[U3 * n + k] * (t1s if js else 0.0) + BL[U4 * n + k] * x1
+            )
+            b2 = y[U3 * n + k] * BL[U5 * n + k] - (
+                BL[U6 * n + k] * (t1w if iw else 0.0) + BL[U7 * n + k] * x1
+                + BL[U8 * n + k] * x0 + BL[U9 * n + k] * (t0n if jn else 0.0)
+            )
+            x[U2 * n + k] = b1
+            x[U3 * n + k] = b2
 
     @cuda.jit
     def update_p(p, z, x, sc, g):
@@ -1075,32 +1134,23 @@ class GPUSolverState:
         block; ``z`` is not computed (if the solve goes on, :meth:`backward` does it).
         Saves the back-substitution of the last iteration (~30 us of ~100 at 1.5 M
         unknowns)."""
-        k, v, st = self.k, self.v, self._st
+        v = self.v
         g = v(self.nogate if gate is None else gate)
-        sc, sum_ = v(self.sc), "_sum" if final else ""
         nl = len(self.P)
         src = r
         for lev in range(nl):
             dst = self.W[lev + 1] if lev + 1 < nl else self.Wlast
-            bln = v(self.BL[lev + 1] if lev + 1 < nl else self.BLlast)  # dst's black factors
-            n = src.shape[1] * src.shape[2]
+            bln = self.BL[lev + 1] if lev + 1 < nl else self.BLlast  # dst's black factors
             if lev == 0 and xr is not None:
-                r_old, q = xr
-                k["r2_forward_xr" + sum_][_blocks(n), TPB, st](
-                    v(self.P[0]), v(r_old), v(r), v(q), sc, v(dst), g, bln
-                )
+                self.level1_forward_xr(xr[0], r, xr[1], dst, bln, g, final)
             else:
-                k["r2_forward" + sum_][_blocks(n), TPB, st](
-                    v(self.P[lev]), v(src), v(dst), g, sc, bln)
+                self.level_forward(lev, src, dst, bln, g, final)
             if lev + 1 < nl:
-                k["black_forward"][_blocks(dst.shape[1] * dst.shape[2]), TPB, st](
-                    v(self.BL[lev + 1]), v(dst), g
-                )
+                self.black_step(self.BL[lev + 1], dst, dst, g)
             src = dst
         # the last level exactly: black step, dense inverse of the red Schur complement,
         # black back-substitution
-        nk = self.Wlast.shape[1] * self.Wlast.shape[2]
-        k["black_forward"][_blocks(nk), TPB, st](v(self.BLlast), v(self.Wlast), g)
+        self.black_step(self.BLlast, self.Wlast, self.Wlast, g)
         self.dense(g, final)
         if not final:
             self.backward(r, z, g, slot, then, nbslot)
@@ -1108,20 +1158,47 @@ class GPUSolverState:
     def backward(self, r, z, g, slot=2, then=0, nbslot=0):
         """The back-substitution half of :meth:`precondition` (from the last level's
         dense solve up to ``z``; ``g``: a Numba view)."""
-        k, v, st = self.k, self.v, self._st
         nl = len(self.P)
-        nk = self.Wlast.shape[1] * self.Wlast.shape[2]
-        k["black_backward"][_blocks(nk), TPB, st](
-            v(self.BLlast), v(self.Wlast), v(self.Xlast), g
-        )
+        self.black_step(self.BLlast, self.Wlast, self.Xlast, g, back=True)
         X = self.Xlast
         for lev in range(nl - 1, 0, -1):
             y = self.W[lev]
-            n = y.shape[1] * y.shape[2]
             self.level_backward(lev, y, X, g)
-            k["black_backward"][_blocks(n), TPB, st](v(self.BL[lev]), v(y), v(y), g)
+            self.black_step(self.BL[lev], y, y, g, back=True)
             X = y
         self.level1_backward(r, X, z, g, slot, then, nbslot)
+
+    # The level kernels (flat arrays, the shapes as arguments), gated by the Numba
+    # view ``g``; each also used alone by benchmarks/rrb.py.
+    def level_forward(self, lev, y, X, bln, g, final=False):
+        """The r2 step of level ``lev + 1``: its quarters ``y`` into the next level's
+        ``X`` (``bln``: the next level's black factors; ``final``: r.z summed, see
+        :meth:`precondition`)."""
+        f = self._flat
+        self.k["r2_forward_sum" if final else "r2_forward"][
+            _blocks(y.shape[1] * y.shape[2]), TPB, self._st](
+            f(self.P[lev]), f(y), f(X), g, self.v(self.sc), f(bln), y.shape[1], y.shape[2],
+            X.shape[1], X.shape[2])
+
+    def level1_forward_xr(self, r_old, r, q, X, bln, g, final=False):
+        """``r = r_old - alpha q`` fused into the level-1 r2 step (see the kernel)."""
+        f = self._flat
+        self.k["r2_forward_xr_sum" if final else "r2_forward_xr"][
+            _blocks(self.h * self.w), TPB, self._st](
+            f(self.P[0]), f(r_old), f(r), f(q), self.v(self.sc), f(X), g, f(bln), self.h,
+            self.w, X.shape[1], X.shape[2])
+
+    def black_step(self, BL, y, x, g, back=False):
+        """The black step of a level's forward sweep in its quarters ``y`` (``x`` is
+        ``y``), or with ``back`` its black back-substitution into ``x``."""
+        f = self._flat
+        n = y.shape[1] * y.shape[2]
+        if back:
+            self.k["black_backward"][_blocks(n), TPB, self._st](
+                f(BL), f(y), f(x), g, y.shape[1], y.shape[2])
+        else:
+            self.k["black_forward"][_blocks(n), TPB, self._st](
+                f(BL), f(y), g, y.shape[1], y.shape[2])
 
     def _flat(self, a):
         """Numba view of the C-contiguous array ``a`` flattened (cached as :meth:`v`):
@@ -1165,14 +1242,13 @@ class GPUSolverState:
     def precondition_full(self, b, nx, ny):
         xp = self.xp
         y = xp.ascontiguousarray(to_quarters(xp.asarray(b), xp=xp))
-        n = self.h * self.w
         ng = self.v(self.nogate)
-        self.k["black_forward"][_blocks(n), TPB](self.v(self.BL[0]), self.v(y), ng)
+        self.black_step(self.BL[0], y, y, ng)
         r = xp.ascontiguousarray(y[:2])
         z = xp.zeros_like(r)
         self.precondition(r, z, slot=7)
         y[:2] = z
-        self.k["black_backward"][_blocks(n), TPB](self.v(self.BL[0]), self.v(y), self.v(y), ng)
+        self.black_step(self.BL[0], y, y, ng, back=True)
         out = from_quarters(y, nx, ny, xp=xp)
         return out if self.sim else out.get()
 
