@@ -106,8 +106,6 @@ def gpu_kernels():
     if _KERNELS:
         return _KERNELS
     at = cuda_device(K.at)
-    at4 = cuda_device(K.at4)
-    bvf = cuda_device(K.black_values_from)
     # Every kernel lets the next one launch at once and waits for its predecessors
     # before touching memory: a graph's kernel edges may then be programmatic ones
     # (GPUSolverState.pdl), so each launch overlaps the tail of the kernel before it.
@@ -654,6 +652,18 @@ def gpu_kernels():
             start_state(sc, st, cuda.atomic.add(sc, nbslot, 0.0),
                         cuda.atomic.add(sc, 2, 0.0), par, sth)
 
+    @cuda.jit(device=True)
+    def black_values(BL, y, k, n, x0, x0e, x1s, x1, x1w, x0n):
+        # kernels.black_values_from on flat arrays
+        b1 = y[U2 * n + k] * BL[k] - (
+            BL[n + k] * x0 + BL[U2 * n + k] * x0e + BL[U3 * n + k] * x1s + BL[U4 * n + k] * x1
+        )
+        b2 = y[U3 * n + k] * BL[U5 * n + k] - (
+            BL[U6 * n + k] * x1w + BL[U7 * n + k] * x1 + BL[U8 * n + k] * x0
+            + BL[U9 * n + k] * x0n
+        )
+        return b1, b2
+
     @cuda.jit
     def black_backward(BL, y, x, g, hh, ww):
         # kernels.body_black_backward (black_values_from): x[2:4] from x[0:2] and y
@@ -673,14 +683,8 @@ def gpu_kernels():
             t1s = x[n + ks]
             t1w = x[n + kw]
             t0n = x[kn]
-            b1 = y[U2 * n + k] * BL[k] - (
-                BL[n + k] * x0 + BL[U2 * n + k] * (t0e if ie else 0.0)
-                + BL[U3 * n + k] * (t1s if js else 0.0) + BL[U4 * n + k] * x1
-            )
-            b2 = y[U3 * n + k] * BL[U5 * n + k] - (
-                BL[U6 * n + k] * (t1w if iw else 0.0) + BL[U7 * n + k] * x1
-                + BL[U8 * n + k] * x0 + BL[U9 * n + k] * (t0n if jn else 0.0)
-            )
+            b1, b2 = black_values(BL, y, k, n, x0, t0e if ie else 0.0, t1s if js else 0.0,
+                                  x1, t1w if iw else 0.0, t0n if jn else 0.0)
             x[U2 * n + k] = b1
             x[U3 * n + k] = b2
 
@@ -790,23 +794,25 @@ def gpu_kernels():
 
     @cuda.jit(device=True)
     def nat(a, j, i):
-        # a[j, i] of a natural-order (ny, nx) array, 0 outside it (the pads of quarters)
-        if j < 0 or j >= a.shape[0] or i < 0 or i >= a.shape[1]:
-            return 0.0
-        return a[j, i]
+        # a[j, i] of a natural-order (ny, nx) array for unsigned j, i, 0 past its last
+        # row or column (the pads of quarters); loaded at the edge, then zeroed
+        ny, nx = uint64(a.shape[0]), uint64(a.shape[1])
+        t = a[min(j, ny - U1), min(i, nx - U1)]
+        return t if j < ny and i < nx else 0.0
 
     @cuda.jit(device=True)
     def finite(a, b, c, e):
         return math.isfinite(a) and math.isfinite(b) and math.isfinite(c) and math.isfinite(e)
 
     @cuda.jit
-    def split_schur_rhs(BL, a, x0, warm, y, o, x, st, sth, sc):
+    def split_schur_rhs(BL, a, x0, warm, y, o, x, st, sth, sc, hh, ww):
         pdl_trigger()
         pdl_wait()
         # The rhs ``a`` (ny, nx, natural order) in quarters and its black elimination
         # in one pass (each thread reads its four values and the four black
         # neighbours of its red nodes where they lie in ``a``; the same arithmetic, term
-        # by term, as kernels.black_forward_values on the quarters): the black rhs into
+        # by term, as kernels.black_forward_values on the quarters; flat quarter arrays
+        # as the level kernels', see ``node``): the black rhs into
         # y[2:4] (for ``finish``), the Schur rhs into o[0:2] (the first residual, or z
         # of a warm start) and, warm, into y[0:2] too; the first iterate x = 0 (cold) or
         # the red values of x0 (warm, natural order).  A NaN or inf in a (or x0) sets
@@ -815,93 +821,83 @@ def gpu_kernels():
         # also starts the solve's state: the CG scalars to 0, and st[0] (done) to 1
         # until ``start_state`` has set the stopping state (which a non-finite input
         # skips: its iterations then stay gated off).
-        h, w = y.shape[1], y.shape[2]
         k = cuda.grid(1)
         if k == 0:
             for i in range(sc.size):
                 sc[i] = 0.0
             st[0] = 1.0
             sth[0] = 1.0
-        if k < h * w:
-            J = k // w
-            I = k - J * w
-            j0 = 2 * J
-            i0 = 2 * I
-            r1 = nat(a, j0, i0)
-            r2 = nat(a, j0 + 1, i0 + 1)
-            b1 = nat(a, j0, i0 + 1)
-            b2 = nat(a, j0 + 1, i0)
+        if k < hh * ww:
+            k, J, I, w, h, n = node(k, hh, ww)
+            iw, js, ie, jn, kw, ks, ke, kn = around(k, J, I, h, w)
+            j0 = U2 * J
+            i0 = U2 * I
+            r1 = a[j0, i0]
+            r2 = nat(a, j0 + U1, i0 + U1)
+            b1 = nat(a, j0, i0 + U1)
+            b2 = nat(a, j0 + U1, i0)
             ok = finite(r1, r2, b1, b2)
-            v0 = r1 - (
-                BL[0, 1, J, I] * b1
-                + at4(BL, 0, 2, J, I - 1, h, w) * nat(a, j0, i0 - 1)
-                + BL[1, 3, J, I] * b2
-                + at4(BL, 1, 4, J - 1, I, h, w) * nat(a, j0 - 1, i0)
-            )
-            v1 = r2 - (
-                BL[0, 4, J, I] * b1
-                + at4(BL, 0, 3, J + 1, I, h, w) * nat(a, j0 + 2, i0 + 1)
-                + BL[1, 2, J, I] * b2
-                + at4(BL, 1, 1, J, I + 1, h, w) * nat(a, j0 + 1, i0 + 2)
-            )
-            y[2, J, I] = b1
-            y[3, J, I] = b2
-            o[0, J, I] = v0
-            o[1, J, I] = v1
+            tw = BL[U2 * n + kw] * a[j0, i0 - (U1 if iw else U0)]
+            ts = BL[U9 * n + ks] * a[j0 - (U1 if js else U0), i0]
+            tn = BL[U3 * n + kn] * nat(a, j0 + U2, i0 + U1)
+            te = BL[U6 * n + ke] * nat(a, j0 + U1, i0 + U2)
+            v0 = r1 - (BL[n + k] * b1 + (tw if iw else 0.0) + BL[U8 * n + k] * b2
+                       + (ts if js else 0.0))
+            v1 = r2 - (BL[U4 * n + k] * b1 + (tn if jn else 0.0) + BL[U7 * n + k] * b2
+                       + (te if ie else 0.0))
             if warm:
-                y[0, J, I] = v0
-                y[1, J, I] = v1
-                x1 = nat(x0, j0, i0)
-                x2 = nat(x0, j0 + 1, i0 + 1)
-                ok = ok and finite(x1, x2, nat(x0, j0, i0 + 1), nat(x0, j0 + 1, i0))
-                x[0, J, I] = x1
-                x[1, J, I] = x2
+                x1 = x0[j0, i0]
+                x2 = nat(x0, j0 + U1, i0 + U1)
+                ok = ok and finite(x1, x2, nat(x0, j0, i0 + U1), nat(x0, j0 + U1, i0))
             else:
-                x[0, J, I] = 0.0
-                x[1, J, I] = 0.0
+                x1 = 0.0
+                x2 = 0.0
+            y[U2 * n + k] = b1
+            y[U3 * n + k] = b2
+            o[k] = v0
+            o[n + k] = v1
+            if warm:
+                y[k] = v0
+                y[n + k] = v1
+            x[k] = x1
+            x[n + k] = x2
             if not ok:
                 st[7] = 1.0
                 sth[7] = 1.0
 
-    @cuda.jit(device=True)
-    def x_last(x, p, alpha, q, J, I, h, w):
-        # the red iterate x + alpha p (the last iteration's update) at quarter q, (J, I);
-        # 0 outside the h x w rectangle
-        return at(x, q, J, I, h, w) + alpha * at(p, q, J, I, h, w)
-
     @cuda.jit
-    def finish(BL, y, x, p, sc, a, g):
+    def finish(BL, y, x, p, sc, a, g, hh, ww):
         pdl_trigger()
         pdl_wait()
         # The black back-substitution from the red iterate x[0:2] + sc[ALPHA] p[0:2]
         # and the black rhs y[2:4], every quarter written straight into natural order
         # a (ny, nx) (x itself is left as it is: a speculative finish changes nothing
         # the iterations use); nothing when g[0] != 0 (a non-finite input: ``a`` may
-        # be the caller's array)
+        # be the caller's array).  Flat quarter arrays as the level kernels'.
         if g[0] != 0.0:
             return
-        h, w = x.shape[1], x.shape[2]
-        ny, nx = a.shape[0], a.shape[1]
         k = cuda.grid(1)
-        if k < h * w:
-            J = k // w
-            I = k - J * w
+        if k < hh * ww:
+            k, J, I, w, h, n = node(k, hh, ww)
+            iw, js, ie, jn, kw, ks, ke, kn = around(k, J, I, h, w)
             al = sc[ALPHA]
-            x0 = x_last(x, p, al, 0, J, I, h, w)
-            x1 = x_last(x, p, al, 1, J, I, h, w)
-            b1, b2 = bvf(BL, y, J, I, x0, x_last(x, p, al, 0, J, I + 1, h, w),
-                         x_last(x, p, al, 1, J - 1, I, h, w), x1,
-                         x_last(x, p, al, 1, J, I - 1, h, w),
-                         x_last(x, p, al, 0, J + 1, I, h, w))
-            i0, j0 = 2 * I, 2 * J
-            if i0 < nx and j0 < ny:
-                a[j0, i0] = x0
-            if i0 + 1 < nx and j0 + 1 < ny:
-                a[j0 + 1, i0 + 1] = x1
-            if i0 + 1 < nx and j0 < ny:
-                a[j0, i0 + 1] = b1
-            if i0 < nx and j0 + 1 < ny:
-                a[j0 + 1, i0] = b2
+            x0 = x[k] + al * p[k]
+            x1 = x[n + k] + al * p[n + k]
+            t0e = x[ke] + al * p[ke]
+            t1s = x[n + ks] + al * p[n + ks]
+            t1w = x[n + kw] + al * p[n + kw]
+            t0n = x[kn] + al * p[kn]
+            b1, b2 = black_values(BL, y, k, n, x0, t0e if ie else 0.0, t1s if js else 0.0,
+                                  x1, t1w if iw else 0.0, t0n if jn else 0.0)
+            ny, nx = uint64(a.shape[0]), uint64(a.shape[1])
+            i0, j0 = U2 * I, U2 * J
+            a[j0, i0] = x0
+            if i0 + U1 < nx and j0 + U1 < ny:
+                a[j0 + U1, i0 + U1] = x1
+            if i0 + U1 < nx:
+                a[j0, i0 + U1] = b1
+            if j0 + U1 < ny:
+                a[j0 + U1, i0] = b2
 
     _KERNELS.update(sweep_kernels(0))
     _KERNELS.update({name + "_sum": kern for name, kern in sweep_kernels(1).items()})
@@ -1268,9 +1264,11 @@ class GPUSolverState:
         # rhs in quarters and its black elimination: ``full[2:4]`` keeps the black rhs
         # for the back-substitution in ``finish``, ``full[:2]`` (warm) the Schur rhs
         r, z = self.rbuf[0], self.vec["z"]
+        f = self._flat
         k["split_schur_rhs"][_blocks(n), TPB, st](
-            v(self.BL[0]), self._view(rhs), self._view(x0 if warm else rhs), warm,
-            v(self.full), v(z if warm else r), v(self.vec["x"]), v(self.st), sth, v(self.sc),
+            f(self.BL[0]), self._view(rhs), self._view(x0 if warm else rhs), warm,
+            f(self.full), f(z if warm else r), f(self.vec["x"]), v(self.st), sth, v(self.sc),
+            self.h, self.w,
         )
         # The first preconditioned residual z = M^-1 r goes straight into p: it is the
         # first search direction (the solve's first iteration has no ``update_p``), and
@@ -1291,9 +1289,10 @@ class GPUSolverState:
         """Black back-substitution from the red iterate, in natural order into ``out``
         (the solver's buffer or the caller's array; one kernel)."""
         n = self.h * self.w
+        f = self._flat
         self.k["finish"][_blocks(n), TPB, self._st](
-            self.v(self.BL[0]), self.v(self.full), self.v(self.vec["x"]), self.v(self.vec["p"]),
-            self.v(self.sc), self._view(out), self.v(self.flag),
+            f(self.BL[0]), f(self.full), f(self.vec["x"]), f(self.vec["p"]),
+            self.v(self.sc), self._view(out), self.v(self.flag), self.h, self.w,
         )
 
     def _view(self, a):
