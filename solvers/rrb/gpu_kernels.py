@@ -1,20 +1,29 @@
-"""RRB-PCG on the GPU (Numba-CUDA), compiled from the same pointwise bodies as the CPU.
+"""RRB-PCG on the GPU (Numba-CUDA): the arithmetic of the CPU's pointwise bodies
+(:mod:`.kernels`), term by term, written out on flat arrays.
 
 One thread per quarter index ``(J, I)`` of a level (1D blocks of 256 threads over the
 row-major quarter rectangle), so consecutive threads touch consecutive addresses of
-every quarter array.  Inner products are fused into the kernel that produces their
-second factor (``p.Sp`` into the Schur matvec, ``r.z`` into the last preconditioner
-kernel): grid-stride loops over at most ``RED_BLOCKS`` blocks, a block reduction (warp
-shuffles, then the warps' sums) and one atomic add per block into a small device array
-of CG scalars (so a few hundred atomics on one address, not one per 256 nodes).
-``alpha`` and ``beta`` are computed on the device from those scalars, and the stopping
-rule is evaluated on the device too, by the block of ``r2_backward_dot`` that finishes
-last (once it passes, every kernel of later iterations is gated off), so a CUDA graph of
-several iterations needs one wait of the host per launch (``check_every``; the kernels that
-change the stopping state also write it into mapped host memory).  The update
-``r -= alpha q`` is fused into the first preconditioner kernel (``r2_forward_xr``) and
-``x += alpha p`` into the next iteration's ``update_p`` (or ``finish``), so an
-iteration is ``update_p``, the matvec and the preconditioner's kernels.
+every quarter array.  The kernels index the quarter arrays flat, with unsigned
+indices, and have no branch around a load: a neighbour past the edge of the level is
+loaded at the edge and its value replaced by 0 (see ``node`` in :func:`gpu_kernels`).
+Compiled from the 3-D bodies with their bounds-checked loads, the level kernels were
+bound by their instructions and branches, not by memory (the level-1 back-substitution
+92 against 63 us at 4096^2 on an H200; docs/rrb.md, "Flat, branch-free level
+kernels"); the tests hold every kernel to the CPU bodies.
+
+Inner products are fused into the kernel that produces their second factor (``p.Sp``
+into the Schur matvec, ``r.z`` into the last preconditioner kernel): grid-stride loops
+over at most ``RED_BLOCKS`` blocks, a block reduction (warp shuffles, then the warps'
+sums) and one atomic add per block into a small device array of CG scalars (so a few
+hundred atomics on one address, not one per 256 nodes). ``alpha`` and ``beta`` are
+computed on the device from those scalars, and the stopping rule is evaluated on the
+device too, by the block of ``r2_backward_dot`` that finishes last (once it passes,
+every kernel of later iterations is gated off), so a CUDA graph of several iterations
+needs one wait of the host per launch (``check_every``; the kernels that change the
+stopping state also write it into mapped host memory). The update ``r -= alpha q`` is
+fused into the first preconditioner kernel (``r2_forward_xr``) and ``x += alpha p`` into
+the next iteration's ``update_p`` (or ``finish``), so an iteration is ``update_p``, the
+matvec and the preconditioner's kernels.
 
 The iteration predicted to be a solve's last runs only the forward sweep of the
 preconditioner: with ``M = L D L^T``, ``r.z = y^T D^-1 y`` for ``y = L^-1 r``, so the

@@ -3,7 +3,8 @@
 Every body works on one quarter index ``(J, I)`` of a level and touches only that
 node's entries and its stencil neighbours (quarter arrays shifted by one), so a whole
 level is one parallel loop (CPU: ``prange`` over rows; GPU: one thread per ``(J, I)``,
-see :mod:`.gpu_kernels`, compiled from these same bodies).  Array layouts (see
+see :mod:`.gpu_kernels`, where the same arithmetic is written out on flat arrays
+without branches, and tested against these bodies).  Array layouts (see
 :mod:`.ordering` and :mod:`.build`):
 
 * level vector ``y[4, h, w]`` (r1, r2, b1, b2); CG vectors ``x[2, h, w]`` (r1, r2);
