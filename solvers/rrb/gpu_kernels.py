@@ -98,8 +98,9 @@ THEN_CHECK, THEN_START = 1, 2  # what r2_backward_dot's last block does after th
 # an iteration predicted to be the last (``GPUSolverState.precondition``, ``final``)
 ALPHA, FSUM = 4, 6
 DENSE_ROWS = 8  # rows of the dense last-level product per block (dense_last*)
-U0, U1, U2, U3, U4, U5, U6, U7, U8, U9, U16 = (np.uint64(v) for v in (*range(10), 16))  # unsigned
-# indices: no negative-index wrap-around code in the dense product's loop
+# unsigned index constants: unsigned indices carry no negative-index wrap-around code
+# (the flat level kernels, the dense product's loop)
+U0, U1, U2, U3, U4, U5, U6, U7, U8, U9, U16 = (np.uint64(v) for v in (*range(10), 16))
 # Levels of at most this many nodes a plane prefetch their factors into L1 before the
 # PDL wait (latency-bound small levels gain; on larger, bandwidth-bound ones the
 # prefetches cost: 4096^2 on an H200, level-1 r2 step 70 -> 48.5 us without them,
@@ -627,8 +628,8 @@ def gpu_kernels():
         # stopping state (THEN_START, after the first preconditioner application;
         # normb^2 in sc[nbslot]), so the scalars need no kernel of their own.
         # (A column walk in 2D blocks as the matvec's: 111 against 102 us at 4096^2
-        # on an H200; one node a thread, with a tree of atomics over 256 addresses
-        # for the sum: 90 against 63 us; not kept.)
+        # on an H200; one node a thread, the block sums added into 256 addresses
+        # and summed by the last block: 90-105 against 63 us; not kept.)
         if g[0] != 0.0:
             return
         h = uint64(hh)
