@@ -3,9 +3,11 @@
 
 One thread per quarter index ``(J, I)`` of a level (1D blocks of 256 threads over the
 row-major quarter rectangle), so consecutive threads touch consecutive addresses of
-every quarter array.  The kernels index the quarter arrays flat, with unsigned
-indices, and have no branch around a load: a neighbour past the edge of the level is
-loaded at the edge and its value replaced by 0 (see ``node`` in :func:`gpu_kernels`).
+every quarter array.  The preconditioner's level kernels, the setup and the finish
+index the quarter arrays flat, with unsigned indices, and have no branch around a load:
+a neighbour past the edge of the level is loaded at the edge and its value replaced by
+0 (see ``node`` in :func:`gpu_kernels`; the Schur matvec keeps its bounds checks, see
+there).
 Compiled from the 3-D bodies with their bounds-checked loads, the level kernels were
 bound by their instructions and branches, not by memory (the level-1 back-substitution
 92 against 63 us at 4096^2 on an H200; docs/rrb.md, "Flat, branch-free level
@@ -257,7 +259,9 @@ def gpu_kernels():
         # values of rows J - 1 and J + 1 over in registers: per node 12 first loads
         # (the minimum: S and x) and 8 side neighbours (I - 1, I + 1: L1 hits), against
         # 29 bounds-checked loads when every node reads its whole stencil.  Blocks of
-        # MV_TILE threads, grid-stride over the row segments.
+        # MV_TILE threads, grid-stride over the row segments.  (Without branches, the
+        # side neighbours loaded clamped as in the level kernels: slower, 10.7 -> 12.2
+        # us at 1225^2 on an H200; the kernel is bound by memory, its side loads hit L1.)
         if g[0] != 0.0:
             return
         h, w = x.shape[1], x.shape[2]
