@@ -98,8 +98,13 @@ def test_float32_storage_close_to_float64(radial_dam):
     f64 = radial_dam.setup(**kw, backend="gpu").run()
     f32 = radial_dam.setup(**kw, backend="gpu", dtype="float32").run()
     assert f32.q.dtype == np.float32
-    a, b = host(f64, f64.q), host(f32, f32.q).astype(np.float64)
-    assert np.abs(a - b)[:, :, 2:-2, 2:-2].max() < 1e-5
+    # interiors only: after a step the ghost cells hold whatever the step's new array
+    # held (filled at the start of the next step), which in float32 may be a
+    # signalling NaN whose cast warns
+    b = f32.mbc
+    a = host(f64, f64.q)[:, :, b:-b, b:-b]
+    c = host(f32, f32.q)[:, :, b:-b, b:-b].astype(np.float64)
+    assert np.abs(a - c).max() < 1e-5
 
 
 def test_float32_is_a_gpu_option():
