@@ -493,6 +493,26 @@ def gpu_kernels():
         # (``black_share``; the black steps change only red values); the last level's
         # w . D Minv D w in ``dense_end``.  Padding nodes hold y = 0 and 1/c = 1/d = 1.
 
+        @cuda.jit(device=True)
+        def r2_eliminate(P, X, BLn, k, J, I, n, hq, wq, iw, js, r1, r2, rw, rs, rsw):
+            # kernels.body_r2_forward on the values of node k's r1 and r2 entries and
+            # of its west, south and south-west r2 neighbours (loaded, not yet zeroed
+            # past the edge): the next level's value into X; returns the r.z share of
+            # an iteration predicted to be the last (fs != 0), else 0
+            xv = r1 - (
+                P[n + k] * r2
+                + P[U2 * n + k] * (rw if iw else 0.0)
+                + P[U3 * n + k] * (rs if js else 0.0)
+                + P[U4 * n + k] * (rsw if iw and js else 0.0)
+            )
+            q = quarter_u(J, I)
+            jq = (J >> U1) * uint64(wq)
+            qn = uint64(hq * wq)
+            X[q * qn + jq + (I >> U1)] = xv
+            if fs != 0:
+                return r2 * r2 * P[k] + black_share(BLn, q, jq, I, qn, xv)
+            return 0.0
+
         @cuda.jit
         def r2_forward(P, y, X, g, sc, BLn, hh, ww, hq, wq):
             # kernels.body_r2_forward
@@ -507,22 +527,8 @@ def gpu_kernels():
             if k < hh * ww:
                 k, J, I, w, h, n = node(k, hh, ww)
                 iw, js, ie, jn, kw, ks, ke, kn = around(k, J, I, h, w)
-                tw = y[n + kw]
-                ts = y[n + ks]
-                tsw = y[n + ks - (U1 if iw else U0)]
-                y1 = y[n + k]
-                xv = y[k] - (
-                    P[n + k] * y1
-                    + P[U2 * n + k] * (tw if iw else 0.0)
-                    + P[U3 * n + k] * (ts if js else 0.0)
-                    + P[U4 * n + k] * (tsw if iw and js else 0.0)
-                )
-                q = quarter_u(J, I)
-                jq = (J >> U1) * uint64(wq)
-                qn = uint64(hq * wq)
-                X[q * qn + jq + (I >> U1)] = xv
-                if fs != 0:
-                    v = y1 * y1 * P[k] + black_share(BLn, q, jq, I, qn, xv)
+                v = r2_eliminate(P, X, BLn, k, J, I, n, hq, wq, iw, js, y[k], y[n + k],
+                                 y[n + kw], y[n + ks], y[n + ks - (U1 if iw else U0)])
             if fs != 0:
                 block_add(v, sc, FSUM)
 
@@ -553,21 +559,10 @@ def gpu_kernels():
                 rw = rs[n + kw] - alpha * q[n + kw]
                 rS = rs[n + ks] - alpha * q[n + ks]
                 rsw = rs[n + ksw] - alpha * q[n + ksw]
-                xv = r1 - (
-                    P[n + k] * r2
-                    + P[U2 * n + k] * (rw if iw else 0.0)
-                    + P[U3 * n + k] * (rS if js else 0.0)
-                    + P[U4 * n + k] * (rsw if iw and js else 0.0)
-                )
-                qa = quarter_u(J, I)
-                jq = (J >> U1) * uint64(wq)
-                qn = uint64(hq * wq)
+                v = r2_eliminate(P, X, BLn, k, J, I, n, hq, wq, iw, js, r1, r2, rw, rS, rsw)
                 if fs == 0:
                     rd[k] = r1
                     rd[n + k] = r2
-                X[qa * qn + jq + (I >> U1)] = xv
-                if fs != 0:
-                    v = r2 * r2 * P[k] + black_share(BLn, qa, jq, I, qn, xv)
             if fs != 0:
                 block_add(v, sc, FSUM)
 
@@ -579,8 +574,7 @@ def gpu_kernels():
     def r2_back(P, y, X, o, k, J, I, h, w, n, qn, wq):
         # kernels.body_r2_backward (flat arrays: see ``node``), X the next level's four
         # quarters of qn nodes in rows of wq; returns y . o over the two entries
-        ie = I + U1 < w
-        jn = J + U1 < h
+        iw, js, ie, jn, kw, ks, ke, kn = around(k, J, I, h, w)
         I1 = I + U1 if ie else I
         J1 = J + U1 if jn else J
         jq = (J >> U1) * wq
@@ -592,8 +586,6 @@ def gpu_kernels():
         xe = te if ie else 0.0
         xn = tn if jn else 0.0
         xne = tne if ie and jn else 0.0
-        ke = k + (U1 if ie else U0)
-        kn = k + (w if jn else U0)
         kne = kn + (U1 if ie else U0)
         y0 = y[k]
         y1 = y[n + k]
