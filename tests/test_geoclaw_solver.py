@@ -130,22 +130,41 @@ def test_flat_bottom_is_conservative_in_all_components():
 
 
 def test_dry_cell_above_the_surface_is_a_wall():
-    # wet left (surface 0.5) running into a dry cell whose bottom (0.8) is above it
-    hl, ul, vl = 1.0, 1.5, 0.3
+    # wet left (surface 0.5) moving slowly towards a dry cell whose bottom (0.8) is above
+    # the middle state of the problem against the mirror image: a wall
+    hl, ul, vl = 1.0, 0.3, 0.3
     wave, s, amdq, apdq = solve(1, [hl, hl * ul, hl * vl], [0.0, 0.0, 0.0], -0.5, 0.8)
     assert np.all(apdq == 0.0)  # the dry cell receives nothing
-    assert hl * ul + amdq[0] == 0.0  # no mass crosses the interface
-    assert hl * ul * vl + amdq[2] == 0.0
-    # the normal momentum: the pressure of the mirror problem's middle state
+    assert hl * ul + amdq[0] == pytest.approx(0.0, abs=1e-15)  # no mass crosses
+    assert hl * ul * vl + amdq[2] == pytest.approx(0.0, abs=1e-15)
+    # the normal momentum: that of the mirror problem's left-going wave
     _, _, mirror_amdq, _ = solve(1, [hl, hl * ul, hl * vl], [hl, -hl * ul, hl * vl], -0.5, -0.5)
     assert amdq[1] == pytest.approx(mirror_amdq[1], rel=1e-14)
     assert amdq[1] > 0  # the wall pushes back
     # the same from the other side (ixy = 2, wall on the left)
     wave, s, amdq, apdq = solve(2, [0.0, 0.0, 0.0], [hl, hl * vl, -hl * ul], 0.8, -0.5)
-    assert np.all(amdq == 0.0) and apdq[0] == -hl * ul
-    # a dry cell below the surface is flooded instead
+    assert np.all(amdq == 0.0) and apdq[0] == pytest.approx(-hl * ul, rel=1e-15)
+    # fast enough to climb the bank (middle depth + bottom above 0.8): GeoClaw's rule
+    # floods the dry cell over a bottom lowered to the wet surface
+    _, _, amdq, apdq = solve(1, [hl, 3.0 * hl, 0.0], [0.0, 0.0, 0.0], -0.5, 0.8)
+    assert apdq[0] < 0.0  # the interface flux 0 - apdq[0] enters the dry cell
+    assert amdq[0] + apdq[0] == pytest.approx(-3.0 * hl, rel=1e-14)
+    # a dry cell below the surface is flooded
     _, _, amdq, apdq = solve(1, [hl, 0.0, 0.0], [0.0, 0.0, 0.0], -0.5, 0.2)
     assert hl * 0.0 + amdq[0] > 0.0  # mass flows to the right
+
+
+def test_hydrostatic_solver_walls_any_dry_bank_above_the_surface():
+    from forestpy.extensions.geoclaw.hydrostatic import geoclaw_hr, rpn2_hydrostatic
+
+    params = geoclaw_hr.params_array()
+    hl, ul, vl = 1.0, 1.5, 0.3
+    wave, s = np.zeros((3, 3)), np.zeros(3)
+    amdq, apdq = np.zeros(3), np.zeros(3)
+    rpn2_hydrostatic(1, np.array([hl, hl * ul, hl * vl]), np.zeros(3), np.array([-0.5]),
+                     np.array([0.8]), params, wave, s, amdq, apdq)
+    assert np.all(apdq == 0.0) and hl * ul + amdq[0] == 0.0
+    assert get_riemann("geoclaw_hr") is geoclaw_hr
 
 
 def test_transverse_solver_zero_and_walls():

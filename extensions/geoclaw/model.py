@@ -40,11 +40,15 @@ import numpy as np
 
 from forestpy.simulation import Domain, Simulation
 
+from .hydrostatic import geoclaw_hr
 from .refinement import GeoClawRefinement, Region
 from .riemann import geoclaw
 from .sources import Coriolis, DischargeSource, GeoClawSources
 
-__all__ = ["geoclaw_simulation", "manning_field", "points_in_polygon"]
+__all__ = ["WET_DRY_SOLVERS", "geoclaw_simulation", "manning_field", "points_in_polygon"]
+
+#: The wet/dry Riemann solvers ``geoclaw_simulation`` can use, by name.
+WET_DRY_SOLVERS = {"geoclaw": geoclaw, "geoclaw_hr": geoclaw_hr}
 
 
 def points_in_polygon(x, y, polygon) -> np.ndarray:
@@ -117,6 +121,7 @@ def geoclaw_simulation(
     regions: Sequence[Region] = (),
     bc="wall",
     shore_regrid: str = "conserve",
+    riemann_solver: str = "geoclaw",
     **sim_options,
 ) -> Simulation:
     """A :class:`~forestpy.simulation.Simulation` of the ``geoclaw`` solver.
@@ -150,6 +155,10 @@ def geoclaw_simulation(
         What a regrid keeps in families of cells that are partly dry: the volume exactly
         (default) or the rest state, as GeoClaw does (volume then changes at shores);
         see docs/geoclaw_solver.md, "AMR".
+    riemann_solver : ``"geoclaw"`` or ``"geoclaw_hr"``
+        George's augmented solver (default, GeoClaw's) or the hydrostatic
+        reconstruction with HLLE that forestpy used before (first order over sloping
+        bottoms; kept for comparison).
     **sim_options :
         Any other :class:`~forestpy.simulation.Simulation` option (``mx``,
         ``min_level``, ``max_level``, ``t_final``, ``b4step``, ``callbacks``,
@@ -168,7 +177,12 @@ def geoclaw_simulation(
         raise TypeError("give qinit or eta_init, not both")
     variable_n = not isinstance(manning, (int, float))
     naux = 2 if variable_n else 1
-    riemann = geoclaw if naux == 1 else dataclasses.replace(geoclaw, num_aux=naux)
+    if riemann_solver not in WET_DRY_SOLVERS:
+        raise ValueError(f"unknown riemann_solver {riemann_solver!r}; use one of "
+                         f"{sorted(WET_DRY_SOLVERS)}")
+    riemann = WET_DRY_SOLVERS[riemann_solver]
+    if naux != 1:
+        riemann = dataclasses.replace(riemann, num_aux=naux)
     if shore_regrid != riemann.surface_regrid:  # validated by the record
         riemann = dataclasses.replace(riemann, surface_regrid=shore_regrid)
     last = {}

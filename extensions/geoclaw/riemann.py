@@ -1,4 +1,4 @@
-r"""Shallow water over topography: a well-balanced, positivity-preserving wet/dry solver.
+r"""Shallow water over topography: George's augmented Riemann solver (GeoClaw's default).
 
 .. math::
 
@@ -10,63 +10,67 @@ r"""Shallow water over topography: a well-balanced, positivity-preserving wet/dr
 
 with the bottom elevation :math:`b` in ``aux[0]`` and the surface :math:`\eta = h + b`.
 
-Normal solve (``rpn2``): the hydrostatic reconstruction of Audusse et al. (2004) with
-an HLLE flux (Einfeldt speeds) and an upwinded contact for the tangential momentum.
-At an interface with bottoms :math:`b_l, b_r` and :math:`b^* = \max(b_l, b_r)`,
+Normal solve (``rpn2``).  At an interface the augmented system
+:math:`w = (h, hu, \phi = hu^2 + \tfrac12 g h^2, b)` is split into three f-waves with
+speeds :math:`\lambda^1 \le \lambda^2 \le \lambda^3` and a stationary wave that carries
+the jump of the bottom (George 2008).  The stationary wave's jumps of depth and of the
+momentum flux, :math:`\delta h` and :math:`\delta\phi`, are those of a steady state
+across the step :math:`\Delta b`,
 
 .. math::
 
-    h_l^* = \max(0, \eta_l - b^*), \qquad h_r^* = \max(0, \eta_r - b^*),
+    \delta h = \frac{g \bar h}{\bar s_1 \bar s_2}\,\Delta b, \qquad
+    \delta\phi = -g \bar h\,\frac{\tilde s_1 \tilde s_2}{\bar s_1 \bar s_2}\,\Delta b,
+    \qquad \bar s_1 \bar s_2 = \tfrac14 (u_l + u_r)^2 - g \bar h,
+    \quad \tilde s_1 \tilde s_2 = \max(0, u_l u_r) - g \bar h,
 
-the states :math:`q^*_{l,r} = h^*_{l,r}(1, u_{l,r}, v_{l,r})` have a flat bottom, and
-the HLL fan between them gives the interface flux :math:`F^*`.  The left cell sees
-:math:`F_l = F^* + (0, \tfrac g2 (h_l^2 - h_l^{*2}), 0)`, the right cell
-:math:`F_r = F^* + (0, \tfrac g2 (h_r^2 - h_r^{*2}), 0)`, so in fluctuation form
+(:math:`\delta h = -\Delta b`, :math:`\delta\phi = -g \bar h \Delta b` near critical
+flow), bounded so that the middle states stay non-negative.  What is left,
+:math:`(\Delta h - \delta h, \Delta(hu), \Delta\phi - \delta\phi)`, is decomposed on
+the eigenvectors :math:`(1, \lambda^1, (\lambda^1)^2)`, :math:`(0, 0, 1)`,
+:math:`(1, \lambda^3, (\lambda^3)^2)` with Einfeldt's speeds widened by the speeds of
+the exact solution's structure (one Newton or secant step on the middle depth), and
+:math:`\lambda^2 = (\lambda^1 + \lambda^3)/2`.  The f-waves are the mass and
+momentum-flux rows, so the bottom source term lives *inside* the waves: the limited
+second-order corrections act on it, and the scheme is second order over smoothly
+varying bottoms (the hydrostatic reconstruction of :mod:`.hydrostatic` is first order
+there).  The tangential momentum rides on the 1- and 3-waves with the velocities of
+their sides; the rest of its flux jump goes to the wave on the downstream side of the
+interface's mass flux.
 
-.. math::
+Exact lake at rest: the jumps are written as the surface jump :math:`\Delta\eta` plus
+terms proportional to the velocities, so two cells at rest with the same surface
+(wet, or wet beside dry ground) give waves that are exactly zero.
 
-    \mathcal{A}^-\Delta q = \sum_{s^p < 0} \mathcal{Z}^p + (h_l^* - h_l)\,u_l\,(1, u_l, v_l),
-    \qquad
-    \mathcal{A}^+\Delta q = \sum_{s^p > 0} \mathcal{Z}^p + (h_r - h_r^*)\,u_r\,(1, u_r, v_r),
-
-with the HLL f-waves :math:`\mathcal{Z}^1 = s^1 (q^\dagger - q_l^*)`,
-:math:`\mathcal{Z}^3 = s^2 (q_r^* - q^\dagger)` (speeds :math:`s^1, s^2`) and a contact
-:math:`\mathcal{Z}^2` at the Roe speed :math:`\hat u` carrying the jump of the
-tangential momentum flux (the 1- and 3-waves carry :math:`v_l` and :math:`v_r`).
-The pressure terms cancel analytically, so a lake at rest (:math:`\eta_l = \eta_r`,
-:math:`u = v = 0`) gives fluctuations that are exactly zero, wet or dry, and the mass
-fluctuations add up to :math:`(hu)_r - (hu)_l` (mass is conserved).  The first-order
-update keeps depths non-negative under the CFL condition (Audusse et al. 2004,
-Theorem 2.1, with the positively conservative HLLE flux of Einfeldt et al. 1991).  The
-f-waves feed Clawpack's second-order corrections, except at wet/dry fronts and where the
-reconstructed depths differ by more than a factor 10 (there the waves are zero: first
-order).
-
-Wet/dry (GeoClaw's rule, George 2008): a cell with :math:`h \le` ``dry_tolerance`` has
-zero velocity; two such cells exchange nothing.  A dry cell whose bottom is at or above
-the wet neighbour's surface is a wall: the Riemann problem is solved against the mirror
-image of the wet state, the dry cell receives nothing and no mass crosses the interface.
+Wet/dry (GeoClaw's rules): a cell with :math:`h \le` ``dry_tolerance`` is dry (zero
+depth, velocity and momentum flux in the solve; its film counts as part of the ground,
+so a lake beside a filmed bank stays exactly at rest).  Beside a dry cell whose bottom is
+above the wet cell's surface the solver first asks whether the wet side's water would
+climb it (the middle depth of the problem against its mirror image): if not, the dry
+cell is a wall (the problem is solved against the mirror state and only the wave into
+the wet cell is kept: no mass crosses); if it would, the dry cell's bottom is lowered
+to the wet surface for the solve.
 
 Transverse solve (``rpt2``): the eigen-decomposition of the transverse flux Jacobian at
-the state of the cell that received the fluctuation; the part moving towards a
-transverse neighbour whose bottom is above that cell's surface is dropped (a wall).
+the state of the cell that received the fluctuation (GeoClaw 5.8 and later); the part
+moving towards a transverse neighbour whose bottom is above that cell's surface is
+dropped (a wall).
 
-Parameters: ``grav``, ``dry_tolerance`` (depth below which a cell is dry),
+Parameters: ``grav``, ``dry_tolerance`` (depth at or below which a cell is dry),
 ``sea_level`` (used by the refinement flags, initial conditions and output, not by the
 Riemann solver).  Negative depths give NaN outputs, which the time stepper reports.
 
 References
 ----------
-E. Audusse, F. Bouchut, M.-O. Bristeau, R. Klein and B. Perthame, A fast and stable
-well-balanced scheme with hydrostatic reconstruction for shallow water flows, *SIAM J.
-Sci. Comput.* 25 (2004) 2050-2065.
-B. Einfeldt, C.-D. Munz, P. L. Roe and B. Sjogreen, On Godunov-type methods near low
-densities, *J. Comput. Phys.* 92 (1991) 273-295.
 D. L. George, Augmented Riemann solvers for the shallow water equations over variable
 topography with steady states and inundation, *J. Comput. Phys.* 227 (2008) 3089-3113.
+M. J. Berger, D. L. George, R. J. LeVeque and K. T. Mandli, The GeoClaw software for
+depth-averaged flows with adaptive refinement, *Adv. Water Resour.* 34 (2011) 1195-1206.
 D. S. Bale, R. J. LeVeque, S. Mitran and J. A. Rossmanith, A wave propagation method for
 conservation laws and balance laws with spatially varying flux functions, *SIAM J. Sci.
 Comput.* 24 (2003) 955-978.
+R. J. LeVeque, *Finite Volume Methods for Hyperbolic Problems*, Cambridge University
+Press, 2002, section 13.
 
 Examples
 --------
@@ -92,11 +96,186 @@ from forestpy.extensions.riemann._common import fill_nan_normal, fill_nan_transv
 
 from forestpy.vtable import RiemannSolver, register_riemann
 
-#: Below this ratio of the reconstructed depths across an interface (and at wet/dry
-#: fronts) the waves are not passed to the second-order corrections (first order there).
-_FRONT_RATIO = 0.1
+__all__ = [
+    "GEOCLAW_DERIVED_FIELDS",
+    "augmented_fwaves",
+    "geoclaw",
+    "riemann_structure",
+    "rpn2_geoclaw",
+    "rpt2_geoclaw",
+]
 
-__all__ = ["GEOCLAW_DERIVED_FIELDS", "geoclaw", "rpn2_geoclaw", "rpt2_geoclaw"]
+#: Speeds this close to zero count as zero when the f-waves are split into the left-
+#: and right-going fluctuations (half to each side).
+_ZERO_SPEED = 1e-14
+
+
+@numba.njit
+def riemann_structure(hl, hr, ul, ur, drytol, grav):
+    """Middle depth ``hm`` and the speeds ``(s1m, s2m)`` of the exact Riemann solution's
+    1- and 2-families next to the middle state (LeVeque 2002, section 13).
+
+    The middle depth comes from one step of an iteration on the wave-curve function:
+    Newton on ``sqrt(h)`` from ``max(hl, hr)`` for two shocks, a secant step from
+    ``min(hl, hr)`` for a shock and a rarefaction, closed form for two rarefactions.
+    A dry side gives ``hm = 0`` and the dry-front speed for both speeds.
+    """
+    hmin = min(hl, hr)
+    hmax = max(hl, hr)
+    du = ur - ul
+    cl = math.sqrt(grav * hl)
+    cr = math.sqrt(grav * hr)
+    if hmin <= drytol:
+        sfront = ur + ul - 2.0 * cr + 2.0 * cl
+        return 0.0, sfront, sfront
+    cmin = math.sqrt(grav * hmin)
+    cmax = math.sqrt(grav * hmax)
+    f_min = du + 2.0 * (cmin - cmax)
+    f_max = du + (hmax - hmin) * math.sqrt(0.5 * grav * (hmax + hmin) / (hmax * hmin))
+    if f_min > 0.0:
+        # two rarefactions: the middle depth in closed form
+        t = max(0.0, -du + 2.0 * (cl + cr))
+        hm = t * t / (16.0 * grav)
+        cm = math.sqrt(grav * hm)
+        return hm, ul + 2.0 * cl - 3.0 * cm, ur - 2.0 * cr + 3.0 * cm
+    if f_max <= 0.0:
+        # two shocks: one Newton step on sqrt(h) from the larger depth
+        h0 = hmax
+        gl = math.sqrt(0.5 * grav * (1.0 / h0 + 1.0 / hl))
+        gr = math.sqrt(0.5 * grav * (1.0 / h0 + 1.0 / hr))
+        f0 = du + (h0 - hl) * gl + (h0 - hr) * gr
+        dfdh = (gl - grav * (h0 - hl) / (4.0 * h0 * h0 * gl)
+                + gr - grav * (h0 - hr) / (4.0 * h0 * h0 * gr))
+        root = math.sqrt(h0) - f0 / (2.0 * math.sqrt(h0) * dfdh)
+        hm = root * root
+        u1m = ul - (hm - hl) * math.sqrt(0.5 * grav * (1.0 / hm + 1.0 / hl))
+        u2m = ur + (hm - hr) * math.sqrt(0.5 * grav * (1.0 / hm + 1.0 / hr))
+        cm = math.sqrt(grav * hm)
+        return hm, u1m - cm, u2m + cm
+    # a shock and a rarefaction: one secant step from the smaller depth
+    hm = hmin - f_min * (hmax - hmin) / (f_max - f_min)
+    cm = math.sqrt(grav * hm)
+    if hl > hr:
+        return hm, ul + 2.0 * cl - 3.0 * cm, ul + 2.0 * cl - cm
+    return hm, ur - 2.0 * cr + cm, ur - 2.0 * cr + 3.0 * cm
+
+
+@numba.njit
+def augmented_fwaves(hl, hr, hul, hur, ul, ur, vl, vr, bl, br, se1, se2, drytol, grav,
+                     mu, mv, wave, s):
+    """George's augmented decomposition (one pass, GeoClaw's ``maxiter = 1``).
+
+    Inputs are the (dry-corrected) states of both sides, their bottoms and the
+    Einfeldt speeds ``se1 <= se2``; writes the f-waves ``wave[m, p]`` (``m``: 0 mass,
+    ``mu`` normal momentum, ``mv`` tangential momentum) and their speeds ``s[p]``.
+    """
+    cl = math.sqrt(grav * hl)
+    cr = math.sqrt(grav * hr)
+    hm, s1m, s2m = riemann_structure(hl, hr, ul, ur, drytol, grav)
+    lam1 = min(se1, s2m)
+    lam3 = max(se2, s1m)
+    lam2 = 0.5 * (lam1 + lam3)
+    width = lam3 - lam1
+    hstar_hll = max((hul - hur + lam3 * hr - lam1 * hl) / width, 0.0)
+
+    crit = max(drytol * grav, 1e-6)
+    crit_sqrt = math.sqrt(crit)
+    hbar = 0.5 * (hl + hr)
+    ghbar = grav * hbar
+    usum2 = 0.25 * (ul + ur) * (ul + ur)
+    s1s2bar = usum2 - ghbar
+    s1s2tilde = max(0.0, ul * ur) - ghbar
+    sonic = (abs(s1s2bar) <= crit
+             or s1s2bar * s1s2tilde <= crit * crit
+             or s1s2bar * lam1 * lam3 <= crit * crit
+             or min(abs(lam1), abs(lam3)) < crit_sqrt
+             or (lam1 < crit_sqrt and s1m > -crit_sqrt)
+             or (lam3 > -crit_sqrt and s2m < crit_sqrt)
+             or (ul + cl) * (ur + cr) < 0.0
+             or (ul - cl) * (ur - cr) < 0.0)
+
+    db = br - bl
+    dh = hr - hl
+    deta = (hr + br) - (hl + bl)
+    # the steady wave's depth jump: -db (+ a part that vanishes with the velocities)
+    if sonic:
+        excess_h = 0.0
+    else:
+        excess_h = db * (usum2 / s1s2bar)
+    ddh = excess_h - db
+    bounded = ddh
+    if lam1 < -crit and lam3 > crit:
+        bounded = min(bounded, hstar_hll * width / lam3)
+        bounded = max(bounded, hstar_hll * width / lam1)
+    elif lam1 >= crit:
+        bounded = min(bounded, hstar_hll * width / lam1)
+        bounded = max(bounded, -hl)
+    elif lam3 <= -crit:
+        bounded = min(bounded, hr)
+        bounded = max(bounded, hstar_hll * width / lam3)
+    d1 = deta - excess_h if bounded == ddh else dh - bounded
+
+    # the steady wave's momentum-flux jump: -g hbar db (+ a part that vanishes at rest)
+    if sonic:
+        excess_phi = 0.0
+    else:
+        excess_phi = -db * ghbar * ((s1s2tilde - s1s2bar) / s1s2bar)
+    ddphi = excess_phi - ghbar * db
+    bounded = min(ddphi, grav * max(-hl * db, -hr * db))
+    bounded = max(bounded, grav * min(-hl * db, -hr * db))
+    dkin = hur * ur - hul * ul
+    if bounded == ddphi:
+        # dphi - ddphi = g hbar (dh + db) + dkin - excess_phi, with dh + db = deta
+        d3 = ghbar * deta + dkin - excess_phi
+    else:
+        d3 = ghbar * dh + dkin - bounded
+    d2 = hur - hul
+
+    beta1 = (lam3 * d1 - d2) / width
+    beta3 = (d2 - lam1 * d1) / width
+    beta2 = d3 - beta1 * lam1 * lam1 - beta3 * lam3 * lam3
+
+    for p in range(3):
+        wave[0, p] = 0.0
+        wave[mu, p] = 0.0
+        wave[mv, p] = 0.0
+    wave[0, 0] = beta1 * lam1
+    wave[mu, 0] = beta1 * lam1 * lam1
+    wave[mv, 0] = beta1 * lam1 * vl
+    wave[mu, 1] = beta2
+    wave[0, 2] = beta3 * lam3
+    wave[mu, 2] = beta3 * lam3 * lam3
+    wave[mv, 2] = beta3 * lam3 * vr
+    # the rest of the tangential momentum flux jump goes downstream of the interface
+    rest = (hur * vr - hul * vl) - wave[mv, 0] - wave[mv, 2]
+    if hul + wave[0, 0] <= 0.0:
+        wave[mv, 0] += rest
+    else:
+        wave[mv, 2] += rest
+    s[0] = lam1
+    s[1] = lam2
+    s[2] = lam3
+
+
+@numba.njit
+def _split_fwaves(wave, s, amdq, apdq):
+    """``amdq``/``apdq`` = sums of the f-waves by the sign of their speed (half each
+    for a speed within 1e-14 of zero, so that ``amdq + apdq`` is the sum of the
+    waves)."""
+    for m in range(3):
+        a = 0.0
+        b = 0.0
+        for p in range(3):
+            z = wave[m, p]
+            if s[p] < -_ZERO_SPEED:
+                a += z
+            elif s[p] > _ZERO_SPEED:
+                b += z
+            else:
+                a += 0.5 * z
+                b += 0.5 * z
+        amdq[m] = a
+        apdq[m] = b
 
 
 @numba.njit
@@ -110,85 +289,8 @@ def _zero_normal(wave, s, amdq, apdq):
         s[p] = 0.0
 
 
-@numba.njit
-def hll_fwaves(hl, ul, vl, hr, ur, vr, grav, mu, mv, wave, s):
-    """HLLE f-waves between two flat-bottom states ``h (1, u, v)`` (``h >= 0``).
-
-    Writes ``wave[:, 0]`` (speed ``s[0] = s1``), the contact ``wave[:, 1]`` (only the
-    tangential momentum ``mv``; speed ``s[1]``) and ``wave[:, 2]`` (``s[2] = s2``);
-    their sum is the flux difference ``f(q_r) - f(q_l)``.  Einfeldt speeds; a dry side
-    gets the dry-front speed ``u -/+ 2 sqrt(g h)`` of the wet one.  Two dry states give
-    zeros.
-    """
-    for m in range(3):
-        for p in range(3):
-            wave[m, p] = 0.0
-    if hl <= 0.0 and hr <= 0.0:
-        for p in range(3):
-            s[p] = 0.0
-        return
-    cl = math.sqrt(grav * hl)
-    cr = math.sqrt(grav * hr)
-    if hl <= 0.0:
-        s1 = ur - 2.0 * cr
-        s2 = ur + cr
-        sm = ur
-    elif hr <= 0.0:
-        s1 = ul - cl
-        s2 = ul + 2.0 * cl
-        sm = ul
-    else:
-        sql = math.sqrt(hl)
-        sqr = math.sqrt(hr)
-        uhat = (sql * ul + sqr * ur) / (sql + sqr)
-        chat = math.sqrt(0.5 * grav * (hl + hr))
-        s1 = min(ul - cl, uhat - chat)
-        s2 = max(ur + cr, uhat + chat)
-        sm = uhat
-    # jumps of the state and of the normal flux (mass, normal momentum)
-    dq0 = hr - hl
-    dq1 = hr * ur - hl * ul
-    df0 = dq1
-    df1 = (hr * ur * ur + 0.5 * grav * hr * hr) - (hl * ul * ul + 0.5 * grav * hl * hl)
-    den = s2 - s1
-    a0 = (s2 * dq0 - df0) / den  # q_dagger - q_l
-    a1 = (s2 * dq1 - df1) / den
-    c0 = (df0 - s1 * dq0) / den  # q_r - q_dagger
-    c1 = (df1 - s1 * dq1) / den
-    wave[0, 0] = s1 * a0
-    wave[mu, 0] = s1 * a1
-    wave[mv, 0] = s1 * a0 * vl
-    wave[0, 2] = s2 * c0
-    wave[mu, 2] = s2 * c1
-    wave[mv, 2] = s2 * c0 * vr
-    wave[mv, 1] = (hr * ur * vr - hl * ul * vl) - wave[mv, 0] - wave[mv, 2]
-    s[0] = s1
-    s[1] = sm
-    s[2] = s2
-
-
-@numba.njit
-def _split_fwaves(wave, s, amdq, apdq):
-    """``amdq``/``apdq`` = sums of the f-waves by the sign of their speed (half each
-    for a zero speed, so that ``amdq + apdq`` is always the sum of the waves)."""
-    for m in range(3):
-        a = 0.0
-        b = 0.0
-        for p in range(3):
-            z = wave[m, p]
-            if s[p] < 0.0:
-                a += z
-            elif s[p] > 0.0:
-                b += z
-            else:
-                a += 0.5 * z
-                b += 0.5 * z
-        amdq[m] = a
-        apdq[m] = b
-
-
 def rpn2_geoclaw(ixy, ql, qr, auxl, auxr, params, wave, s, amdq, apdq):
-    """Normal solve: hydrostatic reconstruction + HLLE, GeoClaw's wet/dry wall rule."""
+    """Normal solve: George's augmented solver with GeoClaw's wet/dry wall rule."""
     grav = params[0]
     drytol = params[1]
     hl = ql[0]
@@ -196,64 +298,78 @@ def rpn2_geoclaw(ixy, ql, qr, auxl, auxr, params, wave, s, amdq, apdq):
     if not (hl >= 0.0 and hr >= 0.0):
         fill_nan_normal(wave, s, amdq, apdq)
         return
-    wet_l = hl > drytol
-    wet_r = hr > drytol
-    if not wet_l and not wet_r:
+    if hl <= drytol and hr <= drytol:
         _zero_normal(wave, s, amdq, apdq)
         return
     mu = ixy
     mv = 3 - ixy
-    ul = ql[mu] / hl if wet_l else 0.0
-    vl = ql[mv] / hl if wet_l else 0.0
-    ur = qr[mu] / hr if wet_r else 0.0
-    vr = qr[mv] / hr if wet_r else 0.0
     bl = auxl[0]
     br = auxr[0]
-    eta_l = hl + bl
-    eta_r = hr + br
-    if not wet_r and br >= eta_l:
-        # wall on the right: the mirror image of the left state, nothing crosses
-        hll_fwaves(hl, ul, vl, hl, -ul, vl, grav, mu, mv, wave, s)
-        _split_fwaves(wave, s, amdq, apdq)
-        amdq[0] = -hl * ul
-        amdq[mv] = -hl * ul * vl
-        for m in range(3):
-            apdq[m] = 0.0
-            for p in range(3):
+    if hl > drytol:
+        hul = ql[mu]
+        ul = hul / hl
+        vl = ql[mv] / hl
+    else:
+        bl += hl  # a film counts as ground (a lake beside it stays at rest)
+        hl = 0.0
+        hul = 0.0
+        ul = 0.0
+        vl = 0.0
+    if hr > drytol:
+        hur = qr[mu]
+        ur = hur / hr
+        vr = qr[mv] / hr
+    else:
+        br += hr  # a film counts as ground (a lake beside it stays at rest)
+        hr = 0.0
+        hur = 0.0
+        ur = 0.0
+        vr = 0.0
+    # a dry neighbour above the wet surface: a wall unless the water would climb it
+    wall_left = False
+    wall_right = False
+    if hr == 0.0:
+        hm, _, _ = riemann_structure(hl, hl, ul, -ul, drytol, grav)
+        if max(hl, hm) + bl < br:
+            wall_right = True
+            hr = hl
+            hur = -hul
+            ur = -ul
+            vr = vl
+            br = bl
+        elif hl + bl < br:
+            br = hl + bl
+    elif hl == 0.0:
+        hm, _, _ = riemann_structure(hr, hr, -ur, ur, drytol, grav)
+        if max(hr, hm) + br < bl:
+            wall_left = True
+            hl = hr
+            hul = -hur
+            ul = -ur
+            vl = vr
+            bl = br
+        elif hr + br < bl:
+            bl = hr + br
+    # Einfeldt speeds
+    cl = math.sqrt(grav * hl)
+    cr = math.sqrt(grav * hr)
+    uhat = (cl * ul + cr * ur) / (cl + cr)
+    chat = math.sqrt(0.5 * grav * (hl + hr))
+    se1 = min(ul - cl, uhat - chat)
+    se2 = max(ur + cr, uhat + chat)
+    augmented_fwaves(hl, hr, hul, hur, ul, ur, vl, vr, bl, br, se1, se2, drytol, grav,
+                     mu, mv, wave, s)
+    if wall_right:
+        for p in range(1, 3):
+            s[p] = 0.0
+            for m in range(3):
                 wave[m, p] = 0.0
-        return
-    if not wet_l and bl >= eta_r:
-        # wall on the left
-        hll_fwaves(hr, -ur, vr, hr, ur, vr, grav, mu, mv, wave, s)
-        _split_fwaves(wave, s, amdq, apdq)
-        apdq[0] = hr * ur
-        apdq[mv] = hr * ur * vr
-        for m in range(3):
-            amdq[m] = 0.0
-            for p in range(3):
+    if wall_left:
+        for p in range(2):
+            s[p] = 0.0
+            for m in range(3):
                 wave[m, p] = 0.0
-        return
-    bstar = max(bl, br)
-    hls = max(0.0, eta_l - bstar)
-    hrs = max(0.0, eta_r - bstar)
-    hll_fwaves(hls, ul, vl, hrs, ur, vr, grav, mu, mv, wave, s)
     _split_fwaves(wave, s, amdq, apdq)
-    if min(hls, hrs) <= max(drytol, _FRONT_RATIO * max(hls, hrs)):
-        # a wet/dry front or a steep depth jump: first order (no waves for the
-        # second-order corrections; the limiters of the neighbouring interfaces then
-        # see a zero upwind wave), which keeps thin layers from being drained
-        for m in range(3):
-            for p in range(3):
-                wave[m, p] = 0.0
-    # hydrostatic reconstruction: the pressure terms cancel analytically
-    dl = (hls - hl) * ul
-    dr = (hr - hrs) * ur
-    amdq[0] += dl
-    amdq[mu] += dl * ul
-    amdq[mv] += dl * vl
-    apdq[0] += dr
-    apdq[mu] += dr * ur
-    apdq[mv] += dr * vr
 
 
 def rpt2_geoclaw(ixy, imp, ql, qr, aux1, aux2, aux3, params, asdq, bmasdq, bpasdq):
@@ -292,11 +408,11 @@ def rpt2_geoclaw(ixy, imp, ql, qr, aux1, aux2, aux3, params, asdq, bmasdq, bpasd
     c1p = max(s1, 0.0) * b1
     c2p = max(s2, 0.0) * b2
     c3p = max(s3, 0.0) * b3
-    if aux1[0] < eta:
+    if eta >= aux1[0]:
         bmasdq[0] = c1m + c3m
         bmasdq[mn] = c1m * s1 + c3m * s3
         bmasdq[mt] = (c1m + c3m) * ut + c2m
-    if aux3[0] < eta:
+    if eta >= aux3[0]:
         bpasdq[0] = c1p + c3p
         bpasdq[mn] = c1p * s1 + c3p * s3
         bpasdq[mt] = (c1p + c3p) * ut + c2p
@@ -329,11 +445,10 @@ GEOCLAW_DERIVED_FIELDS = {
     "speed": _speed,
 }
 
-geoclaw = RiemannSolver(
-    name="geoclaw",
+#: Fields every GeoClaw-like solver record shares (the hydrostatic one included).
+GEOCLAW_RECORD = dict(
     num_eqn=3,
     num_waves=3,
-    rpn2=rpn2_geoclaw,
     rpt2=rpt2_geoclaw,
     num_aux=1,
     field_names=("h", "hu", "hv"),
@@ -342,11 +457,17 @@ geoclaw = RiemannSolver(
     fwave=True,
     wall_reflect=((1,), (2,)),
     positive=(0,),
-    description="shallow water over topography aux[0], wet/dry: hydrostatic "
-    "reconstruction + HLLE (well-balanced, positive)",
     derived_fields=GEOCLAW_DERIVED_FIELDS,
     surface_interp=(0, 0),
     surface_dry="dry_tolerance",
+)
+
+geoclaw = RiemannSolver(
+    name="geoclaw",
+    rpn2=rpn2_geoclaw,
+    description="shallow water over topography aux[0], wet/dry: George's augmented "
+    "solver (GeoClaw's; well-balanced, second order over smooth bottoms)",
+    **GEOCLAW_RECORD,
 )
 
 register_riemann(geoclaw)
