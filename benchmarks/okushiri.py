@@ -17,6 +17,7 @@ keeps each run's ``gauges.csv`` (``DIR/<backend>_<case>/``) for CPU-vs-GPU compa
     python benchmarks/okushiri.py --threads 1 --case uniform --dx 0.028
     python benchmarks/okushiri.py --backend gpu --threads 1 --series out/series
     python benchmarks/okushiri.py --compare out/series/cpu_uniform out/series/gpu_uniform
+    python benchmarks/okushiri.py --threads 1 --case adaptive --riemann-solver geoclaw_hr
 """
 
 from __future__ import annotations
@@ -68,11 +69,11 @@ def _device(backend: str) -> str:
 
 
 def run_case(case: str, backend: str, dx: float, t_final: float, series: str | None,
-             mx: int, max_level: int) -> dict:
+             mx: int, max_level: int, riemann_solver: str = "geoclaw") -> dict:
     import numba
 
     demo = _demo()
-    common = dict(backend=backend, mx=mx, max_level=max_level)
+    common = dict(backend=backend, mx=mx, max_level=max_level, riemann_solver=riemann_solver)
     demo.setup(dx_finest=0.112, t_final=0.2, **common).run()  # compile the kernels
     sim = demo.setup(dx_finest=dx, t_final=t_final, adaptive=(case == "adaptive"), **common)
     load_before = round(os.getloadavg()[0], 2)
@@ -88,6 +89,7 @@ def run_case(case: str, backend: str, dx: float, t_final: float, series: str | N
     return {
         "benchmark": "okushiri",
         "case": case,
+        "riemann_solver": riemann_solver,
         "backend": backend,
         "device": _device(backend),
         "dx_finest": dx,
@@ -134,6 +136,7 @@ def main(argv=None) -> None:
     p.add_argument("--mx", type=int, default=16)
     p.add_argument("--max-level", type=int, default=2)
     p.add_argument("--t-final", type=float, default=22.5)
+    p.add_argument("--riemann-solver", default="geoclaw", choices=("geoclaw", "geoclaw_hr"))
     p.add_argument("--series", help="keep the gauge CSV of every run under this folder")
     p.add_argument("--compare", nargs=2, metavar="DIR", help="compare two gauges.csv folders")
     p.add_argument("--inline", action="store_true", help="run in this process")
@@ -147,14 +150,16 @@ def main(argv=None) -> None:
     if args.inline:
         for case in cases:
             print(json.dumps(run_case(case, args.backend, args.dx, args.t_final, args.series,
-                                      args.mx, args.max_level)), flush=True)
+                                      args.mx, args.max_level, args.riemann_solver)),
+                  flush=True)
         return
     for threads in args.threads or [1, os.cpu_count()]:
         for case in cases:
             env = {**os.environ, "NUMBA_NUM_THREADS": str(threads)}
             cmd = [sys.executable, __file__, "--inline", "--case", case, "--backend",
                    args.backend, "--dx", str(args.dx), "--t-final", str(args.t_final),
-                   "--mx", str(args.mx), "--max-level", str(args.max_level)]
+                   "--mx", str(args.mx), "--max-level", str(args.max_level),
+                   "--riemann-solver", args.riemann_solver]
             if args.series:
                 cmd += ["--series", args.series]
             out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True)

@@ -53,7 +53,7 @@ import math
 from pathlib import Path
 
 import numpy as np
-from forestpy.extensions.geoclaw.model import geoclaw_simulation
+from forestpy.extensions.geoclaw.model import geoclaw_simulation, riemann_solver_option
 
 from forestpy import Domain, Simulation
 from forestpy.options import Option, merge_options, standard_options
@@ -78,6 +78,7 @@ OPTIONS = dict(
     wave_tolerance=Option(1.0, "hump: refine where |eta - sea level| exceeds this (m)",
                           min=0.0, min_inclusive=False),
     dry_tolerance=Option(1e-3, "depth (m) below which a cell is dry", min=0.0),
+    riemann_solver=riemann_solver_option(),
 )
 
 
@@ -179,6 +180,7 @@ def setup(**overrides) -> Simulation:
         dtype=o["dtype"],
         name="bowl_radial",
         **flags,
+        riemann_solver=o["riemann_solver"],
     )
     sim.demo_options = o
     return sim

@@ -46,7 +46,7 @@ from pathlib import Path
 import numpy as np
 from forestpy.extensions.geoclaw.datasets import eden_dem
 from forestpy.extensions.geoclaw.fgmax import FGMax
-from forestpy.extensions.geoclaw.model import geoclaw_simulation
+from forestpy.extensions.geoclaw.model import geoclaw_simulation, riemann_solver_option
 from forestpy.extensions.geoclaw.refinement import Region
 from forestpy.extensions.geoclaw.topography import Topography, make_setaux
 
@@ -82,6 +82,7 @@ OPTIONS = dict(
     arrival_depth=Option(0.1, "depth (m) that counts as the flood's arrival", min=0.0,
                          min_inclusive=False),
     fgmax_dx=Option(20.0, "spacing of the fgmax grid (m)", min=1.0),
+    riemann_solver=riemann_solver_option(),
 )
 
 
@@ -177,6 +178,7 @@ def setup(**overrides) -> Simulation:
         dtype=o["dtype"],
         callbacks=[fgmax],
         name="dam_break_dem",
+        riemann_solver=o["riemann_solver"],
     )
     sim.demo_options = o
     sim.fgmax = fgmax

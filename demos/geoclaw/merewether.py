@@ -52,7 +52,7 @@ from pathlib import Path
 import numpy as np
 from forestpy.extensions.geoclaw import datasets
 from forestpy.extensions.geoclaw.fgmax import FGMax
-from forestpy.extensions.geoclaw.model import geoclaw_simulation
+from forestpy.extensions.geoclaw.model import geoclaw_simulation, riemann_solver_option
 from forestpy.extensions.geoclaw.rasters import Raster, write_geotiff
 from forestpy.extensions.geoclaw.refinement import Region
 from forestpy.extensions.geoclaw.sources import DischargeSource
@@ -79,6 +79,7 @@ OPTIONS = dict(
                          min=0.25),
     fgmax_every=Option(20, "steps between samples of the max-depth map (the observation "
                           "points are sampled every step)", min=1),
+    riemann_solver=riemann_solver_option(),
 )
 
 GRAV = 9.81
@@ -200,6 +201,7 @@ def setup(**overrides):
         dtype=o["dtype"],
         callbacks=[peaks, flood],
         name="merewether",
+        riemann_solver=o["riemann_solver"],
     )
     sim.merewether = dict(peaks=peaks, flood=flood, origin=(x0, y0), source=source,
                           options=o)

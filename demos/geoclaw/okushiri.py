@@ -55,7 +55,7 @@ import numpy as np
 from forestpy.extensions.geoclaw import datasets
 from forestpy.extensions.geoclaw.fgmax import FGMax
 from forestpy.extensions.geoclaw.forcing import IncidentWave, side_conditions
-from forestpy.extensions.geoclaw.model import geoclaw_simulation
+from forestpy.extensions.geoclaw.model import geoclaw_simulation, riemann_solver_option
 from forestpy.extensions.geoclaw.rasters import Raster
 from forestpy.extensions.geoclaw.refinement import Region
 from forestpy.extensions.geoclaw.topography import Topography, TopographyStack, make_setaux
@@ -93,6 +93,7 @@ OPTIONS = dict(
     gauges=Option(True, "record gauges ch5, ch7, ch9 and the runup maxima", type=bool),
     incident=Option(True, "the measured incident wave at x = 0 (false: a wall there, the "
                     "tank stays at rest: a well-balance check)", type=bool),
+    riemann_solver=riemann_solver_option(),
 )
 
 #: refinement regions (x1, x2, y1, y2): finest level from the start
@@ -184,6 +185,7 @@ def setup(**overrides) -> Simulation:
         dtype=o["dtype"],
         callbacks=callbacks,
         name="okushiri",
+        riemann_solver=o["riemann_solver"],
     )
     sim.okushiri_options = o
     return sim

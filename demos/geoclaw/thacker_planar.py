@@ -23,7 +23,7 @@ the shoreline and to the moving water (``speed_tolerance``).
 from __future__ import annotations
 
 import numpy as np
-from forestpy.extensions.geoclaw.model import WET_DRY_SOLVERS, geoclaw_simulation
+from forestpy.extensions.geoclaw.model import geoclaw_simulation, riemann_solver_option
 from forestpy.extensions.reference.thacker import ThackerPlanar
 
 from forestpy import Domain, Simulation
@@ -43,7 +43,7 @@ OPTIONS = dict(
     h0=Option(0.1, "depth of the bowl at its centre (m)", min=0.0, min_inclusive=False),
     eta=Option(0.5, "distance of the disc's centre from the axis (m); < 2 - a", min=0.0),
     dry_tolerance=Option(1e-5, "depth (m) at or below which a cell is dry", min=0.0),
-    riemann_solver=Option("geoclaw", "wet/dry Riemann solver", choices=tuple(WET_DRY_SOLVERS)),
+    riemann_solver=riemann_solver_option(),
     interior_depth=Option(0.05, "the interior of the error split: exact depth above this "
                           "fraction of h0", min=0.0, max=1.0),
 )

@@ -38,6 +38,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from forestpy.options import Option
 from forestpy.simulation import Domain, Simulation
 
 from .hydrostatic import geoclaw_hr
@@ -45,10 +46,23 @@ from .refinement import GeoClawRefinement, Region
 from .riemann import geoclaw
 from .sources import Coriolis, DischargeSource, GeoClawSources
 
-__all__ = ["WET_DRY_SOLVERS", "geoclaw_simulation", "manning_field", "points_in_polygon"]
+__all__ = [
+    "WET_DRY_SOLVERS",
+    "geoclaw_simulation",
+    "manning_field",
+    "points_in_polygon",
+    "riemann_solver_option",
+]
 
 #: The wet/dry Riemann solvers ``geoclaw_simulation`` can use, by name.
 WET_DRY_SOLVERS = {"geoclaw": geoclaw, "geoclaw_hr": geoclaw_hr}
+
+
+def riemann_solver_option() -> Option:
+    """The demos' ``riemann_solver`` option (a name of :data:`WET_DRY_SOLVERS`)."""
+    return Option("geoclaw", "wet/dry Riemann solver: geoclaw (George's augmented "
+                  "solver) or geoclaw_hr (hydrostatic reconstruction + HLLE, first order "
+                  "over sloping bottoms; for comparison)", choices=tuple(WET_DRY_SOLVERS))
 
 
 def points_in_polygon(x, y, polygon) -> np.ndarray:
