@@ -148,6 +148,40 @@ def _interpolate_surface_entry(q, aux, dst, center, nbr, valid, offset, positive
         elif positive[m] and v < 0.0 <= vc:
             v = 0.0
         q[p, m, y, x] = v
+    _bound_ghost_velocity(q, dst, center, nbr, valid, ih, drytol, k)
+
+
+@numba.njit(inline="always")
+def _bound_ghost_velocity(q, dst, center, nbr, valid, ih, drytol, k):
+    """The other components of a surface solver are depth-weighted (momenta): a ghost
+    whose interpolated velocity falls outside the velocities of its wet sources (the
+    coarse cell and the means of its neighbour blocks) gets the coarse cell's velocity
+    (0 if that cell is dry), as GeoClaw's ``filval`` does for new fine cells.  Otherwise
+    a thin ghost given the linear momentum of deep neighbours can reach tens of m/s and
+    set the time step of its level."""
+    c0, c1, c2 = center[k, 0], center[k, 1], center[k, 2]
+    p, y, x = dst[k, 0], dst[k, 1], dst[k, 2]
+    hg = q[p, ih, y, x]
+    if hg <= drytol:
+        return
+    hc = q[c0, ih, c1, c2]
+    for m in range(q.shape[1]):
+        if m == ih:
+            continue
+        uc = q[c0, m, c1, c2] / hc if hc > drytol else 0.0
+        lo = uc
+        hi = uc
+        for d in range(4):
+            if valid[k, d]:
+                hb = _mean4_value(q, q, nbr[k, d], ih, 0, drytol, 0.0, False)
+                if hb > drytol:
+                    ub = _mean4_value(q, q, nbr[k, d], m, 0, drytol, 0.0, False) / hb
+                    lo = min(lo, ub)
+                    hi = max(hi, ub)
+        ug = q[p, m, y, x] / hg
+        slack = 1e-12 * (abs(lo) + abs(hi))
+        if ug < lo - slack or ug > hi + slack:
+            q[p, m, y, x] = hg * uc
 
 
 @numba.njit(parallel=True, cache=True)
