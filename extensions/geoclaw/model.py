@@ -126,7 +126,7 @@ def geoclaw_simulation(
     friction_depth: float = math.inf,
     sources: Sequence[DischargeSource] = (),
     coriolis: Coriolis | None = None,
-    speed_limit: float = math.inf,
+    speed_limit: float = 50.0,
     wave_tolerance: float | None = 0.1,
     speed_tolerance=None,
     depth_tolerance: float | None = None,
@@ -158,8 +158,13 @@ def geoclaw_simulation(
     manning : float, callable or (default, [(shape, n), ...])
         Manning coefficient, see :func:`manning_field`; a non-constant one is stored
         in ``aux[1]``.
-    friction_depth, sources, coriolis, speed_limit :
+    friction_depth, sources, coriolis :
         See :class:`.sources.GeoClawSources`.
+    speed_limit : float
+        Largest speed kept (m/s), GeoClaw's default 50; ``inf`` disables.  The augmented
+        solver gives thin layers that a bore throws onto a steep slope speeds of tens to
+        hundreds of m/s (a 40 m hump in the 80 m bowl: 561 steps instead of 317 in
+        10 s without the limit); shallow water does not describe them anyway.
     wave_tolerance, speed_tolerance, depth_tolerance, topo_tolerance, shoreline, regions :
         See :class:`.refinement.GeoClawRefinement`.
     bc : str, sequence or dict
