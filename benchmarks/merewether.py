@@ -15,6 +15,7 @@ process per thread count)::
 
     NUMBA_NUM_THREADS=1 python benchmarks/merewether.py --case amr
     python benchmarks/merewether.py --case uniform --backend gpu --out out/mw_gpu
+    python benchmarks/merewether.py --backend gpu --riemann-solver geoclaw_hr
 """
 
 from __future__ import annotations
@@ -43,11 +44,12 @@ def load_demo():
     return demo
 
 
-def run_case(case: str, backend: str, t_final: float | None, out: Path | None) -> dict:
+def run_case(case: str, backend: str, t_final: float | None, out: Path | None,
+             riemann_solver: str = "geoclaw") -> dict:
     import numba
 
     demo = load_demo()
-    options = dict(CASES[case], backend=backend)
+    options = dict(CASES[case], backend=backend, riemann_solver=riemann_solver)
     if t_final is not None:
         options["t_final"] = t_final
     t0 = time.perf_counter()
@@ -92,8 +94,10 @@ def main(argv=None) -> int:
     p.add_argument("--backend", choices=("cpu", "gpu"), default="cpu")
     p.add_argument("--t-final", type=float, default=None, help="end time (default 1000 s)")
     p.add_argument("--out", type=Path, default=None, help="folder for the report files")
+    p.add_argument("--riemann-solver", default="geoclaw", choices=("geoclaw", "geoclaw_hr"))
     args = p.parse_args(argv)
-    print(json.dumps(run_case(args.case, args.backend, args.t_final, args.out)), flush=True)
+    print(json.dumps(run_case(args.case, args.backend, args.t_final, args.out,
+                              args.riemann_solver)), flush=True)
     return 0
 
 

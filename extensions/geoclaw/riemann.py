@@ -111,25 +111,24 @@ _ZERO_SPEED = 1e-14
 
 
 @numba.njit
-def riemann_structure(hl, hr, ul, ur, drytol, grav):
+def riemann_structure(hl, hr, ul, ur, cl, cr, drytol, grav):
     """Middle depth ``hm`` and the speeds ``(s1m, s2m)`` of the exact Riemann solution's
     1- and 2-families next to the middle state (LeVeque 2002, section 13).
 
     The middle depth comes from one step of an iteration on the wave-curve function:
     Newton on ``sqrt(h)`` from ``max(hl, hr)`` for two shocks, a secant step from
     ``min(hl, hr)`` for a shock and a rarefaction, closed form for two rarefactions.
-    A dry side gives ``hm = 0`` and the dry-front speed for both speeds.
+    A dry side gives ``hm = 0`` and the dry-front speed for both speeds.  ``cl, cr``
+    are ``sqrt(g h)`` of the two sides (the caller has them).
     """
     hmin = min(hl, hr)
     hmax = max(hl, hr)
     du = ur - ul
-    cl = math.sqrt(grav * hl)
-    cr = math.sqrt(grav * hr)
     if hmin <= drytol:
         sfront = ur + ul - 2.0 * cr + 2.0 * cl
         return 0.0, sfront, sfront
-    cmin = math.sqrt(grav * hmin)
-    cmax = math.sqrt(grav * hmax)
+    cmin = min(cl, cr)
+    cmax = max(cl, cr)
     f_min = du + 2.0 * (cmin - cmax)
     f_max = du + (hmax - hmin) * math.sqrt(0.5 * grav * (hmax + hmin) / (hmax * hmin))
     if f_min > 0.0:
@@ -161,47 +160,51 @@ def riemann_structure(hl, hr, ul, ur, drytol, grav):
 
 
 @numba.njit
-def augmented_fwaves(hl, hr, hul, hur, ul, ur, vl, vr, bl, br, se1, se2, drytol, grav,
-                     mu, mv, wave, s):
+def augmented_fwaves(hl, hr, hul, hur, ul, ur, vl, vr, bl, br, cl, cr, se1, se2, drytol,
+                     grav, mu, mv, wave, s):
     """George's augmented decomposition (one pass, GeoClaw's ``maxiter = 1``).
 
-    Inputs are the (dry-corrected) states of both sides, their bottoms and the
-    Einfeldt speeds ``se1 <= se2``; writes the f-waves ``wave[m, p]`` (``m``: 0 mass,
-    ``mu`` normal momentum, ``mv`` tangential momentum) and their speeds ``s[p]``.
+    Inputs are the (dry-corrected) states of both sides, their bottoms, ``sqrt(g h)``
+    of both sides and the Einfeldt speeds ``se1 <= se2``; writes the f-waves
+    ``wave[m, p]`` (``m``: 0 mass, ``mu`` normal momentum, ``mv`` tangential momentum)
+    and their speeds ``s[p]``.
     """
-    cl = math.sqrt(grav * hl)
-    cr = math.sqrt(grav * hr)
-    hm, s1m, s2m = riemann_structure(hl, hr, ul, ur, drytol, grav)
+    hm, s1m, s2m = riemann_structure(hl, hr, ul, ur, cl, cr, drytol, grav)
     lam1 = min(se1, s2m)
     lam3 = max(se2, s1m)
     lam2 = 0.5 * (lam1 + lam3)
     width = lam3 - lam1
-    hstar_hll = max((hul - hur + lam3 * hr - lam1 * hl) / width, 0.0)
+    iwidth = 1.0 / width
+    hstar_hll = max((hul - hur + lam3 * hr - lam1 * hl) * iwidth, 0.0)
 
     crit = max(drytol * grav, 1e-6)
-    crit_sqrt = math.sqrt(crit)
     hbar = 0.5 * (hl + hr)
     ghbar = grav * hbar
     usum2 = 0.25 * (ul + ur) * (ul + ur)
     s1s2bar = usum2 - ghbar
     s1s2tilde = max(0.0, ul * ur) - ghbar
+    db = br - bl
     sonic = (abs(s1s2bar) <= crit
              or s1s2bar * s1s2tilde <= crit * crit
-             or s1s2bar * lam1 * lam3 <= crit * crit
-             or min(abs(lam1), abs(lam3)) < crit_sqrt
-             or (lam1 < crit_sqrt and s1m > -crit_sqrt)
-             or (lam3 > -crit_sqrt and s2m < crit_sqrt)
-             or (ul + cl) * (ur + cr) < 0.0
-             or (ul - cl) * (ur - cr) < 0.0)
+             or s1s2bar * lam1 * lam3 <= crit * crit)
+    if not sonic:
+        crit_sqrt = math.sqrt(crit)
+        sonic = (min(abs(lam1), abs(lam3)) < crit_sqrt
+                 or (lam1 < crit_sqrt and s1m > -crit_sqrt)
+                 or (lam3 > -crit_sqrt and s2m < crit_sqrt)
+                 or (ul + cl) * (ur + cr) < 0.0
+                 or (ul - cl) * (ur - cr) < 0.0)
 
-    db = br - bl
     dh = hr - hl
     deta = (hr + br) - (hl + bl)
     # the steady wave's depth jump: -db (+ a part that vanishes with the velocities)
     if sonic:
         excess_h = 0.0
+        excess_phi = 0.0
     else:
-        excess_h = db * (usum2 / s1s2bar)
+        ibar = 1.0 / s1s2bar
+        excess_h = db * usum2 * ibar
+        excess_phi = -db * ghbar * (s1s2tilde - s1s2bar) * ibar
     ddh = excess_h - db
     bounded = ddh
     if lam1 < -crit and lam3 > crit:
@@ -216,10 +219,6 @@ def augmented_fwaves(hl, hr, hul, hur, ul, ur, vl, vr, bl, br, se1, se2, drytol,
     d1 = deta - excess_h if bounded == ddh else dh - bounded
 
     # the steady wave's momentum-flux jump: -g hbar db (+ a part that vanishes at rest)
-    if sonic:
-        excess_phi = 0.0
-    else:
-        excess_phi = -db * ghbar * ((s1s2tilde - s1s2bar) / s1s2bar)
     ddphi = excess_phi - ghbar * db
     bounded = min(ddphi, grav * max(-hl * db, -hr * db))
     bounded = max(bounded, grav * min(-hl * db, -hr * db))
@@ -231,8 +230,8 @@ def augmented_fwaves(hl, hr, hul, hur, ul, ur, vl, vr, bl, br, se1, se2, drytol,
         d3 = ghbar * dh + dkin - bounded
     d2 = hur - hul
 
-    beta1 = (lam3 * d1 - d2) / width
-    beta3 = (d2 - lam1 * d1) / width
+    beta1 = (lam3 * d1 - d2) * iwidth
+    beta3 = (d2 - lam1 * d1) * iwidth
     beta2 = d3 - beta1 * lam1 * lam1 - beta3 * lam3 * lam3
 
     for p in range(3):
@@ -328,8 +327,10 @@ def rpn2_geoclaw(ixy, ql, qr, auxl, auxr, params, wave, s, amdq, apdq):
     # a dry neighbour above the wet surface: a wall unless the water would climb it
     wall_left = False
     wall_right = False
+    cl = math.sqrt(grav * hl)
+    cr = math.sqrt(grav * hr)
     if hr == 0.0:
-        hm, _, _ = riemann_structure(hl, hl, ul, -ul, drytol, grav)
+        hm, _, _ = riemann_structure(hl, hl, ul, -ul, cl, cl, drytol, grav)
         if max(hl, hm) + bl < br:
             wall_right = True
             hr = hl
@@ -337,10 +338,11 @@ def rpn2_geoclaw(ixy, ql, qr, auxl, auxr, params, wave, s, amdq, apdq):
             ur = -ul
             vr = vl
             br = bl
+            cr = cl
         elif hl + bl < br:
             br = hl + bl
     elif hl == 0.0:
-        hm, _, _ = riemann_structure(hr, hr, -ur, ur, drytol, grav)
+        hm, _, _ = riemann_structure(hr, hr, -ur, ur, cr, cr, drytol, grav)
         if max(hr, hm) + br < bl:
             wall_left = True
             hl = hr
@@ -348,17 +350,25 @@ def rpn2_geoclaw(ixy, ql, qr, auxl, auxr, params, wave, s, amdq, apdq):
             ul = -ur
             vl = vr
             bl = br
+            cl = cr
         elif hr + br < bl:
             bl = hr + br
     # Einfeldt speeds
-    cl = math.sqrt(grav * hl)
-    cr = math.sqrt(grav * hr)
     uhat = (cl * ul + cr * ur) / (cl + cr)
     chat = math.sqrt(0.5 * grav * (hl + hr))
     se1 = min(ul - cl, uhat - chat)
     se2 = max(ur + cr, uhat + chat)
-    augmented_fwaves(hl, hr, hul, hur, ul, ur, vl, vr, bl, br, se1, se2, drytol, grav,
-                     mu, mv, wave, s)
+    if hul == 0.0 and hur == 0.0 and vl == 0.0 and vr == 0.0 and hl + bl == hr + br:
+        # at rest with one surface: the decomposition below gives exactly zero waves
+        # (only its speeds could differ); skipping it is the common case before a wave
+        # arrives
+        _zero_normal(wave, s, amdq, apdq)
+        s[0] = se1
+        s[1] = 0.5 * (se1 + se2)
+        s[2] = se2
+        return
+    augmented_fwaves(hl, hr, hul, hur, ul, ur, vl, vr, bl, br, cl, cr, se1, se2, drytol,
+                     grav, mu, mv, wave, s)
     if wall_right:
         for p in range(1, 3):
             s[p] = 0.0
