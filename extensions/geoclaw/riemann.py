@@ -142,9 +142,10 @@ def riemann_structure(hl, hr, ul, ur, cl, cr, drytol, grav):
         h0 = hmax
         gl = math.sqrt(0.5 * grav * (1.0 / h0 + 1.0 / hl))
         gr = math.sqrt(0.5 * grav * (1.0 / h0 + 1.0 / hr))
-        f0 = du + (h0 - hl) * gl + (h0 - hr) * gr
-        dfdh = (gl - grav * (h0 - hl) / (4.0 * h0 * h0 * gl)
-                + gr - grav * (h0 - hr) / (4.0 * h0 * h0 * gr))
+        # sums grouped so that the mirror image of a problem rounds the same way
+        f0 = du + ((h0 - hl) * gl + (h0 - hr) * gr)
+        dfdh = ((gl - grav * (h0 - hl) / (4.0 * h0 * h0 * gl))
+                + (gr - grav * (h0 - hr) / (4.0 * h0 * h0 * gr)))
         root = math.sqrt(h0) - f0 / (2.0 * math.sqrt(h0) * dfdh)
         hm = root * root
         u1m = ul - (hm - hl) * math.sqrt(0.5 * grav * (1.0 / hm + 1.0 / hl))
@@ -175,7 +176,7 @@ def augmented_fwaves(hl, hr, hul, hur, ul, ur, vl, vr, bl, br, cl, cr, se1, se2,
     lam2 = 0.5 * (lam1 + lam3)
     width = lam3 - lam1
     iwidth = 1.0 / width
-    hstar_hll = max((hul - hur + lam3 * hr - lam1 * hl) * iwidth, 0.0)
+    hstar_hll = max(((hul - hur) + (lam3 * hr - lam1 * hl)) * iwidth, 0.0)
 
     crit = max(drytol * grav, 1e-6)
     hbar = 0.5 * (hl + hr)
@@ -232,7 +233,7 @@ def augmented_fwaves(hl, hr, hul, hur, ul, ur, vl, vr, bl, br, cl, cr, se1, se2,
 
     beta1 = (lam3 * d1 - d2) * iwidth
     beta3 = (d2 - lam1 * d1) * iwidth
-    beta2 = d3 - beta1 * lam1 * lam1 - beta3 * lam3 * lam3
+    beta2 = d3 - (beta1 * lam1 * lam1 + beta3 * lam3 * lam3)
 
     for p in range(3):
         wave[0, p] = 0.0
@@ -246,7 +247,7 @@ def augmented_fwaves(hl, hr, hul, hur, ul, ur, vl, vr, bl, br, cl, cr, se1, se2,
     wave[mu, 2] = beta3 * lam3 * lam3
     wave[mv, 2] = beta3 * lam3 * vr
     # the rest of the tangential momentum flux jump goes downstream of the interface
-    rest = (hur * vr - hul * vl) - wave[mv, 0] - wave[mv, 2]
+    rest = (hur * vr - hul * vl) - (wave[mv, 0] + wave[mv, 2])
     if hul + wave[0, 0] <= 0.0:
         wave[mv, 0] += rest
     else:
