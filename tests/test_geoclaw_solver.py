@@ -817,3 +817,18 @@ def test_thacker_errors_no_worse_than_geoclaw():
     assert abs(rep["volume_change_relative"]) < 1e-12
     b = sim.mbc
     assert float(sim.q[:, 0, b:-b, b:-b].min()) >= 0.0
+
+
+def test_speed_limit_defaults_to_geoclaws_50_m_per_s():
+    """Thin layers thrown onto steep slopes get tens to hundreds of m/s from the
+    augmented solver; GeoClaw's default cap applies unless a demo sets its own."""
+    sim = geoclaw_simulation(bowl_bottom, domain=Domain((-100, -100), (100, 100)),
+                             eta_init=hump, mx=4, min_level=1, t_final=1.0)
+    assert sim.geoclaw_sources.speed_limit == 50.0
+    b = sim.mbc
+    q = sim.q.copy()
+    q[:, 1, b:-b, b:-b] = 80.0 * q[:, 0, b:-b, b:-b]  # 80 m/s everywhere it is wet
+    sim.geoclaw_sources(q, sim.aux, *sim.centers, 0.0, 1e-3)
+    h = q[:, 0, b:-b, b:-b]
+    wet = h > 1e-3
+    assert np.allclose(q[:, 1, b:-b, b:-b][wet] / h[wet], 50.0, rtol=1e-12)

@@ -1,7 +1,6 @@
 """Tests for the radially symmetric shallow-water reference solver."""
 
 import math
-import time
 
 import numpy as np
 import pytest
@@ -125,12 +124,10 @@ def test_bad_arguments():
 
 
 @pytest.mark.slow
-def test_full_resolution_runtime_and_quiet_boundary():
-    solve_radial_dam(ncells=64, t_final=0.05)  # warm-up / JIT compile
-    t0 = time.perf_counter()
+def test_full_resolution_quiet_boundary():
+    """The full-resolution reference (its run time: ``reference_wall_s`` of
+    benchmarks/radial_dam.py, not a test)."""
     r, h, hu = solve_radial_dam()  # 20000 cells to t = 1
-    elapsed = time.perf_counter() - t0
-    assert elapsed < 20.0
     assert r.size == 20000 and h.min() > 0.0
     # no wave reaches r_max = 2.5*sqrt(2): the far field is still at rest
     far = r > 2.2

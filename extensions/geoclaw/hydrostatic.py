@@ -91,28 +91,17 @@ from __future__ import annotations
 import math
 
 import numba
-from forestpy.extensions.riemann._common import fill_nan_normal
+from forestpy.extensions.riemann._common import fill_nan_normal, fill_zero_normal
 
 from forestpy.vtable import RiemannSolver, register_riemann
 
-from .riemann import GEOCLAW_RECORD
+from .riemann import GEOCLAW_RECORD, split_fwaves
 
 #: Below this ratio of the reconstructed depths across an interface (and at wet/dry
 #: fronts) the waves are not passed to the second-order corrections (first order there).
 _FRONT_RATIO = 0.1
 
 __all__ = ["geoclaw_hr", "hll_fwaves", "rpn2_hydrostatic"]
-
-
-@numba.njit
-def _zero_normal(wave, s, amdq, apdq):
-    for m in range(3):
-        amdq[m] = 0.0
-        apdq[m] = 0.0
-        for p in range(3):
-            wave[m, p] = 0.0
-    for p in range(3):
-        s[p] = 0.0
 
 
 @numba.njit
@@ -172,26 +161,6 @@ def hll_fwaves(hl, ul, vl, hr, ur, vr, grav, mu, mv, wave, s):
     s[2] = s2
 
 
-@numba.njit
-def _split_fwaves(wave, s, amdq, apdq):
-    """``amdq``/``apdq`` = sums of the f-waves by the sign of their speed (half each
-    for a zero speed, so that ``amdq + apdq`` is always the sum of the waves)."""
-    for m in range(3):
-        a = 0.0
-        b = 0.0
-        for p in range(3):
-            z = wave[m, p]
-            if s[p] < 0.0:
-                a += z
-            elif s[p] > 0.0:
-                b += z
-            else:
-                a += 0.5 * z
-                b += 0.5 * z
-        amdq[m] = a
-        apdq[m] = b
-
-
 def rpn2_hydrostatic(ixy, ql, qr, auxl, auxr, params, wave, s, amdq, apdq):
     """Normal solve: hydrostatic reconstruction + HLLE, GeoClaw's wet/dry wall rule."""
     grav = params[0]
@@ -204,7 +173,7 @@ def rpn2_hydrostatic(ixy, ql, qr, auxl, auxr, params, wave, s, amdq, apdq):
     wet_l = hl > drytol
     wet_r = hr > drytol
     if not wet_l and not wet_r:
-        _zero_normal(wave, s, amdq, apdq)
+        fill_zero_normal(wave, s, amdq, apdq)
         return
     mu = ixy
     mv = 3 - ixy
@@ -219,7 +188,7 @@ def rpn2_hydrostatic(ixy, ql, qr, auxl, auxr, params, wave, s, amdq, apdq):
     if not wet_r and br >= eta_l:
         # wall on the right: the mirror image of the left state, nothing crosses
         hll_fwaves(hl, ul, vl, hl, -ul, vl, grav, mu, mv, wave, s)
-        _split_fwaves(wave, s, amdq, apdq)
+        split_fwaves(wave, s, amdq, apdq, 0.0)
         amdq[0] = -hl * ul
         amdq[mv] = -hl * ul * vl
         for m in range(3):
@@ -230,7 +199,7 @@ def rpn2_hydrostatic(ixy, ql, qr, auxl, auxr, params, wave, s, amdq, apdq):
     if not wet_l and bl >= eta_r:
         # wall on the left
         hll_fwaves(hr, -ur, vr, hr, ur, vr, grav, mu, mv, wave, s)
-        _split_fwaves(wave, s, amdq, apdq)
+        split_fwaves(wave, s, amdq, apdq, 0.0)
         apdq[0] = hr * ur
         apdq[mv] = hr * ur * vr
         for m in range(3):
@@ -242,7 +211,7 @@ def rpn2_hydrostatic(ixy, ql, qr, auxl, auxr, params, wave, s, amdq, apdq):
     hls = max(0.0, eta_l - bstar)
     hrs = max(0.0, eta_r - bstar)
     hll_fwaves(hls, ul, vl, hrs, ur, vr, grav, mu, mv, wave, s)
-    _split_fwaves(wave, s, amdq, apdq)
+    split_fwaves(wave, s, amdq, apdq, 0.0)
     if min(hls, hrs) <= max(drytol, _FRONT_RATIO * max(hls, hrs)):
         # a wet/dry front or a steep depth jump: first order (no waves for the
         # second-order corrections; the limiters of the neighbouring interfaces then

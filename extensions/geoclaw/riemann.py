@@ -92,7 +92,11 @@ import math
 
 import numba
 import numpy as np
-from forestpy.extensions.riemann._common import fill_nan_normal, fill_nan_transverse
+from forestpy.extensions.riemann._common import (
+    fill_nan_normal,
+    fill_nan_transverse,
+    fill_zero_normal,
+)
 
 from forestpy.vtable import RiemannSolver, register_riemann
 
@@ -103,6 +107,7 @@ __all__ = [
     "riemann_structure",
     "rpn2_geoclaw",
     "rpt2_geoclaw",
+    "split_fwaves",
 ]
 
 #: Speeds this close to zero count as zero when the f-waves are split into the left-
@@ -258,18 +263,18 @@ def augmented_fwaves(hl, hr, hul, hur, ul, ur, vl, vr, bl, br, cl, cr, se1, se2,
 
 
 @numba.njit
-def _split_fwaves(wave, s, amdq, apdq):
+def split_fwaves(wave, s, amdq, apdq, zero_speed):
     """``amdq``/``apdq`` = sums of the f-waves by the sign of their speed (half each
-    for a speed within 1e-14 of zero, so that ``amdq + apdq`` is the sum of the
-    waves)."""
+    for a speed within ``zero_speed`` of zero, so that ``amdq + apdq`` is the sum of
+    the waves)."""
     for m in range(3):
         a = 0.0
         b = 0.0
         for p in range(3):
             z = wave[m, p]
-            if s[p] < -_ZERO_SPEED:
+            if s[p] < -zero_speed:
                 a += z
-            elif s[p] > _ZERO_SPEED:
+            elif s[p] > zero_speed:
                 b += z
             else:
                 a += 0.5 * z
@@ -279,14 +284,13 @@ def _split_fwaves(wave, s, amdq, apdq):
 
 
 @numba.njit
-def _zero_normal(wave, s, amdq, apdq):
-    for m in range(3):
-        amdq[m] = 0.0
-        apdq[m] = 0.0
-        for p in range(3):
-            wave[m, p] = 0.0
-    for p in range(3):
-        s[p] = 0.0
+def _side(h, hun, hut, b, drytol):
+    """One side of an interface for the solve: ``(h, hu, u, v, b)`` with the normal and
+    tangential momenta ``hun, hut``; a dry cell has no water, no velocity, and its film
+    counts as ground (so a lake beside a filmed bank stays at rest)."""
+    if h > drytol:
+        return h, hun, hun / h, hut / h, b
+    return 0.0, 0.0, 0.0, 0.0, b + h
 
 
 def rpn2_geoclaw(ixy, ql, qr, auxl, auxr, params, wave, s, amdq, apdq):
@@ -299,32 +303,12 @@ def rpn2_geoclaw(ixy, ql, qr, auxl, auxr, params, wave, s, amdq, apdq):
         fill_nan_normal(wave, s, amdq, apdq)
         return
     if hl <= drytol and hr <= drytol:
-        _zero_normal(wave, s, amdq, apdq)
+        fill_zero_normal(wave, s, amdq, apdq)
         return
     mu = ixy
     mv = 3 - ixy
-    bl = auxl[0]
-    br = auxr[0]
-    if hl > drytol:
-        hul = ql[mu]
-        ul = hul / hl
-        vl = ql[mv] / hl
-    else:
-        bl += hl  # a film counts as ground (a lake beside it stays at rest)
-        hl = 0.0
-        hul = 0.0
-        ul = 0.0
-        vl = 0.0
-    if hr > drytol:
-        hur = qr[mu]
-        ur = hur / hr
-        vr = qr[mv] / hr
-    else:
-        br += hr  # a film counts as ground (a lake beside it stays at rest)
-        hr = 0.0
-        hur = 0.0
-        ur = 0.0
-        vr = 0.0
+    hl, hul, ul, vl, bl = _side(hl, ql[mu], ql[mv], auxl[0], drytol)
+    hr, hur, ur, vr, br = _side(hr, qr[mu], qr[mv], auxr[0], drytol)
     # a dry neighbour above the wet surface: a wall unless the water would climb it
     wall_left = False
     wall_right = False
@@ -363,7 +347,7 @@ def rpn2_geoclaw(ixy, ql, qr, auxl, auxr, params, wave, s, amdq, apdq):
         # at rest with one surface: the decomposition below gives exactly zero waves
         # (only its speeds could differ); skipping it is the common case before a wave
         # arrives
-        _zero_normal(wave, s, amdq, apdq)
+        fill_zero_normal(wave, s, amdq, apdq)
         s[0] = se1
         s[1] = 0.5 * (se1 + se2)
         s[2] = se2
@@ -380,7 +364,7 @@ def rpn2_geoclaw(ixy, ql, qr, auxl, auxr, params, wave, s, amdq, apdq):
             s[p] = 0.0
             for m in range(3):
                 wave[m, p] = 0.0
-    _split_fwaves(wave, s, amdq, apdq)
+    split_fwaves(wave, s, amdq, apdq, _ZERO_SPEED)
 
 
 def rpt2_geoclaw(ixy, imp, ql, qr, aux1, aux2, aux3, params, asdq, bmasdq, bpasdq):
