@@ -34,10 +34,12 @@ from forestpy.patches import (
     normalize_bc,
     transfer,
 )
+from forestpy.patches.ghost_plan import copy_ghost_frame
 from forestpy.patches.status import patch_status
 from forestpy.patches.surface_ghosts import fill_ghosts_surface
+from forestpy.patches.surface_regrid import surface_fields, surface_regrid
 from forestpy.timers import Timers
-from forestpy.vtable import SolverVtable, get_riemann
+from forestpy.vtable import SolverVtable, get_method, get_riemann
 
 __all__ = ["Simulation", "tag_undivided_difference"]
 
@@ -111,8 +113,12 @@ class Simulation:
         Physical boundary conditions, see :mod:`forestpy.patches.boundary`.
     params : dict
         Riemann-solver parameters (e.g. ``{"grav": 1.0}``).
+    method : str
+        Registered numerical method (:func:`~forestpy.vtable.register_method`) that
+        turns the Riemann solver into batched step kernels; ``"clawpack"``: Clawpack's
+        wave propagation.
     order, transverse_waves, limiter, capacity_index :
-        Clawpack solver options.
+        Options of the method.
     cfl_desired, cfl_max : float
         Target and largest accepted Courant number.
     dt_initial : float or None
@@ -156,6 +162,7 @@ class Simulation:
         max_level=None,
         bc="extrap",
         params=None,
+        method="clawpack",
         order=2,
         transverse_waves=2,
         limiter="mc",
@@ -221,9 +228,7 @@ class Simulation:
         self.params = self.riemann.params_array(opts["params"])
         self.bc = normalize_bc(opts["bc"], *self.domain.periodic)
 
-        from forestpy.solvers.clawpack.solver import ClawpackSolver
-
-        self.solver = ClawpackSolver(
+        self.solver = get_method(opts["method"])(
             self.riemann,
             order=opts["order"],
             transverse_waves=opts["transverse_waves"],
@@ -530,7 +535,7 @@ class Simulation:
             self.solver.time_sync(self.sync_plan, self.q, q_new, self.aux, edge, dt)
         if self.vtable.src2 is not None:
             with self.timers("sources"):
-                _copy_ghost_frame(self.q, q_new, self.mbc)  # the hook sees no unset memory
+                copy_ghost_frame(self.q, q_new, self.mbc)  # the hook sees no unset memory
                 x, y = self.centers
                 self.vtable.src2(q_new, self.aux, x, y, self.t, dt)
         with self.timers("cfl_check"):
@@ -595,7 +600,7 @@ class Simulation:
             if surface is not None:  # the depth and the surface quantities of the shores
                 drytol = self._surface_dry_tolerance()
                 density = self.xp.concatenate(
-                    [density, _surface_fields(density, self.aux, *surface, drytol, self.xp)],
+                    [density, surface_fields(density, self.aux, *surface, drytol, self.xp)],
                     axis=1,
                 )
             q_new = transfer(
@@ -610,7 +615,7 @@ class Simulation:
             if surface is not None:
                 gx, gy = forest.global_xy()
                 dlev = self.geom.level - old_geom.level[old_forest.locate_global(gx, gy)]
-                q_new = _surface_regrid(
+                q_new = surface_regrid(
                     q_new, meqn, self.aux, *surface, self.mbc, drytol,
                     self.riemann.surface_regrid, dlev, self.backend,
                 )
@@ -811,150 +816,6 @@ class Simulation:
             "totals_final": self.totals(),
             "timers": self.timers.as_dict(self.wall_s),
         }
-
-
-def _surface_fields(q, aux, i: int, j: int, drytol: float, xp):
-    """Per cell of the padded old patches, what a regrid of a depth ``q[i]`` over the
-    bottom ``aux[j]`` needs (stacked as 5 extra components, transferred like ``q``):
-    the surface ``w = h + b``, ``wet = (h > drytol)``, ``wet * w``, the rest surface
-    ``eta_ref`` (``w`` where wet; else the mean wet surface of the face neighbours) and
-    ``has_ref`` (1 where ``eta_ref`` is defined).  Averaged by a coarsening they give
-    the wet fraction and the mean wet surface of a family; a refined family's mean of
-    any of them is its parent's value (the transfer's children average back)."""
-    h, b = q[:, i], aux[:, j]
-    w = h + b
-    wet = (h > drytol).astype(q.dtype)
-    ww = wet * w
-    total = xp.zeros_like(w)
-    count = xp.zeros_like(w)
-    for a, out in ((ww, total), (wet, count)):
-        out[:, 1:-1, 1:-1] = (a[:, 1:-1, :-2] + a[:, 1:-1, 2:]) + (a[:, :-2, 1:-1] + a[:, 2:, 1:-1])
-    nbr = count > 0
-    eta_ref = xp.where(wet > 0, w, xp.where(nbr, total / xp.where(nbr, count, 1.0), w))
-    has_ref = ((wet > 0) | nbr).astype(q.dtype)
-    return xp.stack([w, wet, ww, eta_ref, has_ref], axis=1)
-
-
-def _families(a, my: int, mx: int):
-    """View ``(..., my, mx)`` as 2x2 families ``(..., my/2, 2, mx/2, 2)``."""
-    return a.reshape(a.shape[:-2] + (my // 2, 2, mx // 2, 2))
-
-
-def _rest_surface_for_volume(bottom, volume, xp):
-    """Per family (``bottom`` of shape ``(n, Y, 2, X, 2)``, ``volume`` ``(n, Y, X)`` in
-    child-cell units): the surface ``eta*`` with ``sum_c max(0, eta* - b_c) = volume``.
-    The left side is piecewise linear and increasing in ``eta*``; with the bottoms
-    sorted, ``b_1 <= ... <= b_4``, its value at ``b_k`` is ``k b_k - S_k`` (``S_k`` the
-    partial sums), so ``eta* = (volume + S_m) / m`` with ``m`` the number of ``b_k``
-    where that value is below ``volume``.  ``-inf`` where ``volume <= 0``."""
-    n, Y, _, X, _ = bottom.shape
-    b = xp.sort(bottom.transpose(0, 1, 3, 2, 4).reshape(n, Y, X, 4), axis=-1)
-    partial = xp.cumsum(b, axis=-1)
-    k = xp.arange(1, 5, dtype=b.dtype)
-    below = (k * b - partial) < volume[..., None]
-    m = xp.maximum(below.sum(axis=-1), 1)
-    s_m = xp.take_along_axis(partial, (m - 1)[..., None], axis=-1)[..., 0]
-    return xp.where(volume > 0, (volume + s_m) / m, -xp.inf)
-
-
-def _surface_regrid(q, meqn: int, aux, i: int, j: int, mbc: int, drytol: float,
-                    mode: str, dlev, backend):
-    """After the transfer of ``[q, _surface_fields]`` onto the new patches: the new
-    ``q`` (``meqn`` components) of a depth ``q[i]`` over the bottom ``aux[j]``.
-
-    ``dlev`` (host, per new patch): +1 refined, -1 coarsened, 0 unchanged (copied
-    exactly).  Refined 2x2 families at a shore (some child dry in the family's rest
-    state, the parent dry, or a negative depth from the linear transfer of the surface)
-    get the rest state of a surface (``mode`` "conserve": ``eta*`` holding the parent's
-    volume, exactly; "rest": the parent's rest surface ``eta_ref``), momenta at the
-    parent's velocity; the other refined families the linear transfer of the surface
-    (in "conserve" shifted by a constant depth to the parent's volume, so the volume is
-    exact even where a coarse bottom is not the mean of its children's).  Coarsened
-    cells keep the average depth, except in "rest" mode where a partly wet family gets
-    ``min(mean h, max(0, eta_wet - b))`` and proportionally scaled momenta.  Momenta
-    are zero where the depth is zero.
-    """
-    xp = backend.xp
-    out = q[:, :meqn]
-    ext = q[:, meqn:]
-    b0 = mbc
-    _, _, ny, nx = q.shape
-    my, mx = ny - 2 * b0, nx - 2 * b0
-    inner = (slice(b0, -b0), slice(b0, -b0))
-    others = [m for m in range(meqn) if m != i]
-    conserve = mode == "conserve"
-
-    kids = np.flatnonzero(dlev == 1)
-    if len(kids):
-        kd = backend.to_device(kids)
-        fam_q = _families(out[kd][(slice(None), slice(None)) + inner], my, mx)
-        fam_e = _families(ext[kd][(slice(None), slice(None)) + inner], my, mx)
-        bottom = _families(aux[kd][(slice(None), j) + inner], my, mx)
-
-        def parent(a):
-            return a.mean(axis=(-3, -1), keepdims=True)
-
-        h_par = parent(fam_q[:, i])
-        h_lin = fam_e[:, 0] - bottom
-        if conserve:
-            h_lin = h_lin + (h_par - parent(h_lin))
-        eta_star = _rest_surface_for_volume(bottom, 4.0 * h_par[:, :, 0, :, 0], xp)
-        eta_star = eta_star[:, :, None, :, None]
-        if conserve:
-            target = eta_star
-        else:
-            has_ref = parent(fam_e[:, 4]) > 0.5
-            target = xp.where(has_ref, parent(fam_e[:, 3]), eta_star)
-        top = bottom.max(axis=(-3, -1), keepdims=True)
-        shore = (
-            (h_lin.min(axis=(-3, -1), keepdims=True) < 0.0)
-            | (target - top <= drytol)
-            | (h_par <= drytol)
-        )
-        h_rest = xp.maximum(target - bottom, 0.0)
-        if conserve:  # exact volume: the rounding of eta* removed by a rescale
-            vol = h_rest.sum(axis=(-3, -1), keepdims=True)
-            h_rest = h_rest * xp.where(vol > 0, 4.0 * h_par / xp.where(vol > 0, vol, 1.0), 0.0)
-            per_depth = xp.where(h_par > 0, 1.0 / xp.where(h_par > 0, h_par, 1.0), 0.0)
-        else:
-            per_depth = xp.where(h_par > drytol, 1.0 / xp.where(h_par > drytol, h_par, 1.0),
-                                 0.0)
-        new = fam_q.copy()
-        new[:, i] = xp.where(shore, h_rest, h_lin)
-        for m in others:
-            new[:, m] = xp.where(shore, parent(fam_q[:, m]) * per_depth * h_rest, fam_q[:, m])
-        out[(kd, slice(None)) + inner] = new.reshape(new.shape[:2] + (my, mx))
-
-    coarse = np.flatnonzero(dlev == -1)
-    if len(coarse) and not conserve:
-        cd = backend.to_device(coarse)
-        qc = out[cd][(slice(None), slice(None)) + inner]
-        ec = ext[cd][(slice(None), slice(None)) + inner]
-        h_mean = qc[:, i]
-        wet = ec[:, 1]
-        partly = (wet > 0) & (wet < 1)
-        eta_wet = ec[:, 2] / xp.where(wet > 0, wet, 1.0)
-        h_rest = xp.minimum(h_mean, xp.maximum(eta_wet - aux[cd][(slice(None), j) + inner], 0.0))
-        h_new = xp.where(partly, h_rest, h_mean)
-        scale = xp.where(h_mean > 0, h_new / xp.where(h_mean > 0, h_mean, 1.0), 0.0)
-        qc[:, i] = h_new
-        for m in others:
-            qc[:, m] = qc[:, m] * scale
-        out[(cd, slice(None)) + inner] = qc
-
-    h = out[(slice(None), i) + inner]
-    dry = h == 0.0
-    for m in others:
-        out[(slice(None), m) + inner][dry] = 0.0
-    return xp.ascontiguousarray(out)
-
-
-def _copy_ghost_frame(src, dst, mbc: int) -> None:
-    """Copy the ghost cells (only) of padded patch arrays ``src`` into ``dst``."""
-    dst[..., :mbc, :] = src[..., :mbc, :]
-    dst[..., -mbc:, :] = src[..., -mbc:, :]
-    dst[..., mbc:-mbc, :mbc] = src[..., mbc:-mbc, :mbc]
-    dst[..., mbc:-mbc, -mbc:] = src[..., mbc:-mbc, -mbc:]
 
 
 def _tag_coarsen(field: int, threshold: float):

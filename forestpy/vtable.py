@@ -30,6 +30,7 @@ must not allocate, and must treat ``params`` as read-only.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -41,6 +42,9 @@ __all__ = [
     "register_riemann",
     "get_riemann",
     "available_riemann",
+    "register_method",
+    "get_method",
+    "register_plugin_module",
     "SolverVtable",
 ]
 
@@ -226,17 +230,62 @@ def register_riemann(solver: RiemannSolver, *, replace: bool = False) -> Riemann
     return solver
 
 
+# Plugins reach the registries in two ways, neither an import by the framework: modules
+# named by the composition root (forestpy/__init__.py: the built-in solvers), imported on
+# the first lookup, and the entry points of the groups "forestpy.riemann" and
+# "forestpy.methods" (third-party packages).
+_PLUGIN_MODULES: list[str] = []
+_METHODS: dict[str, Callable | str] = {}
+
+
+def register_plugin_module(module: str) -> None:
+    """Name a module that registers plugins when imported; it is imported on the first
+    registry lookup (so that importing the framework imports no plugin)."""
+    global _ENTRY_POINTS_LOADED
+    if module not in _PLUGIN_MODULES:
+        _PLUGIN_MODULES.append(module)
+        _ENTRY_POINTS_LOADED = False
+
+
+def register_method(name: str, factory: Callable | str, *, replace: bool = False) -> None:
+    """Register a numerical method (a solver that turns a Riemann solver into batched
+    step kernels) under ``name``.  ``factory`` is called as
+    ``factory(riemann, backend=..., **method_options)`` and returns an object with
+    ``step``, ``time_sync``, ``fluctuations``, ``set_params`` and ``capacity_index``
+    (see :class:`forestpy.solvers.clawpack.solver.ClawpackSolver`); it may be given
+    as ``"module:attribute"``, imported on first use."""
+    old = _METHODS.get(name)
+    if old is not None and old != factory and not replace:
+        raise ValueError(f"a method named {name!r} is already registered")
+    _METHODS[name] = factory
+
+
 def _load_builtin_and_entry_points() -> None:
     global _ENTRY_POINTS_LOADED
     if _ENTRY_POINTS_LOADED:
         return
     _ENTRY_POINTS_LOADED = True
-    import forestpy.extensions.riemann  # noqa: F401  (registers the built-in solvers)
-
+    for module in _PLUGIN_MODULES:
+        importlib.import_module(module)
     for ep in metadata.entry_points(group="forestpy.riemann"):
         obj = ep.load()
         solver = obj() if callable(obj) and not isinstance(obj, RiemannSolver) else obj
         register_riemann(solver)
+    for ep in metadata.entry_points(group="forestpy.methods"):
+        _METHODS.setdefault(ep.name, ep.value)
+
+
+def get_method(name: str) -> Callable:
+    """The factory of the method registered as ``name`` (see :func:`register_method`)."""
+    _load_builtin_and_entry_points()
+    try:
+        factory = _METHODS[name]
+    except KeyError:
+        raise KeyError(f"no method named {name!r}; registered: {sorted(_METHODS)}") from None
+    if isinstance(factory, str):
+        module, _, attr = factory.partition(":")
+        factory = _METHODS[name] = getattr(importlib.import_module(module), attr)
+    return factory
 
 
 def get_riemann(name: str | RiemannSolver) -> RiemannSolver:

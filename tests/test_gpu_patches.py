@@ -182,13 +182,13 @@ def test_patch_kernels_launch_on_the_stream_that_on_stream_sets(monkeypatch):
     Every launch of the plain and surface ghost fills, the physical boundaries and the
     regrid transfer must take the stream that on_stream sets, and 0 outside it."""
     import forestpy.cuda_device as cd
-    from forestpy.patches import cuda_kernels, surface_ghosts
+    from forestpy.patches import launch
     from forestpy.patches.surface_ghosts import fill_ghosts_surface
 
     streams = []
-    for table in (cuda_kernels.kernels(), surface_ghosts._kernels()):
-        for name, kernel in list(table.items()):
-            monkeypatch.setitem(table, name, _LaunchRecorder(kernel, streams))
+    compile_kernel = launch._kernel
+    monkeypatch.setattr(launch, "_kernel", lambda *a: _LaunchRecorder(compile_kernel(*a),
+                                                                       streams))
     f = small_forest(BRICKS["1x1"], 3)
     geom = PatchGeometry.from_forest(f, 4, 4, 2)
     gplan = build_ghost_plan(f, geom).to(GPU)

@@ -245,7 +245,7 @@ def test_surface_fields_are_checked(kwargs, match):
 
 
 def test_rest_surface_for_volume_matches_bisection():
-    from forestpy.simulation import _rest_surface_for_volume
+    from forestpy.patches.surface_regrid import _rest_surface_for_volume
 
     rng = np.random.default_rng(5)
     b = rng.normal(size=(3, 4, 2, 5, 2))

@@ -47,17 +47,12 @@ import numpy as np
 from forestpy.patches import build_ghost_plan, build_time_sync_plan
 from forestpy.patches.boundary import apply_physical_bc
 from forestpy.patches.geometry import PatchGeometry
-from forestpy.patches.ghost_plan import GhostPlan, fill_ghosts
+from forestpy.patches.ghost_plan import GhostPlan, copy_ghost_frame, fill_ghosts
 from forestpy.patches.regrid import transfer
 from forestpy.patches.surface_ghosts import fill_ghosts_surface
+from forestpy.patches.surface_regrid import surface_fields, surface_regrid
 from forestpy.patches.time_sync import TimeSyncPlan
-from forestpy.simulation import (
-    Simulation,
-    StateError,
-    _copy_ghost_frame,
-    _surface_fields,
-    _surface_regrid,
-)
+from forestpy.simulation import Simulation, StateError
 
 __all__ = ["DistributedSimulation", "build_distributed", "distribute", "distributed_setup",
            "select_device"]
@@ -849,7 +844,7 @@ class DistributedSimulation(Simulation):
             if surface is not None:
                 drytol = self._surface_dry_tolerance()
                 density = xp.concatenate(
-                    [density, _surface_fields(density, aux, *surface, drytol, xp)], axis=1)
+                    [density, surface_fields(density, aux, *surface, drytol, xp)], axis=1)
             old_forest, old_geom = self.forest, self.geom
             offsets = forest.partition(self.nranks, self.partition_weights(forest))
             lo, hi = int(offsets[self.rank]), int(offsets[self.rank + 1])
@@ -868,7 +863,7 @@ class DistributedSimulation(Simulation):
             if surface is not None:
                 gx, gy = forest.global_xy()
                 dlev = self.geom.level - old_geom.level[old_forest.locate_global(gx, gy)]
-                q_new = _surface_regrid(q_new, meqn, aux, *surface, self.mbc, drytol,
+                q_new = surface_regrid(q_new, meqn, aux, *surface, self.mbc, drytol,
                                         self.riemann.surface_regrid, dlev[lo:hi], be)
             if capa >= 0:
                 b = self.mbc
@@ -977,7 +972,7 @@ class DistributedSimulation(Simulation):
         GeoClaw hook reads them).  Called on every rank, also one owning no patch
         (empty arrays), so that a hook may use collectives (``sim.comm``)."""
         n = self.nown
-        _copy_ghost_frame(self.q[:n], q_new[:n], self.mbc)  # the hook sees no unset memory
+        copy_ghost_frame(self.q[:n], q_new[:n], self.mbc)  # the hook sees no unset memory
         x, y = self.centers
         saved = self.geom, self.patch_arrays, self.centers_host
         self.geom, self.patch_arrays = self.owned_geom, self.owned_arrays

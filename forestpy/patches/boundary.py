@@ -4,9 +4,9 @@ Applied after the ghost plan (which fills everything inside the domain, periodic
 sides included), in Clawpack's order: the x sides on all rows, then the y sides on all
 columns, so corner ghost cells take the y side's value.  Each side is one vectorised
 assignment over the patches touching it (on the CPU), or one CUDA kernel launch (on the
-GPU backend, :mod:`forestpy.patches.cuda_kernels`).  The patches on each side are index
-arrays (``geom.on_side``) that the caller uploads once per regrid and passes as
-``sides``.
+GPU backend: :func:`_bc_side_entry` run by :mod:`forestpy.patches.launch`).  The patches
+on each side are index arrays (``geom.on_side``) that the caller uploads once per
+regrid and passes as ``sides``.
 
 Kinds
 -----
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import numba
 import numpy as np
 
 __all__ = ["BOUNDARY_KINDS", "normalize_bc", "apply_physical_bc"]
@@ -122,10 +123,12 @@ def apply_physical_bc(
                 q[idx, :, g, :] = sub[:, :, g, :]
             continue
         if gpu:
-            from forestpy.patches import cuda_kernels
+            from forestpy.patches.launch import component_mask, launch
 
-            mask = cuda_kernels.component_mask(backend, q.shape[1], reflect[0 if axis == 3 else 1])
-            cuda_kernels.physical_bc_side_gpu(q, idx, side, kind == "wall", mask, mbc, backend)
+            mask = component_mask(backend, q.shape[1], reflect[0 if axis == 3 else 1])
+            L = q.shape[2] if side < 2 else q.shape[3]
+            launch(_bc_side_entry, len(idx) * L, q, idx, side < 2, side in (0, 2),
+                   kind == "wall", mask, mbc, backend=backend)
             continue
         g = np.arange(mbc)
         if side in (0, 2):
@@ -145,3 +148,33 @@ def apply_physical_bc(
                         q[idx, c, :, ghost[k]] *= -1.0
                     else:
                         q[idx, c, ghost[k], :] *= -1.0
+
+
+@numba.njit(inline="always")
+def _bc_side_entry(q, idx, x_side, lower, wall, negate, mbc, t):
+    """GPU thread ``t`` of one side: patch ``idx[t // L]``, cell position ``t % L`` along
+    the side (all ``L`` rows of the padded patch for an x side, all ``L`` columns for a
+    y side, ghost rows/columns included, as the CPU path does); every ghost layer and
+    component, components of ``negate`` negated at a wall."""
+    L = q.shape[2] if x_side else q.shape[3]
+    p = idx[t // L]
+    pos = t % L
+    n = q.shape[3] if x_side else q.shape[2]
+    for g in range(mbc):
+        if lower:
+            ghost = mbc - 1 - g
+            src = mbc + g if wall else mbc
+        else:
+            ghost = n - mbc + g
+            src = n - mbc - 1 - g if wall else n - mbc - 1
+        for m in range(q.shape[1]):
+            if x_side:
+                v = q[p, m, pos, src]
+            else:
+                v = q[p, m, src, pos]
+            if wall and negate[m]:
+                v = -v
+            if x_side:
+                q[p, m, pos, ghost] = v
+            else:
+                q[p, m, ghost, pos] = v

@@ -24,7 +24,7 @@ Execution: the per-entry work is three ``numba.njit`` bodies (``_copy_entry``,
 ``_average_entry``, ``_interpolate_entry``), written once.  On the CPU they run in Numba
 loops parallel over the entries; on the GPU backend (plan uploaded once per regrid with
 :meth:`GhostPlan.to`) the same bodies, compiled by :func:`forestpy.cuda_device.cuda_device`,
-run in CUDA kernels with one thread per entry (:mod:`forestpy.patches.cuda_kernels`).
+run in CUDA kernels with one thread per entry (:mod:`forestpy.patches.launch`).
 """
 
 from __future__ import annotations
@@ -298,7 +298,7 @@ def build_ghost_plan(forest, geom, patches=None) -> GhostPlan:
 
 # --------------------------------------------------------------------------------------
 # per-entry bodies: written once, called from the CPU prange loops below and, compiled by
-# forestpy.cuda_device, from the CUDA kernels in forestpy.patches.cuda_kernels
+# forestpy.cuda_device, by forestpy.patches.launch (one CUDA thread per entry)
 # --------------------------------------------------------------------------------------
 
 
@@ -420,11 +420,11 @@ def fill_ghosts(plan: GhostPlan, q, positive=(), backend=None, timers=None) -> N
     """
     meqn = q.shape[1]
     if backend is not None and backend.is_gpu:
-        from forestpy.patches import cuda_kernels
+        from forestpy.patches.launch import component_mask
 
         if not _is_mask(positive, meqn):
-            positive = cuda_kernels.component_mask(backend, meqn, positive)
-        cuda_kernels.fill_ghosts_gpu(plan, q, positive, backend, timers)
+            positive = component_mask(backend, meqn, positive)
+        _fill_ghosts_gpu(plan, q, positive, backend, timers)
         return
     if len(plan.copy_dst):
         with phase(timers, "ghost_fill.copy"):
@@ -443,3 +443,31 @@ def fill_ghosts(plan: GhostPlan, q, positive=(), backend=None, timers=None) -> N
                 plan.interp_offset,
                 positive if _is_mask(positive, meqn) else positive_mask(meqn, positive),
             )
+
+
+def _fill_ghosts_gpu(plan, q, positive, backend, timers) -> None:
+    """The three ghost-fill kinds over a plan of device arrays, one thread per entry
+    (``positive``: the device mask of components clipped at zero; empty kinds skipped)."""
+    from forestpy.patches.launch import launch
+
+    if len(plan.copy_dst):
+        with phase(timers, "ghost_fill.copy"):
+            launch(_copy_entry, len(plan.copy_dst), q, plan.copy_dst, plan.copy_src,
+                   backend=backend)
+    if len(plan.avg_dst):
+        with phase(timers, "ghost_fill.average"):
+            launch(_average_entry, len(plan.avg_dst), q, plan.avg_dst, plan.avg_src,
+                   backend=backend)
+    if len(plan.interp_dst):
+        with phase(timers, "ghost_fill.interpolate"):
+            launch(_interpolate_entry, len(plan.interp_dst), q, plan.interp_dst,
+                   plan.interp_center, plan.interp_nbr, plan.interp_valid,
+                   plan.interp_offset, positive, backend=backend)
+
+
+def copy_ghost_frame(src, dst, mbc: int) -> None:
+    """Copy the ghost cells (only) of padded patch arrays ``src`` into ``dst``."""
+    dst[..., :mbc, :] = src[..., :mbc, :]
+    dst[..., -mbc:, :] = src[..., -mbc:, :]
+    dst[..., mbc:-mbc, :mbc] = src[..., mbc:-mbc, :mbc]
+    dst[..., mbc:-mbc, -mbc:] = src[..., mbc:-mbc, -mbc:]

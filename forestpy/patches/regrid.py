@@ -25,7 +25,7 @@ __all__ = ["transfer"]
 # ---------------------------------------------------------------- per-cell bodies
 # One cell (j, i) of the interior of new leaf k, every component; written once, run by
 # the CPU loops below and, compiled by forestpy.cuda_device, by the CUDA kernels of
-# forestpy.patches.cuda_kernels (one thread per cell).
+# forestpy.patches.launch (one thread per cell).
 
 
 @numba.njit(inline="always")
@@ -161,11 +161,13 @@ def transfer(old_forest, old_geom, q_old, new_forest, new_geom, backend=None,
     if len(par):
         cases.append(("parent", par, np.stack([row(k) for k in kids], axis=1)))
     if backend is not None and backend.is_gpu:
-        from forestpy.patches import cuda_kernels
+        from forestpy.patches.launch import launch_cells
 
+        body = {"copy": _copy_cell, "child": _child_cell, "parent": _parent_cell}
+        my, mx = new_geom.my, new_geom.mx
         for name, *index in cases:
-            cuda_kernels.transfer_gpu(name, q_old, q_new, [up(a) for a in index], mbc,
-                                      backend)
+            launch_cells(body[name], len(index[0]), my, mx, mbc, q_old, q_new,
+                         *[up(a) for a in index], backend=backend)
         return q_new
     q_old = np.ascontiguousarray(q_old)
     run = {"copy": _copy_cells, "child": _child_cells, "parent": _parent_cells}

@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import numba
 
-from forestpy.cuda_device import launch_stream
 from forestpy.patches.ghost_plan import (
     _block_cell,
+    _copy_entry,
     _fill_copy,
     _is_mask,
     _limited_slope,
@@ -198,72 +198,25 @@ def _fill_interpolate_surface(q, aux, dst, center, nbr, valid, offset, positive,
                                    drytol, k)
 
 
-# --------------------------------------------------------------------------------------
-# GPU: kernels built on first use (see forestpy.patches.cuda_kernels for the pattern)
-# --------------------------------------------------------------------------------------
-
-_KERNELS: dict = {}
-# ``numba.cuda``, bound on first use; a module global so that Numba's CUDA simulator can
-# swap it for its fake module while a simulated kernel runs
-cuda = None
-
-
-def _kernels() -> dict:
-    global cuda
-    if _KERNELS:
-        return _KERNELS
-    import numba.cuda
-
-    cuda = numba.cuda
-    from forestpy.cuda_device import cuda_device
-
-    average_entry = cuda_device(_average_surface_entry)
-    interpolate_entry = cuda_device(_interpolate_surface_entry)
-
-    @cuda.jit
-    def fill_average_surface(q, aux, dst, src, ih, ib, drytol):
-        k = cuda.grid(1)
-        if k < dst.shape[0]:
-            average_entry(q, aux, dst, src, ih, ib, drytol, k)
-
-    @cuda.jit
-    def fill_interpolate_surface(q, aux, dst, center, nbr, valid, offset, positive, ih, ib,
-                                 drytol):
-        k = cuda.grid(1)
-        if k < dst.shape[0]:
-            interpolate_entry(q, aux, dst, center, nbr, valid, offset, positive, ih, ib,
-                              drytol, k)
-
-    _KERNELS.update(fill_average_surface=fill_average_surface,
-                    fill_interpolate_surface=fill_interpolate_surface)
-    return _KERNELS
-
-
 def _fill_gpu(plan, q, aux, ih, ib, drytol, positive, backend, timers) -> None:
-    from forestpy.patches import cuda_kernels as ck
+    """The GPU twin of :func:`fill_ghosts_surface`'s loops, one thread per plan entry."""
+    from forestpy.patches.launch import component_mask, launch
 
     if not _is_mask(positive, q.shape[1]):
-        positive = ck.component_mask(backend, q.shape[1], positive)
-    base, mine, st = ck.kernels(), _kernels(), launch_stream()
-    n = len(plan.copy_dst)
-    if n:
-        ck._require_device(backend, q, plan.copy_dst, plan.copy_src)
+        positive = component_mask(backend, q.shape[1], positive)
+    if len(plan.copy_dst):
         with phase(timers, "ghost_fill.copy"):
-            base["fill_copy"][ck._blocks(n), ck.THREADS, st](q, plan.copy_dst, plan.copy_src)
-    n = len(plan.avg_dst)
-    if n:
-        ck._require_device(backend, q, aux, plan.avg_dst, plan.avg_src)
+            launch(_copy_entry, len(plan.copy_dst), q, plan.copy_dst, plan.copy_src,
+                   backend=backend)
+    if len(plan.avg_dst):
         with phase(timers, "ghost_fill.average"):
-            mine["fill_average_surface"][ck._blocks(n), ck.THREADS, st](
-                q, aux, plan.avg_dst, plan.avg_src, ih, ib, drytol)
-    n = len(plan.interp_dst)
-    if n:
-        arrays = (plan.interp_dst, plan.interp_center, plan.interp_nbr, plan.interp_valid,
-                  plan.interp_offset, positive)
-        ck._require_device(backend, q, aux, *arrays)
+            launch(_average_surface_entry, len(plan.avg_dst), q, aux, plan.avg_dst,
+                   plan.avg_src, ih, ib, drytol, backend=backend)
+    if len(plan.interp_dst):
         with phase(timers, "ghost_fill.interpolate"):
-            mine["fill_interpolate_surface"][ck._blocks(n), ck.THREADS, st](
-                q, aux, *arrays, ih, ib, drytol)
+            launch(_interpolate_surface_entry, len(plan.interp_dst), q, aux, plan.interp_dst,
+                   plan.interp_center, plan.interp_nbr, plan.interp_valid,
+                   plan.interp_offset, positive, ih, ib, drytol, backend=backend)
 
 
 def fill_ghosts_surface(plan, q, aux, depth: int, bottom: int, dry_tolerance: float = 0.0,
