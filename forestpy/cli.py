@@ -375,11 +375,10 @@ def cmd_run(args, argv: list[str]) -> int:
     report = getattr(module, "report", None)
     if callable(report):
         # with MPI the state is gathered to rank 0 only (collective), which runs report
-        view = sim.root_view(0) if nranks > 1 else contextlib.nullcontext(True)
-        with view as is_root:
-            if is_root:
+        with sim.root_view(0) as root:
+            if root is not None:
                 try:
-                    result = report(sim, out)
+                    result = report(root, out)
                 except (Exception, KeyboardInterrupt) as e:
                     return fail(sim, e, "report", time.perf_counter() - t0)
                 summary["report"] = to_jsonable(result)

@@ -14,10 +14,11 @@ One global time step (DESIGN.md section 6):
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import math
 import time
 from collections.abc import Callable
-from contextvars import ContextVar
 from dataclasses import dataclass
 from types import SimpleNamespace
 
@@ -25,11 +26,11 @@ import numpy as np
 
 from forestpy.backend import array_module, get_backend
 from forestpy.forest import MAX_LEVEL, Brick, Forest
+from forestpy.parallel.exchange import BUILD_COMM, Exchange, MPIExchange
+from forestpy.parallel.layout import Layout, _distinct
 from forestpy.patches import (
     PatchGeometry,
     apply_physical_bc,
-    build_ghost_plan,
-    build_time_sync_plan,
     fill_ghosts,
     normalize_bc,
     transfer,
@@ -87,11 +88,6 @@ class Domain:
             lower=tuple(self.lower),
             upper=tuple(self.upper),
         )
-
-
-# Set by forestpy.parallel.distributed_setup: a Simulation (exactly this class) built
-# meanwhile does its initial refinement distributed over this communicator's ranks.
-BUILD_COMM: ContextVar = ContextVar("forestpy_build_comm", default=None)
 
 
 class Simulation:
@@ -187,7 +183,8 @@ class Simulation:
         check_state=True,
     )
 
-    def __init__(self, riemann, *, qinit: Callable, domain: Domain | None = None, **options):
+    def __init__(self, riemann, *, qinit: Callable, domain: Domain | None = None, comm=None,
+                 overlap: bool | None = None, **options):
         unknown = set(options) - set(self.OPTION_DEFAULTS)
         if unknown:
             raise TypeError(
@@ -286,52 +283,123 @@ class Simulation:
         self.wall_s = 0.0
         self.dt = opts["dt_initial"]
         self._dt_explicit = opts["dt_initial"] is not None
-        comm = BUILD_COMM.get()
-        if comm is not None and type(self) is Simulation:  # forestpy.parallel.distributed_setup
-            from forestpy.parallel.distributed import DistributedSimulation
-
-            self.__class__ = DistributedSimulation  # the initial refinement, distributed
-            self._pending_comm = comm
+        if comm is None and type(self) is Simulation:  # forestpy.parallel.build_distributed
+            comm = BUILD_COMM.get()
+        # a serial run is a distributed run on one rank: one Exchange that sends nothing
+        self.exchange = Exchange() if comm is None else MPIExchange(comm, self.backend)
+        self.built_distributed = comm is not None
+        self.overlap = comm is not None and (
+            self.backend.is_gpu if overlap is None else bool(overlap))
+        self._full = False  # True: q, aux hold every patch although the layout is a share
+        self._root_copy = None  # (root, global arrays on root): see root_view
+        self._spare = self._spare_of = None  # see _new_state
         self._initial_refinement()
         self.timers = Timers()  # the phases of the run, not of the initial refinement
         self.totals_initial = self.totals()
 
+    # ------------------------------------------------------------------ layout
+    @property
+    def comm(self):
+        """The communicator of a distributed run (None: one rank)."""
+        return self.exchange.comm
+
+    @property
+    def ghost_plan(self):
+        """The ghost plan of the owned patches (serial: of every patch)."""
+        return self.layout.ghost_plan
+
+    @property
+    def sync_plan(self):
+        """The time-sync plan of the owned coarse patches (serial: of every patch)."""
+        return self.layout.sync_plan
+
+    def partition_weights(self, forest):
+        """Per-leaf weights of the partition of ``forest`` over the ranks (None: equal,
+        every patch has mx*my cells)."""
+        return None
+
+    def use_exchange(self, exchange, overlap: bool | None = None) -> Simulation:
+        """Share the patches over the ranks of ``exchange`` (an
+        :class:`~forestpy.parallel.exchange.MPIExchange`; every rank calls it with the
+        same state): the arrays keep every patch until the next step keeps this rank's
+        share (its owned patches and halo).  ``overlap``: step the patches that need no
+        remote data while the halo travels (default: on the GPU backend only)."""
+        self.exchange = exchange
+        self.overlap = exchange.distributed and (
+            self.backend.is_gpu if overlap is None else bool(overlap))
+        self._full = exchange.distributed
+        self._build_layout()
+        return self
+
+    def _partition(self) -> None:
+        """Repartition the current forest (new weights): gathers a local state first."""
+        self.gather_state()
+        self._build_layout()
+
+    def _build_layout(self) -> None:
+        """This rank's layout of the current forest (serial: every patch); the cell
+        centres of the local rows are made again on first use."""
+        if self.exchange.distributed:
+            self.layout = Layout.partitioned(
+                self.forest, self.geom, self.patch_arrays, self.backend, self.exchange,
+                self.partition_weights(self.forest), self.riemann.num_eqn,
+                self.strip_fraction, self.early_split)
+        else:
+            self.layout = Layout.whole_forest(self.forest, self.geom, self.patch_arrays,
+                                              self.backend)
+        self.centers_host = self.centers = None
+        self._spare = self._spare_of = None
+
+    def _owned(self, a):
+        """The owned rows of a local array (every row of a serial one)."""
+        return a if self.layout.whole else a[: self.layout.nown]
+
+    @property
+    def owned(self) -> _OwnedView:
+        """The owned patches as a hook sees them (``geom``, ``patch_arrays``,
+        ``centers_host``, ``backend``, ``comm``); serial: every patch."""
+        return _OwnedView(self)
+
+    def _localize(self) -> None:
+        """Arrays holding every patch (a serial build that was distributed, a restored
+        checkpoint, a gathered state) -> this rank's local rows (``l2g``)."""
+        if not self._full:
+            return
+        idx = self.layout.l2g_dev
+        self.q, self.aux, self.aux_setaux = self.q[idx], self.aux[idx], self.aux_setaux[idx]
+        self._full = False
+        self._spare = self._spare_of = None
+
     # ------------------------------------------------------------------ setup
     def _set_forest(self, forest: Forest) -> None:
-        """New forest: geometry and plans built on the host, uploaded once."""
+        """New forest: geometry (replicated) and this rank's layout with its plans, built
+        on the host and uploaded once; ``aux`` of the local patches."""
         be = self.backend
         self.forest = forest
         geom = self.geom = PatchGeometry.from_forest(forest, self.mx, self.my, self.mbc)
-        self.ghost_plan = build_ghost_plan(forest, geom).to(be)
-        self.sync_plan = build_time_sync_plan(forest, geom).to(be)
-        self.centers_host = self.centers = None  # made on first use (see the properties)
         # what the kernels need of the geometry, as backend arrays
         self.patch_arrays = SimpleNamespace(
             mx=geom.mx, my=geom.my, mbc=geom.mbc, npatch=geom.npatch,
             dx=be.to_device(geom.dx), dy=be.to_device(geom.dy),
             sides=[be.to_device(geom.on_side(side)) for side in range(4)],
         )
+        self._build_layout()
         self.aux_setaux = be.to_device(self._make_aux(), self.dtype)
         self.aux = self.aux_setaux.copy()
 
     @property
     def centers_host(self):
-        """Cell centres ``(x, y)`` of the patches, ghost cells included, each a host array
-        ``(npatch, NY, NX)``; made on first use after a regrid (a run whose hooks never
-        ask for them makes none: at 18 K patches of 16 x 16 they took half of a GPU
-        regrid)."""
+        """Cell centres ``(x, y)`` of the local patches (serial: every patch), ghost
+        cells included, each a host array ``(npatch, NY, NX)``; made on first use after
+        a regrid (a run whose hooks never ask for them makes none: at 18 K patches of
+        16 x 16 they took half of a GPU regrid)."""
         if self._centers_host is None:
-            self._centers_host = self._centers_geometry().cell_centers(ghosts=True)
+            self._centers_host = self.layout.local_geom.cell_centers(ghosts=True)
         return self._centers_host
 
     @centers_host.setter
     def centers_host(self, value):
         self._centers_host = value
-
-    def _centers_geometry(self):
-        """The geometry of the patches of ``q``, whose cell centres ``centers_host``
-        holds."""
-        return self.geom
 
     @property
     def centers(self):
@@ -345,11 +413,13 @@ class Simulation:
         self._centers = value
 
     def _make_aux(self):
-        geom, naux = self.geom, self.riemann.num_aux
+        geom, naux = self.layout.local_geom, self.riemann.num_aux
         if self.vtable.setaux is None:
             if naux:
                 raise ValueError(f"Riemann solver {self.riemann.name!r} needs aux: give setaux")
             return np.zeros((geom.npatch, naux) + geom.shape)
+        if geom.npatch == 0:  # a rank holding no patch: setaux is not called on nothing
+            return np.zeros((0, naux) + geom.shape)
         x, y = self.centers_host
         aux = np.asarray(
             self.vtable.setaux(x, y, geom.dx[:, None, None], geom.dy[:, None, None]),
@@ -360,9 +430,15 @@ class Simulation:
         return np.ascontiguousarray(np.moveaxis(aux, 0, 1))
 
     def _qinit(self):
+        """``qinit`` on the cell centres of the local patches (any subset of the
+        patches: it must be pointwise, so a distributed build is bitwise the serial
+        one)."""
+        meqn = self.riemann.num_eqn
+        if self.layout.local_geom.npatch == 0:  # a rank holding no patch
+            shape = (0, meqn) + self.geom.shape
+            return self.backend.to_device(np.zeros(shape), self.dtype)
         x, y = self.centers_host
         q = np.asarray(self.vtable.qinit(x, y), dtype=np.float64)
-        meqn = self.riemann.num_eqn
         if q.shape != (meqn,) + x.shape:
             raise ValueError(f"qinit returned shape {q.shape}, expected {(meqn,) + x.shape}")
         return self.backend.to_device(np.ascontiguousarray(np.moveaxis(q, 0, 1)), self.dtype)
@@ -384,43 +460,54 @@ class Simulation:
 
     def _initial_state_set(self) -> None:
         """Called by :meth:`_initial_refinement` once ``q`` holds the initial condition
-        of a level (a distributed run checks it across ranks)."""
-        self._validate(self.q, "the initial condition")
+        of a level (checked on every rank)."""
+        self._spare = self._spare_of = None
+        self._validate_owned(self.q, "the initial condition")
 
     # ------------------------------------------------------------------ pieces
     def fill_ghosts(self, q=None) -> None:
-        """Fill every ghost cell of ``q`` (default the current state) in place."""
-        q = self.q if q is None else q
+        """Fill every ghost cell of the owned patches of ``q`` (default the current
+        state, its halo received first) in place."""
+        if q is None:
+            self._localize()
+            q = self.q
+            self.exchange.halo(q, self.layout.q_exchange, self.timers)
         with self.timers("ghost_fill"):
-            surface = self.riemann.surface_interp
-            if surface is None:
-                fill_ghosts(self.ghost_plan, q, self.riemann.positive, backend=self.backend,
-                            timers=self.timers)
-            else:
-                self._fill_ghosts_surface(q, *surface)
-            with self.timers("ghost_fill.physical_bc"):
-                apply_physical_bc(
-                    q,
-                    self.geom,
-                    self.bc,
-                    self.riemann.wall_reflect,
-                    self.t,
-                    self.aux,
-                    centers=self._centers_of,
-                    backend=self.backend,
-                    sides=self.patch_arrays.sides,
-                )
+            self._fill_plan(q, self.layout.ghost_plan, self.layout.owned_sides)
 
-    def _fill_ghosts_surface(self, q, i: int, j: int) -> None:
+    def _fill_plan(self, q, plan, sides) -> None:
+        """Ghost fill of the destinations of ``plan``, then the physical boundaries of
+        the patches ``sides``."""
+        surface = self.riemann.surface_interp
+        if surface is None:
+            fill_ghosts(plan, q, self.riemann.positive, backend=self.backend,
+                        timers=self.timers)
+        else:
+            self._fill_ghosts_surface(q, *surface, plan=plan)
+        with self.timers("ghost_fill.physical_bc"):
+            apply_physical_bc(
+                q,
+                self.geom,
+                self.bc,
+                self.riemann.wall_reflect,
+                self.t,
+                self.aux,
+                centers=self._centers_of,
+                backend=self.backend,
+                sides=sides,
+            )
+
+    def _fill_ghosts_surface(self, q, i: int, j: int, plan=None) -> None:
         """Ghost fill of a depth ``q[i]`` over the bottom ``aux[j]`` (see
         ``RiemannSolver.surface_interp``): copies exact, averages and interpolations
         through the rest surface of :mod:`forestpy.patches.surface_ghosts`.  Interior
-        cells are not touched."""
+        cells are not touched.  ``plan``: default the owned patches' ghost plan."""
         aux_bc = tuple("extrap" if callable(k) else k for k in self.bc)
         apply_physical_bc(self.aux, self.geom, aux_bc, ((), ()), self.t,
-                          backend=self.backend, sides=self.patch_arrays.sides)
-        fill_ghosts_surface(self.ghost_plan, q, self.aux, i, j, self._surface_dry_tolerance(),
-                            self.riemann.positive, backend=self.backend, timers=self.timers)
+                          backend=self.backend, sides=self.layout.owned_sides)
+        fill_ghosts_surface(self.layout.ghost_plan if plan is None else plan, q, self.aux,
+                            i, j, self._surface_dry_tolerance(), self.riemann.positive,
+                            backend=self.backend, timers=self.timers)
 
     def _surface_dry_tolerance(self) -> float:
         """The depth at or below which a cell is dry for the surface rules (the solver
@@ -435,23 +522,37 @@ class Simulation:
         return x[idx], y[idx]
 
     def _host_flags(self, flags) -> np.ndarray:
+        """Flags of the owned patches (one per owned patch), gathered so every rank
+        sees all of them."""
         flags = self.backend.to_host(flags).astype(bool)
-        if flags.shape != (self.geom.npatch,):
-            raise ValueError(f"tagging returned shape {flags.shape}, expected "
-                             f"({self.geom.npatch},)")
-        return flags
+        n = self.layout.nown
+        if flags.shape != (n,):
+            raise ValueError(f"tagging returned shape {flags.shape}, expected ({n},)")
+        return self.exchange.allgather_rows(flags, self.layout.offsets)
+
+    def _tag(self, tag):
+        """``tag`` on the owned patches (flags of every patch, on every rank)."""
+        n = self.layout.nown
+        flags = np.zeros(0, dtype=bool)
+        if n:
+            flags = tag(self._owned(self.q), self._owned(self.aux), self.layout.owned_geom,
+                        self.t)
+        return self._host_flags(flags)
 
     def _refine_flags(self) -> np.ndarray:
-        flags = self._host_flags(self.vtable.tag4refinement(self.q, self.aux, self.geom, self.t))
-        return flags & (self.geom.level < self.max_level)
+        return self._tag(self.vtable.tag4refinement) & (self.geom.level < self.max_level)
 
     def totals(self) -> dict:
         """Integral of every conserved field over the domain (capacity-weighted): the
         correctly rounded sum (``math.fsum``) of the per-patch integrals of
         :meth:`_patch_totals`.  It depends on the patch values alone, not on the order
         or the grouping of the patches, so a distributed run's totals (per-patch
-        integrals computed by the owners, gathered) are bitwise these."""
-        return self._sum_patch_totals(self._patch_totals(slice(None), self.geom))
+        integrals computed by the owners, gathered: ``npatch x nconserved`` floats, not
+        the state) are bitwise these.  Collective."""
+        self._localize()
+        L = self.layout
+        mine = self._patch_totals(slice(None) if L.whole else slice(0, L.nown), L.owned_geom)
+        return self._sum_patch_totals(self.exchange.allgather_rows(mine, L.offsets))
 
     def _patch_totals(self, rows, geom) -> np.ndarray:
         """Host float64 ``(npatch, nconserved)``: per patch ``rows`` of ``q`` (with the
@@ -497,64 +598,113 @@ class Simulation:
                     f"t={self.t:.6g}; the last valid state is kept"
                 )
 
+    def _validate_owned(self, q, where: str) -> None:
+        """:meth:`_validate` of the owned rows of ``q``; the same StateError on every
+        rank (the first rank's message that found a problem in its owned patches)."""
+        error = None
+        try:
+            if self.layout.nown:
+                self._validate(self._owned(q), where)
+        except StateError as err:
+            error = err
+        self.exchange.raise_first(error, StateError)
+
     # ------------------------------------------------------------------ stepping
     def _warm_up(self) -> None:
         """Compile (or load from Numba's disk cache) the ghost-fill and time-sync
         kernels now, so that the phase timers measure only the work (the step kernel
         compiles in the first time-step estimate)."""
-        fill_ghosts(self.ghost_plan, self.q.copy(), self.riemann.positive, backend=self.backend)
-        if len(self.sync_plan):
-            g = self.patch_arrays
-            edge = self.xp.zeros((g.npatch, 4, self.riemann.num_eqn, max(g.mx, g.my)))
+        self._localize()
+        L = self.layout
+        fill_ghosts(L.ghost_plan, self.q.copy(), self.riemann.positive, backend=self.backend)
+        if len(L.sync_plan):
+            edge = self.xp.zeros((L.n_edge_rows, 4, self.riemann.num_eqn, max(self.mx, self.my)))
             # dt = 0: a correction of zero, applied to a scratch copy
-            self.solver.time_sync(self.sync_plan, self.q, self.q.copy(), self.aux, edge, 0.0)
+            self.solver.time_sync(L.sync_plan, self.q, self.q.copy(), self.aux, edge, 0.0)
 
     def _estimate_dt(self) -> float:
+        """A probe step of the owned patches; the Courant number's maximum over the
+        ranks (the serial value exactly)."""
         probe = min(self.geom.dx.min(), self.geom.dy.min()) * 1e-3
         self.fill_ghosts()
-        _, cfl, _ = self.vtable.step(self.q, self.aux, self.patch_arrays, probe)
-        c = float(self.backend.to_host(cfl.max()))
+        c = 0.0
+        if self.layout.nown:
+            _, cfl, _ = self.vtable.step(self._owned(self.q), self._owned(self.aux),
+                                         self.layout.local_arrays, probe)
+            c = float(self.backend.to_host(cfl.max()))
+        c = float(self.exchange.allreduce(np.array([c]), "max")[0])
         if c <= 0.0:
             return min(self.dt_max, self.t_final - self.t) or probe
         return probe * self.cfl_desired / c
 
     def step(self, dt: float) -> tuple[bool, float]:
-        """Try one step of size ``dt``; return (accepted, Courant number).
+        """Try one step of size ``dt`` of the owned patches; return (accepted, Courant
+        number).
 
-        The time sync and split sources run before the Courant number is known on the
-        host, so that one small transfer per step (Courant number and state checks
-        together) is all that crosses from the device; a rejected step discards them.
+        Halo exchange and ghost fill, step kernel, the edge fluxes of remote fine
+        patches, time sync of the owned coarse patches, split sources, then the Courant
+        number and the state checks reduced over the ranks.  The time sync and split
+        sources run before the Courant number is known on the host, so that one small
+        transfer per step (Courant number and state checks together) is all that
+        crosses from the device; a rejected step discards them.  With ``overlap`` the
+        halo travels while the patches that need no remote data are stepped
+        (:meth:`_step_overlapped`).
         """
-        self.fill_ghosts()
-        if self.vtable.b4step is not None:
-            with self.timers("sources"):
-                self.vtable.b4step(self, dt)
-        with self.timers("step"):
-            q_new, cfl, edge = self.vtable.step(self.q, self.aux, self.patch_arrays, dt)
+        self._localize()
+        self._root_copy = None  # the state changes
+        L = self.layout
+        if self.overlap and self.vtable.b4step is None:
+            q_new, cfl, edge = self._step_overlapped(dt)
+        else:
+            self.fill_ghosts()
+            if self.vtable.b4step is not None:
+                with self.timers("sources"):
+                    self.vtable.b4step(self, dt)
+            with self.timers("step"):
+                q_new, cfl, edge = self._step_all(dt)
+        self.exchange.halo(edge, L.edge_exchange, self.timers)
         with self.timers("time_sync"):
-            self.solver.time_sync(self.sync_plan, self.q, q_new, self.aux, edge, dt)
-        if self.vtable.src2 is not None:
+            self.solver.time_sync(L.sync_plan, self.q, q_new, self.aux, edge, dt)
+        if self.vtable.src2 is not None:  # on every rank: a hook may communicate
             with self.timers("sources"):
-                copy_ghost_frame(self.q, q_new, self.mbc)  # the hook sees no unset memory
+                own = self._owned
+                # the hook sees no unset memory
+                copy_ghost_frame(own(self.q), own(q_new), self.mbc)
                 x, y = self.centers
-                self.vtable.src2(q_new, self.aux, x, y, self.t, dt)
+                self.vtable.src2(own(q_new), own(self.aux), own(x), own(y), self.t, dt)
         with self.timers("cfl_check"):
-            status = self._step_status(q_new, cfl)
+            status = self._global_status(q_new, cfl)
         courant = float(status[0])
         if courant > self.cfl_max or not math.isfinite(courant):
             self.rejected_steps += 1
             if not math.isfinite(courant):
-                self._validate(q_new, f"step {self.steps + 1}")
+                self._validate_owned(q_new, f"step {self.steps + 1}")
             return False, courant
         if self.check_state and not (
             math.isfinite(status[1]) and all(v >= 0.0 for v in status[2:])
         ):
-            self._validate(q_new, f"step {self.steps + 1}")
+            self._validate_owned(q_new, f"step {self.steps + 1}")
+        if not L.whole:  # the step wrote into the spare (_new_state): keep the old one
+            self._spare, self._spare_of = self.q, q_new
         self.q = q_new
         self.t += dt
         self.steps += 1
         self.cell_updates += self.geom.npatch * self.mx * self.my
         return True, courant
+
+    def _step_all(self, dt):
+        """The step kernel on every owned patch: (new state, Courant numbers, edge
+        fluxes).  Serial: the kernel's own arrays; a share of the patches: the local
+        arrays (owned rows written, halo rows refreshed by the next exchange)."""
+        L = self.layout
+        if L.whole:
+            return self.vtable.step(self.q, self.aux, L.local_arrays, dt)
+        n = L.nown
+        q_new, edge, cfl = self._new_state(), self._new_edge(), self.xp.zeros(0)
+        if n:
+            cfl = self.vtable.step(self.q[:n], self.aux[:n], L.local_arrays, dt,
+                                   out=q_new[:n], edge_out=edge[:n])[1]
+        return q_new, cfl, edge
 
     def _step_status(self, q_new, cfl) -> np.ndarray:
         """``[largest Courant number, sum of the interior, min of each positive field]``
@@ -568,16 +718,176 @@ class Simulation:
         lows = per_patch[:, 1:].min(axis=0) if per_patch.shape[1] > 1 else sums[:0]
         return self.backend.to_host(xp.concatenate([courant.reshape(1), sums, lows]))
 
+    def _global_status(self, q_new, cfl) -> np.ndarray:
+        """:meth:`_step_status` of the owned patches, reduced over the ranks."""
+        if self.layout.nown:
+            local = self._step_status(self._owned(q_new), cfl)
+        else:
+            npos = len(self.riemann.positive)
+            local = np.array([0.0] + ([0.0] + [math.inf] * npos if self.check_state else []))
+        return self.exchange.reduce_status(local, self.check_state)
+
+    # ------------------------------------------------------------------ overlap
+    whole_range_fraction = 0.25  # see _step_overlapped
+    early_split = 0.5  # GPU: share of the early patches in the first launch
+    strip_fraction = 0.75  # halo exchange of whole patches above this share of cells
+
+    def _new_state(self):
+        """The array the step writes: the previous state's array when nothing replaced
+        ``q`` since (its rows are finite states of two steps ago; the owned rows are
+        overwritten, the halo rows refreshed by the next exchange), else a copy."""
+        if self._spare is not None and self._spare_of is self.q and \
+                self._spare.shape == self.q.shape:
+            return self._spare
+        return self.q.copy()
+
+    def _new_edge(self):
+        """The edge fluxes of a step: owned rows (every entry written by the step
+        kernel) then the edge halo (every row received), so left unset."""
+        return self.xp.empty((self.layout.n_edge_rows, 4, self.riemann.num_eqn,
+                              max(self.mx, self.my)))
+
+    def _step_kernel(self, group, dt, q_new, edge):
+        """Step kernel on the owned patches ``group``, into their rows of ``q_new``
+        (interiors: its ghost cells keep finite values of an earlier state) and
+        ``edge``; returns their Courant numbers.  A contiguous group is stepped in
+        place, another one gathered and its results scattered back."""
+        if group.n == 0:
+            return self.xp.zeros(0)
+        sel = group.sel
+        if isinstance(sel, slice):
+            return self.vtable.step(self.q[sel], self.aux[sel], group.arrays, dt,
+                                    out=q_new[sel], edge_out=edge[sel])[1]
+        q_g, cfl, edge_g = self.vtable.step(self.q[sel], self.aux[sel], group.arrays, dt)
+        edge[sel] = edge_g
+        b = self.mbc
+        q_new[sel, :, b:-b, b:-b] = q_g[:, :, b:-b, b:-b]  # q_g's ghost cells are unset
+        return cfl
+
+    def _step_overlapped(self, dt):
+        """The overlapping step of de la Asuncion et al. (2012): post the halo receives,
+        pack and send; fill the ghosts of, and step, the early patches (no remote data);
+        wait; fill the ghosts of, and step, the late patches.  The same arithmetic per
+        patch as the plain step, so the result is bitwise the same.
+
+        On the GPU (a step that takes a patch list, ``rows``) the owned patches go in
+        two launches that write straight into the new state: the first
+        ``early_split`` of the early patches, then, once the halo has arrived and the
+        late ghosts are filled, the late patches followed by the remaining early ones.
+        The host waits for MPI while the device runs the first launch, and the late
+        patches (too few to fill the device alone) run beside the remaining early
+        ones instead of as an under-filled launch of their own.  On a real GPU the
+        halo unpack and the late ghost fill go to a high-priority side stream
+        (:class:`~forestpy.parallel.exchange._SideStream`), so that they run beside the
+        first launch rather than queued after it.
+
+        Otherwise, when the late patches are few (at most ``whole_range_fraction`` of
+        the owned ones), the early kernel runs on the whole owned range, a view, and
+        the late patches' results of that call (made with ghost cells not yet filled)
+        are replaced by those of the late call: a little redundant work instead of
+        gathering and scattering every early patch (they are not contiguous)."""
+        L, ex = self.layout, self.exchange
+        early, late = L.early, L.late
+        q, xp = self.q, self.xp
+        n = L.nown
+        if self._patch_list_step():
+            return self._step_two_launches(dt)
+        whole = 0 < late.n <= self.whole_range_fraction * n
+        with self.timers("exchange"):
+            pending = ex.post(q, L.q_exchange, self.timers)
+        with self.timers("ghost_fill"):
+            self._fill_plan(q, L.early_plan, early.sides)
+        with self.timers("step"):
+            q_new, edge = self._new_state(), self._new_edge()
+            if whole:
+                cfl = self.vtable.step(q[:n], self.aux[:n], L.local_arrays, dt,
+                                       out=q_new[:n], edge_out=edge[:n])[1]
+            else:
+                cfl_e = self._step_kernel(early, dt, q_new, edge)
+        with self.timers("exchange"):
+            ex.complete(q, L.q_exchange, pending, self.timers)
+        # the costs the overlap adds (a second fill pass, the late kernel): sub-phases
+        with self.timers("ghost_fill"), self.timers("ghost_fill.late"):
+            self._fill_plan(q, L.late_plan, late.sides)
+        with self.timers("step"), self.timers("step.late"):
+            cfl_l = self._step_kernel(late, dt, q_new, edge)
+            if whole:
+                cfl[late.rows] = cfl_l
+            else:
+                cfl = xp.concatenate([cfl_e, cfl_l])  # only its maximum is used
+        return q_new, cfl, edge
+
+    def _patch_list_step(self) -> bool:
+        """Whether the step kernel takes a patch list (``rows``): GPU Clawpack."""
+        got = self.__dict__.get("_rows_ok")
+        if got is None:
+            import inspect
+
+            try:
+                params = inspect.signature(self.vtable.step).parameters
+            except (TypeError, ValueError):
+                params = {}
+            got = self._rows_ok = self.backend.is_gpu and "rows" in params
+        return got
+
+    def _step_two_launches(self, dt):
+        """The overlapped step in two patch-list launches (see _step_overlapped)."""
+        L, ex = self.layout, self.exchange
+        if not L._wave_planned:  # the kernel is compiled after its first launch
+            waves = getattr(self.solver, "blocks_per_wave", None)
+            L.plan_two_launches(waves(L.local_arrays) if waves else None)
+        q, n = self.q, L.nown
+        args = (q[:n], self.aux[:n], L.local_arrays, dt)
+        with self.timers("exchange"):
+            pending = ex.post(q, L.q_exchange, self.timers)
+        with self.timers("ghost_fill"):
+            self._fill_plan(q, L.early_plan, L.early.sides)
+        side = self._side_stream()
+        side.follow_default()  # the early ghosts and the previous step are in q
+        with self.timers("step"):
+            q_new, edge, cfl = self._new_state(), self._new_edge(), self.xp.zeros(n)
+            out = dict(out=q_new[:n], edge_out=edge[:n], cfl_out=cfl)
+            self.vtable.step(*args, rows=L.first_rows, **out)
+        # on the side stream, beside the first launch: the unpack writes only halo rows
+        # and the late fill only the late patches' ghost cells, neither read by it
+        with side.active():
+            with self.timers("exchange"):
+                ex.complete(q, L.q_exchange, pending, self.timers)
+            with self.timers("ghost_fill"), self.timers("ghost_fill.late"):
+                self._fill_plan(q, L.late_plan, L.late.sides)
+        side.join_default()
+        with self.timers("step"), self.timers("step.second"):
+            self.vtable.step(*args, rows=L.second_rows, **out)
+        return q_new, cfl, edge
+
+    def _side_stream(self):
+        """The stream of the late patches' side of the overlapped GPU step (the halo
+        unpack and the late ghost fill): a high-priority stream on a real GPU, so that
+        it runs while the first launch occupies the device; the default stream itself
+        (no concurrency) in the simulator."""
+        side = self.__dict__.get("_side")
+        if side is None:
+            side = self._side = self.exchange.side_stream(self.backend)
+        return side
+
+    # ------------------------------------------------------------------ regrid
     def regrid(self) -> None:
-        """Tag, refine/coarsen/balance, transfer data conservatively, rebuild plans."""
+        """Tag, refine/coarsen/balance, transfer data conservatively, rebuild plans.
+
+        The owned patches are tagged and the flags gathered, every rank builds the same
+        new forest and partition, each rank receives (point to point) only the old
+        patches that the transfer to its new patches reads (their conserved densities,
+        and the surface fields of a surface-aware solver, computed by their old
+        owners), and transfers them into the arrays of its new layout."""
+        self._localize()
+        self._root_copy = None
+        be, xp = self.backend, self.xp
         with self.timers("regrid"):
             self.fill_ghosts()
             refine = self._refine_flags()
             coarsen = np.zeros_like(refine)
             if self.vtable.tag4coarsening is not None:
-                coarsen = self._host_flags(
-                    self.vtable.tag4coarsening(self.q, self.aux, self.geom, self.t)
-                )
+                coarsen = self._tag(self.vtable.tag4coarsening)
                 coarsen &= (self.geom.level > self.min_level) & ~refine
             if not refine.any() and not coarsen.any():
                 return
@@ -593,37 +903,77 @@ class Simulation:
                 return
             # with a capacity kappa the conserved density is kappa q: transfer that
             # (the transfer keeps sum(value * area)), then divide by the new kappa
+            q, aux = self._owned(self.q), self._owned(self.aux)
             capa = self.capacity_index
-            density = self.q * self.aux[:, capa : capa + 1] if capa >= 0 else self.q
+            density = q * aux[:, capa : capa + 1] if capa >= 0 else q
             surface = self.riemann.surface_interp
             meqn = density.shape[1]
             if surface is not None:  # the depth and the surface quantities of the shores
                 drytol = self._surface_dry_tolerance()
-                density = self.xp.concatenate(
-                    [density, surface_fields(density, self.aux, *surface, drytol, self.xp)],
-                    axis=1,
-                )
-            q_new = transfer(
-                old_forest,
-                old_geom,
-                density,
-                forest,
-                PatchGeometry.from_forest(forest, self.mx, self.my, self.mbc),
-                backend=self.backend,
-            )
+                density = xp.concatenate(
+                    [density, surface_fields(density, aux, *surface, drytol, xp)], axis=1)
+            del q, aux
+            src, rows, span = self._migrate(forest, density)
+            del density
+            q_new = transfer(old_forest, old_geom, src, forest,
+                             PatchGeometry.from_forest(forest, self.mx, self.my, self.mbc),
+                             backend=be, new_ids=None if span is None else np.arange(*span),
+                             old_rows=rows)
+            del src
+            self.q = self.aux = None  # the old local arrays are no longer needed
             self._set_forest(forest)
+            L = self.layout
+            if span is not None and (L.lo, L.hi) != span:
+                raise RuntimeError("distributed regrid: partition_weights not deterministic")
+            aux = self._owned(self.aux)
             if surface is not None:
                 gx, gy = forest.global_xy()
                 dlev = self.geom.level - old_geom.level[old_forest.locate_global(gx, gy)]
                 q_new = surface_regrid(
-                    q_new, meqn, self.aux, *surface, self.mbc, drytol,
-                    self.riemann.surface_regrid, dlev, self.backend,
+                    q_new, meqn, aux, *surface, self.mbc, drytol,
+                    self.riemann.surface_regrid, dlev[L.lo : L.hi], be,
                 )
             if capa >= 0:
                 b = self.mbc
-                q_new[:, :, b:-b, b:-b] /= self.aux[:, capa : capa + 1, b:-b, b:-b]
-            self.q = q_new
+                q_new[:, :, b:-b, b:-b] /= aux[:, capa : capa + 1, b:-b, b:-b]
+            if L.whole:
+                self.q = q_new
+            else:  # halo rows: filled by the next exchange
+                self.q = xp.zeros((L.nlocal,) + q_new.shape[1:], dtype=q_new.dtype)
+                self.q[: L.nown] = q_new
+            self._spare = self._spare_of = None
             self.regrids += 1
+
+    def _migrate(self, forest, density):
+        """The old patches that the transfer to this rank's patches of ``forest`` (under
+        its new partition) reads: (their densities: the owned old patches' ``density``,
+        then those received from their current owners, whole, ghosts included; their
+        row per old leaf, -1 for the others; this rank's new leaves ``lo, hi``).
+        Serial: the old patches as they are, every new leaf: (density, None, None)."""
+        if not self.exchange.distributed:
+            return density, None, None
+        ex, old = self.exchange, self.layout
+        offsets = forest.partition(ex.nranks, self.partition_weights(forest))
+        lo, hi = int(offsets[ex.rank]), int(offsets[ex.rank + 1])
+        with self.timers("regrid.migrate"):
+            gx, gy = forest.global_xy()
+            gx, gy, lvl = gx[lo:hi], gy[lo:hi], forest.level[lo:hi]
+            half = np.left_shift(1, MAX_LEVEL - lvl - 1)
+            need = _distinct(self.forest.n, *[
+                self.forest.locate_global(gx + ox * half, gy + oy * half)
+                for ox, oy in ((0, 0), (1, 0), (0, 1), (1, 1))])
+            need = need[(need < old.lo) | (need >= old.hi)]
+            owner = np.searchsorted(old.offsets, np.arange(self.forest.n), side="right") - 1
+            n = old.nown
+            rows = np.full(self.forest.n, -1, dtype=np.int64)
+            rows[old.lo : old.hi] = np.arange(n)
+            rows[need] = n + np.arange(len(need))
+            src = self.xp.empty((n + len(need),) + density.shape[1:], dtype=density.dtype)
+            src[:n] = density
+            ex.migrated += int(ex.comm.allreduce(len(need)))
+            ex.halo(src, ex.schedule(need, owner, rows, old.lo, self.backend), self.timers,
+                    send_arr=density)
+        return src, rows, (lo, hi)
 
     def run(self, t_final: float | None = None, max_steps: int | None = None) -> Simulation:
         """Advance to ``t_final`` (default the option); returns ``self``."""
@@ -682,11 +1032,19 @@ class Simulation:
     # ------------------------------------------------------------------ checkpoints
     def save_checkpoint(self, path, meta: dict | None = None):
         """Write the whole state to one ``.npz`` file (atomically); return its path.
-        See :mod:`forestpy.io.checkpoint`."""
+        See :mod:`forestpy.io.checkpoint`.  Collective: a distributed state is gathered
+        to rank 0 only (:meth:`root_view`), which writes the checkpoint (readable on any
+        number of ranks); an error on rank 0 is raised on every rank."""
         from forestpy.io.checkpoint import write_checkpoint
 
-        return write_checkpoint(self, path, meta=meta)
-
+        out = error = None
+        with self.root_view(0) as root:
+            if root is not None:
+                try:
+                    out = write_checkpoint(root, path, meta=meta)
+                except Exception as e:  # noqa: BLE001 - re-raised below, on every rank
+                    error = e
+        return self.exchange.share_outcome(out, error, f"write the checkpoint {path}")
     def load_checkpoint(self, path) -> Simulation:
         """Read a checkpoint and :meth:`restore` it; returns ``self``."""
         from forestpy.io.checkpoint import read_checkpoint
@@ -702,7 +1060,8 @@ class Simulation:
         checkpoint's in number, order and class.  Otherwise
         :class:`~forestpy.io.checkpoint.CheckpointError` is raised and ``self`` is
         left unchanged.  A following :meth:`run` continues bitwise like the run that
-        wrote the checkpoint (the checkpoint's next ``dt`` is kept).
+        wrote the checkpoint (the checkpoint's next ``dt`` is kept).  A distributed
+        run holds every patch until its next step keeps this rank's share.
         """
         from forestpy.io.checkpoint import CheckpointError
 
@@ -743,6 +1102,9 @@ class Simulation:
         self.aux_setaux = be.to_device(np.array(data["aux_setaux"]), self.dtype)
         self.aux = be.to_device(np.array(data["aux"]), self.dtype)
         self.q = be.to_device(np.array(data["q"]), self.dtype)
+        self._full = not self.layout.whole  # every patch: the next step localises
+        self._root_copy = None
+        self._spare = self._spare_of = None
         self.t = float(data["t"])
         self.steps = int(data["steps"])
         self.rejected_steps = int(data["rejected_steps"])
@@ -762,20 +1124,102 @@ class Simulation:
                 ) from e
         return self
 
+    # ------------------------------------------------------------------ gathers
+    def gather_state(self) -> None:
+        """Make ``q``, ``aux`` and ``aux_setaux`` hold every patch on every rank, in
+        global patch order (Allgatherv of the owned rows; the global layout until the
+        next step localises again).  Collective; nothing to do on one rank.  Nothing in
+        forestpy calls it during a run (totals gather per-patch integrals, checkpoints
+        and rank-0 callbacks gather to rank 0 only: :meth:`root_view`); ``_partition``
+        does."""
+        if self._full or self.layout.whole:
+            return
+        be, L = self.backend, self.layout
+        self.exchange.gathers += 1
+        self._root_copy = None
+        with self.timers("gather"):
+            for name in ("q", "aux", "aux_setaux"):
+                mine = be.to_host(getattr(self, name)[: L.nown])
+                full = self.exchange.allgather_rows(mine, L.offsets)
+                setattr(self, name, be.to_device(full, self.dtype))
+        self._full = True
+        self._spare = self._spare_of = None
+
+    def _gather_to(self, root: int):
+        """(q, aux, aux_setaux) of every patch, in global patch order, on rank ``root``
+        (Gatherv of the owned rows); None on the other ranks, which allocate nothing
+        of the global size.  Collective."""
+        be, L = self.backend, self.layout
+        self.exchange.gathers += 1
+        out = []
+        with self.timers("gather"):
+            for name in ("q", "aux", "aux_setaux"):
+                mine = be.to_host(getattr(self, name)[: L.nown])
+                full = self.exchange.gather_rows(mine, L.offsets, root)
+                out.append(None if full is None else be.to_device(full, self.dtype))
+        return tuple(out) if self.exchange.rank == root else None
+
+    @contextlib.contextmanager
+    def root_view(self, root: int = 0):
+        """Collective context: on rank ``root`` it yields a simulation holding every
+        patch in global patch order (serial: ``self``; distributed: a view of this one
+        on one rank, whose ``q``, ``aux`` and ``aux_setaux`` are gathered there, so that
+        ``sample``/``totals`` of it communicate nothing); None on the other ranks,
+        which allocate nothing global.  The gathered copy (a Gatherv to ``root``) is
+        kept until the state changes (the next step, regrid or restore), so several
+        rank-0 callbacks of one step gather once.  Rank-0 callbacks and checkpoints
+        use it."""
+        ex = self.exchange
+        if not ex.distributed:
+            yield self
+            return
+        if self._full:  # every rank holds every patch already
+            arrays = (self.q, self.aux, self.aux_setaux)
+        else:
+            if self._root_copy is None or self._root_copy[0] != root:
+                self._root_copy = (root, self._gather_to(root))
+            arrays = self._root_copy[1]
+        yield self._whole_view(*arrays) if ex.rank == root else None
+
+    def _whole_view(self, q, aux, aux_setaux) -> Simulation:
+        """A one-rank view of this simulation holding the global arrays given (its
+        clock, counters, timers and callbacks are this one's)."""
+        view = copy.copy(self)
+        view.q, view.aux, view.aux_setaux = q, aux, aux_setaux
+        view.exchange = Exchange()
+        view.layout = Layout.whole_forest(self.forest, self.geom, self.patch_arrays,
+                                          self.backend, plans=False)
+        view.overlap = view._full = False
+        view._root_copy = None
+        view.centers_host = view.centers = None
+        return view
+
     # ------------------------------------------------------------------ queries
     def sample(self, x, y, aux: bool = False):
         """State at points ``(x, y)`` from the finest leaf containing each point.
 
         Returns an array ``(npoints, num_eqn)``, and with ``aux=True`` also the aux
         values ``(npoints, num_aux)`` of the same cells; points outside the domain raise.
+        Collective: each rank reads the points in its own patches, and every rank gets
+        all of them (an allgather of the sampled values, not of the state).
         """
+        self._localize()
         leaf, j, i = self._locate(x, y)
-        be = self.backend
-        leaf, j, i = be.to_device(leaf), be.to_device(j), be.to_device(i)
-        values = be.to_host(self.q[leaf, :, j, i]).astype(np.float64)
-        if not aux:
-            return values
-        return values, be.to_host(self.aux[leaf, :, j, i]).astype(np.float64)
+        L, be = self.layout, self.backend
+        mine = slice(None) if L.whole else np.flatnonzero((leaf >= L.lo) & (leaf < L.hi))
+        idx = tuple(be.to_device(a) for a in (leaf[mine] - L.lo, j[mine], i[mine]))
+        part = be.to_host(self.q[idx[0], :, idx[1], idx[2]]).astype(np.float64)
+        part_aux = be.to_host(self.aux[idx[0], :, idx[1], idx[2]]).astype(np.float64) \
+            if aux else None
+        parts = self.exchange.allgather((mine, part, part_aux))
+        if len(parts) > 1:
+            part = np.empty((len(leaf), self.riemann.num_eqn))
+            part_aux = np.empty((len(leaf), self.riemann.num_aux))
+            for rows, vals, avals in parts:
+                part[rows] = vals
+                if aux:
+                    part_aux[rows] = avals
+        return (part, part_aux) if aux else part
 
     def _locate(self, x, y):
         """(patch, row, column) of the finest cell containing each point (host arrays)."""
@@ -818,8 +1262,22 @@ class Simulation:
         }
 
 
+class _OwnedView:
+    """The owned patches of a simulation as a hook sees them (see Simulation.owned)."""
+
+    def __init__(self, sim):
+        self._sim = sim
+        self.geom, self.patch_arrays = sim.layout.owned_geom, sim.layout.owned_arrays
+        self.backend, self.comm = sim.backend, sim.comm
+
+    @property
+    def centers_host(self):
+        return tuple(self._sim._owned(c) for c in self._sim.centers_host)
+
+
 def _tag_coarsen(field: int, threshold: float):
     def tag(q, aux, geom, t):
         return undivided_difference(q, field, geom.mbc) < threshold
 
     return tag
+

@@ -399,12 +399,12 @@ def test_first_gpu_launch_is_whole_waves():
     """The overlapped GPU step's first patch-list launch holds ``early_split`` of the
     early patches rounded to whole waves of the device; the second the late patches
     first, then the other early ones: every owned patch once."""
-    from forestpy.parallel.distributed import DistributedSimulation
+    from forestpy.parallel.layout import Layout
 
     be = SimpleNamespace(to_device=np.asarray, is_gpu=True, simulator=False)
     sim = SimpleNamespace(_early_rows=np.arange(4032), _late_rows=np.arange(4032, 4096),
                           early_split=0.5, backend=be)
-    plan = DistributedSimulation._plan_two_launches
+    plan = Layout.plan_two_launches
     plan(sim, 132)
     assert len(sim.first_rows) == 1980 and sim._wave_planned  # 15 waves, nearest to 2016
     assert list(sim.second_rows[:64]) == list(range(4032, 4096))

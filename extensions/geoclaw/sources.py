@@ -184,8 +184,8 @@ class GeoClawSources:
         self._pending = None  # (steps, added, redistributed) of the last call
 
     def bind(self, sim) -> GeoClawSources:
-        """Attach the simulation whose geometry (``geom``, ``patch_arrays``) and
-        backend the discharge sources use; returns ``self``."""
+        """Attach the simulation whose owned patches (``sim.owned``: ``geom``,
+        ``patch_arrays``) and backend the discharge sources use; returns ``self``."""
         self.sim = sim
         self._cells_for = None
         return self
@@ -194,6 +194,12 @@ class GeoClawSources:
         """The simulation's communicator when it has several ranks, else None."""
         comm = getattr(self.sim, "comm", None)
         return None if comm is None or comm.size == 1 else comm
+
+    def _owned(self):
+        """The patches the hook is called on: the simulation's owned patches (``geom``,
+        ``patch_arrays``, ``centers_host``; every patch of a serial run); a bare
+        namespace standing for a simulation is its own."""
+        return getattr(self.sim, "owned", self.sim)
 
     # ------------------------------------------------------------------ sources
     def _source_cells(self):
@@ -205,12 +211,13 @@ class GeoClawSources:
         cells; the area is that of the cells of all ranks, summed in global patch order
         (the serial sum), and the fallback cell lies on the first rank holding it."""
         sim = self.sim
-        if self._cells_for is sim.geom:
+        owned = self._owned()
+        if self._cells_for is owned.geom:
             return self._cells
         comm = self._comm()
-        g = sim.geom
+        g = owned.geom
         b = g.mbc
-        x, y = sim.centers_host
+        x, y = owned.centers_host
         xi = x[:, b:-b, b:-b]
         yi = y[:, b:-b, b:-b]
         area = (g.dx * g.dy)[:, None, None] * np.ones_like(xi)
@@ -288,7 +295,7 @@ class GeoClawSources:
 
             if not comm.allreduce(bool((h < 0.0).any()), op=MPI.LOR):
                 return 0.0
-        pa = self.sim.patch_arrays
+        pa = self._owned().patch_arrays
         area = pa.dx * pa.dy
         neg = xp.minimum(h, 0.0)
         deficit = -neg.sum(axis=(1, 2))

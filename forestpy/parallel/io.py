@@ -1,4 +1,4 @@
-"""Per-rank output of a :class:`~forestpy.parallel.DistributedSimulation`.
+"""Per-rank output of a distributed :class:`~forestpy.Simulation`.
 
 :func:`write_frame_distributed` writes a ParaView overlapping-AMR frame without
 gathering the state: every rank writes the ``.vti`` blocks of the patches it owns, and
@@ -9,8 +9,9 @@ ParaView shows the same finest data.  :class:`ParallelVTKOutput` is the
 :class:`~forestpy.io.vtk.VTKOutput` callback writing such frames (rank 0 keeps the
 ``.pvd``); :class:`ParallelGauges` the :class:`~forestpy.callbacks.Gauges` whose
 samples each rank reads in its own patches (gathered values, not the state), rank 0
-writing the file.  :class:`~forestpy.parallel.DistributedSimulation` turns the
-``kind="amr"`` VTKOutput and the Gauges callbacks of a simulation into these.
+writing the file.  :func:`~forestpy.parallel.distribute` replaces the ``kind="amr"``
+VTKOutput and the Gauges callbacks of a simulation by such objects made from them
+(:meth:`ParallelVTKOutput.of`, :meth:`ParallelGauges.of`).
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ class _OwnedGeometry:
 
 
 def _owned_view(sim):
-    lo, hi, rows = sim.lo, sim.hi, sim._owned_rows()  # the owned rows, either layout
+    layout = sim.layout
+    lo, hi, rows = layout.lo, layout.hi, layout.owned_rows(sim._full)  # either numbering
     return SimpleNamespace(geom=_OwnedGeometry(sim.geom, lo, hi), backend=sim.backend,
                            riemann=sim.riemann, q=sim.q[rows], aux=sim.aux[rows],
                            params=sim.params)
@@ -53,7 +55,7 @@ def write_frame_distributed(sim, path_stem, time: float | None = None) -> Path:
     rank 0 the ``.vthb``; returns its path on every rank.  Blocks are written into a
     temporary folder that is renamed into place before the index appears (a crash
     leaves no index pointing at missing blocks)."""
-    comm = sim.comm
+    comm, rank, lo = sim.comm, sim.exchange.rank, sim.layout.lo
     vtk = _vtk()
     from vtkmodules.vtkIOXML import vtkXMLImageDataWriter
 
@@ -64,7 +66,7 @@ def write_frame_distributed(sim, path_stem, time: float | None = None) -> Path:
         raise ValueError(f"path_stem {path_stem!r}: no frame name")
     directory, name = stem.parent, stem.name
     tmp = None
-    if sim.rank == 0:
+    if rank == 0:
         directory.mkdir(parents=True, exist_ok=True)
         tmp = tempfile.mkdtemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
         (Path(tmp) / name).mkdir()
@@ -76,20 +78,20 @@ def write_frame_distributed(sim, path_stem, time: float | None = None) -> Path:
         time_array = vtk["vtkDoubleArray"]()
         time_array.SetName("TimeValue")
         time_array.InsertNextValue(t)
-        for k in range(sim.hi - sim.lo):
+        for k in range(sim.layout.nown):
             hx, hy = _spacing(fd, int(fd["level"][k]))
             writer = vtkXMLImageDataWriter()
             writer.SetInputData(_block(vtk, fd, k, hx, hy, time_array))
-            writer.SetFileName(str(tmp / name / f"{name}_{sim.lo + k}.vti"))
+            writer.SetFileName(str(tmp / name / f"{name}_{lo + k}.vti"))
             writer.SetDataModeToAppended()
             writer.EncodeAppendedDataOff()
             if not writer.Write():
-                raise OSError(f"VTK could not write block {sim.lo + k} of {stem}.vthb")
+                raise OSError(f"VTK could not write block {lo + k} of {stem}.vthb")
     except Exception as err:  # every rank must learn of it, or rank 0 would wait forever
-        error = f"rank {sim.rank}: {err}"
+        error = f"rank {rank}: {err}"
     errors = [e for e in comm.allgather(error) if e]
     final = directory / f"{name}.vthb"
-    if sim.rank == 0:
+    if rank == 0:
         try:
             if not errors:
                 (tmp / f"{name}.vthb").write_text(_index(sim, name, t))
@@ -135,6 +137,16 @@ class ParallelVTKOutput(VTKOutput):
 
     collective = True
 
+    @classmethod
+    def of(cls, output: VTKOutput) -> ParallelVTKOutput:
+        """A ParallelVTKOutput with the settings and the state of ``output`` (a
+        ``kind="amr"`` :class:`~forestpy.io.vtk.VTKOutput`; its lists are shared)."""
+        if output.kind != "amr":
+            raise ValueError("ParallelVTKOutput writes kind='amr' frames only")
+        new = cls.__new__(cls)
+        new.__dict__.update(vars(output))
+        return new
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         if self.kind != "amr":
@@ -147,7 +159,7 @@ class ParallelVTKOutput(VTKOutput):
         while f"{self.name}_{self._index:04d}.vthb" in used:
             self._index += 1
         path = write_frame_distributed(sim, self.out_dir / f"{self.name}_{self._index:04d}")
-        if sim.rank == 0:
+        if sim.exchange.rank == 0:
             self.pvd.add(float(sim.t), path.name)
         else:
             self.pvd.entries.append((float(sim.t), path.name))
@@ -165,7 +177,15 @@ class ParallelGauges(Gauges):
 
     collective = True
 
+    @classmethod
+    def of(cls, gauges: Gauges) -> ParallelGauges:
+        """A ParallelGauges with the settings and the state of ``gauges`` (its lists
+        are shared)."""
+        new = cls.__new__(cls)
+        new.__dict__.update(vars(gauges))
+        return new
+
     def on_end(self, sim) -> None:
-        if sim.rank == 0:
+        if sim.exchange.rank == 0:
             super().on_end(sim)
-        sim.comm.Barrier()  # the file exists on return, on every rank
+        sim.exchange.barrier()  # the file exists on return, on every rank

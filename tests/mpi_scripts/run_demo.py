@@ -129,29 +129,29 @@ sim.run(max_steps=max_steps if mode == "save" else None)
 save_peak = 0
 if mode == "save":
     _, save_peak = traced_peak(lambda: sim.save_checkpoint(out / "ck.npz"))
-gathers = sim.gathers  # before the gather to rank 0 below
+gathers = sim.exchange.gathers  # before the gather to rank 0 below
 # patch rows each rank holds (q, aux), against its owned + halo patches
 layout = sim.comm.allgather((sim.q.shape[0], sim.aux.shape[0], sim.aux_setaux.shape[0],
-                             sim.hi - sim.lo, len(sim.halo), int(sim._full)))
-owned = sim.comm.allgather(sim.hi - sim.lo)
-split = sim.comm.allgather((sim.early.n, sim.late.n))
+                             sim.layout.nown, len(sim.layout.halo), int(sim._full)))
+owned = sim.comm.allgather(sim.layout.nown)
+split = sim.comm.allgather((sim.layout.early.n, sim.layout.late.n))
 # cells per patch moved by the halo exchange (-1: whole patches), cells of a padded patch
-cells = sim.q_exchange.cells
+cells = sim.layout.q_exchange.cells
 strips = sim.comm.allgather((-1 if cells is None else len(cells), int(np.prod(sim.q.shape[2:]))))
 summary, summary_peak = traced_peak(sim.summary)  # the totals: collective
 totals = summary["totals_final"]
 # (totals gathered, bytes traced during summary(), during save_checkpoint(), global q bytes,
 #  held the global state after a step's callbacks, q rows after summary())
 global_bytes = sim.forest.n * int(np.prod(sim.q.shape[1:])) * sim.q.dtype.itemsize
-memory = sim.comm.allgather((sim.gathers - gathers, summary_peak, save_peak, global_bytes,
+memory = sim.comm.allgather((sim.exchange.gathers - gathers, summary_peak, save_peak, global_bytes,
                              probe.held, sim.q.shape[0]))
 build = sim.comm.allgather((built_distributed, qinit_cells))
 centres_made = sim.comm.allgather(sim._centers_host is not None)  # made on first use only
-with sim.root_view(0) as is_root:  # the final state on rank 0 only
-    if is_root:
-        np.savez(out / "result.npz", q=sim.backend.to_host(sim.q), t=sim.t, steps=sim.steps,
+with sim.root_view(0) as root:  # the final state on rank 0 only
+    if root is not None:
+        np.savez(out / "result.npz", q=sim.backend.to_host(root.q), t=sim.t, steps=sim.steps,
                  regrids=sim.regrids, owned=np.array(owned), split=np.array(split),
-                 gathers=gathers, migrated=sim.migrated, layout=np.array(layout),
+                 gathers=gathers, migrated=sim.exchange.migrated, layout=np.array(layout),
                  totals=np.array(list(totals.values())), level=sim.forest.level,
                  record=np.array(recorder.rows), memory=np.array(memory),
                  totals_initial=np.array(list(sim.totals_initial.values())),
