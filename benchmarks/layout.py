@@ -22,8 +22,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 def main(argv=None):
     from mpi4py import MPI
 
-    from forestpy import Domain
-    from forestpy.parallel import DistributedSimulation
+    from forestpy import Domain, Simulation
     from forestpy.patches.geometry import PatchGeometry
 
     ap = argparse.ArgumentParser()
@@ -40,9 +39,9 @@ def main(argv=None):
 
     for level in (int(v) for v in a.levels.split(",")):
         t0 = time.perf_counter()
-        sim = DistributedSimulation("shallow_roe", qinit=qinit, comm=comm, mx=a.mx,
-                                    domain=Domain((0.0, 0.0), (1.0, 1.0)), min_level=level,
-                                    max_level=level, bc="wall", t_final=1e9)
+        sim = Simulation("shallow_roe", qinit=qinit, comm=comm, mx=a.mx,
+                         domain=Domain((0.0, 0.0), (1.0, 1.0)), min_level=level,
+                         max_level=level, bc="wall", t_final=1e9)
         if a.refine > 0:
             rng = np.random.default_rng(level)
             f = sim.forest
@@ -52,7 +51,7 @@ def main(argv=None):
         for _ in range(a.repeats):
             comm.Barrier()
             t0 = time.perf_counter()
-            # what every rank redoes after a regrid (DistributedSimulation._set_forest):
+            # what every rank redoes after a regrid (Simulation._set_forest):
             # the geometry of the whole forest ...
             PatchGeometry.from_forest(sim.forest, sim.mx, sim.my, sim.mbc)
             t1 = time.perf_counter()

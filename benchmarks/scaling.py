@@ -18,7 +18,7 @@ several ranks one simulation goes on through ``--repeats`` rounds of timed segme
 ``--steps`` steps, one segment per overlap setting in each round (off, on, off, on,
 ...), so that a drift of the machine touches both settings alike.  ``--overlap`` takes
 off, on, onestream and single: "on" is the default step (on the GPU two patch-list
-launches, see ``DistributedSimulation._step_overlapped``, the halo unpack and the late
+launches, see ``Simulation._step_overlapped``, the halo unpack and the late
 patches' ghost fill on a second, high-priority stream beside the first launch),
 "onestream" the same with that work on the default stream, queued after the first
 launch (the step before 2026-11-24's side stream), "single" the overlap without the two
@@ -70,7 +70,6 @@ def _list(kind):
 
 def build(a, comm, mode):
     from forestpy import Domain, Simulation
-    from forestpy.parallel import DistributedSimulation
 
     ntx = a.trees * comm.size if mode == "weak" else a.trees
 
@@ -80,9 +79,8 @@ def build(a, comm, mode):
 
     dx = 1.0 / (a.mx * 2**a.level)
     # one rank: the plain serial Simulation, the reference of the scaling
-    extra = dict(comm=comm) if comm.size > 1 else {}
-    return (DistributedSimulation if comm.size > 1 else Simulation)(
-        "shallow_roe", qinit=qinit, **extra,
+    return Simulation(
+        "shallow_roe", qinit=qinit, comm=comm if comm.size > 1 else None,
         domain=Domain((0.0, 0.0), (float(ntx), 1.0), ntrees=(ntx, 1)),
         bc="wall", params={"grav": 1.0}, mx=a.mx, min_level=a.level, max_level=a.level,
         regrid_interval=0, dt_initial=0.3 * dx / 2.0, cfl_desired=0.9, t_final=1e9,
@@ -214,22 +212,23 @@ def segment(a, sim, comm, overlap):
     if comm.size > 1:
         sim.overlap = overlap in ("on", "onestream", "single")
         sim.__dict__.pop("_rows_ok", None)  # "on": decided from the backend and the step
-        sim.__dict__.pop("_exchange", None)
+        sim.exchange.__dict__.pop("halo", None)
         sim.__dict__.pop("_side", None)  # "on": a side stream on a real GPU
         if overlap == "single":
             sim._rows_ok = False
         if overlap == "onestream":
-            from forestpy.parallel.distributed import _SideStream
+            from forestpy.parallel.exchange import _SideStream
 
             sim._side = _SideStream(False)  # its work stays on the default stream
         if overlap == "none":
-            exchange = type(sim)._exchange
+            ex = sim.exchange
+            halo = type(ex).halo
 
-            def skip_halo(arr, plan, send_arr=None):
-                if plan is not sim.q_exchange:
-                    exchange(sim, arr, plan, send_arr)
+            def skip_halo(arr, plan, timers, send_arr=None):
+                if plan is not sim.layout.q_exchange:
+                    halo(ex, arr, plan, timers, send_arr)
 
-            sim._exchange = skip_halo
+            ex.halo = skip_halo
     sim.run(max_steps=2)  # compile, first exchange; after a switch, the new mode's buffers
     wall, phases = timed(sim, comm, a.steps, sync=False)
     if a.backend == "gpu":  # the split needs synchronising timers: a second segment
@@ -246,7 +245,7 @@ def record(a, sim, comm, mode, overlap, device, segments):
     phases = {p: float(np.median([ph[p] for _, ph in segments])) for p in PHASES}
     gpu = a.backend == "gpu"
     cells = sim.geom.npatch * a.mx * a.mx
-    late = sim.late.n if comm.size > 1 else 0
+    late = sim.layout.late.n if comm.size > 1 else 0
     # per-rank memory: patch rows held (owned + halo in a distributed run), bytes of
     # the state arrays, and on a GPU the device memory in use (CuPy's pool)
     state = sum(int(getattr(sim, k).nbytes) for k in ("q", "aux", "aux_setaux"))
@@ -255,7 +254,7 @@ def record(a, sim, comm, mode, overlap, device, segments):
         import cupy
 
         pool = int(cupy.get_default_memory_pool().used_bytes())
-    nmax = comm.allreduce(max(sim.hi - sim.lo, 1) if comm.size > 1 else 1, op=MPI.MAX)
+    nmax = comm.allreduce(max(sim.layout.nown, 1) if comm.size > 1 else 1, op=MPI.MAX)
     return dict(
         bench="scaling", mode=mode, backend=a.backend, ranks=comm.size,
         mpi=MPI.Get_library_version().splitlines()[0].strip().rstrip("\x00"),

@@ -1,11 +1,11 @@
 """Does the late work of the overlapped GPU step run beside its first launch?
 
-One process, one GPU, no MPI.  The device side of ``DistributedSimulation``'s
+One process, one GPU, no MPI.  The device side of the distributed ``Simulation``'s
 overlapped step (``_step_two_launches``) is rebuilt on one rank's share of the scaling
 problem (``benchmarks/scaling.py``: shallow_roe, walls, uniform 64x64 patches):
 
 * first launch: the step kernel on the first ``first`` patches (a whole number of waves,
-  as ``_plan_two_launches`` chooses), into a new state array;
+  as ``Layout.plan_two_launches`` chooses), into a new state array;
 * late work: what arrives with the halo, on a rank whose last ``late`` patches need
   remote data: the copy of a pinned host buffer of boundary strips to the device and
   its scatter into those patches' rows (the unpack), their ghost fill (the ghost plan of

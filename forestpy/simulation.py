@@ -10,6 +10,11 @@ One global time step (DESIGN.md section 6):
 6. split source terms
 7. advance t; callbacks
 8. every ``regrid_interval`` steps: tag -> refine/coarsen/balance -> transfer -> new plan
+
+A serial run is a distributed run on one rank: the step, the ghost fill and the regrid
+work on the patches of ``self.layout`` (:class:`~forestpy.parallel.layout.Layout`:
+serially every patch) and move data through ``self.exchange``
+(:class:`~forestpy.parallel.exchange.Exchange`: serially nothing to send).
 """
 
 from __future__ import annotations
@@ -138,6 +143,15 @@ class Simulation:
         ``"float64"``, or ``"float32"`` storage of the fields on the GPU.
     t_final : float
         Default end time for :meth:`run`.
+    comm : MPI communicator, optional
+        Share the patches over its ranks (every rank builds the simulation with the
+        same arguments; the initial refinement is distributed too): the simulation's
+        layout is then this rank's share and its exchange an
+        :class:`~forestpy.parallel.exchange.MPIExchange`.  Default: one rank (inside
+        :func:`~forestpy.parallel.build_distributed`, that communicator).
+    overlap : bool, optional
+        With ``comm``: step the patches that need no remote data while the halo travels
+        (default: on the GPU backend only).
 
     Examples
     --------
