@@ -23,8 +23,9 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from forestpy.backend import array_module, get_backend
+from forestpy.backend import get_backend
 from forestpy.forest import MAX_LEVEL, Brick, Forest
+from forestpy.indicators import indicator_undivided_difference, threshold_tagging
 from forestpy.patches import (
     PatchGeometry,
     apply_physical_bc,
@@ -41,32 +42,11 @@ from forestpy.patches.surface_regrid import surface_fields, surface_regrid
 from forestpy.timers import Timers
 from forestpy.vtable import SolverVtable, get_method, get_riemann
 
-__all__ = ["Simulation", "tag_undivided_difference"]
+__all__ = ["Domain", "Simulation", "StateError"]
 
 
 class StateError(RuntimeError):
     """The solution became invalid (NaN/Inf or a negative depth/density)."""
-
-
-def tag_undivided_difference(field: int, threshold: float):
-    """Tagging function: refine a patch where ``|q[field]|`` jumps by more than
-    ``threshold`` between neighbouring cells (interior and first ghost layer)."""
-
-    def tag(q, aux, geom, t):
-        return undivided_difference(q, field, geom.mbc) > threshold
-
-    return tag
-
-
-def undivided_difference(q, field: int, mbc: int):
-    """Per patch, the largest jump of ``q[:, field]`` across any interior cell face
-    (an array of the backend of ``q``)."""
-    xp = array_module(q)
-    f = q[:, field]
-    core = f[:, mbc - 1 : f.shape[1] - mbc + 1, mbc - 1 : f.shape[2] - mbc + 1]
-    dx = xp.abs(xp.diff(core[:, 1:-1, :], axis=2)).max(axis=(1, 2))
-    dy = xp.abs(xp.diff(core[:, :, 1:-1], axis=1)).max(axis=(1, 2))
-    return xp.maximum(dx, dy)
 
 
 @dataclass(frozen=True)
@@ -126,7 +106,11 @@ class Simulation:
     refine_threshold, coarsen_threshold, tag_field : float, float, int
         Default tagging: undivided difference of ``q[tag_field]``.
     tag : callable, optional
-        ``tag(q, aux, geom, t) -> bool[npatch]`` replacing the default refinement flags.
+        ``tag(q, aux, geom, t) -> bool[npatch]`` replacing the default refinement flags
+        (then nothing coarsens unless ``coarsen_threshold`` or ``coarsen`` is given).
+    coarsen : callable, optional
+        ``coarsen(q, aux, geom, t) -> bool[npatch]`` replacing the default coarsening
+        flags (see :mod:`forestpy.indicators` for criteria).
     regrid_interval : int
         Steps between regrids (0: never).
     setaux, src2, b4step : callable, optional
@@ -175,6 +159,7 @@ class Simulation:
         coarsen_threshold=None,
         tag_field=0,
         tag=None,
+        coarsen=None,
         regrid_interval=2,
         setaux=None,
         src2=None,
@@ -244,20 +229,25 @@ class Simulation:
         field = int(opts["tag_field"])
         if not 0 <= field < self.riemann.num_eqn:
             raise ValueError(f"tag_field={field} out of range for {self.riemann.num_eqn} fields")
+        # slots filled in layers: the method's, then the framework's default refinement
+        # criterion, then what the application or the user passes as options
+        tag4refinement, tag4coarsening = threshold_tagging(
+            indicator_undivided_difference(field), opts["refine_threshold"], coarsen)
+        if opts["tag"] is not None:
+            tag4refinement = opts["tag"]
+            if options.get("coarsen_threshold") is None:
+                tag4coarsening = None  # custom refinement flags: coarsen only when asked
+        if opts["coarsen"] is not None:
+            tag4coarsening = opts["coarsen"]
         self.vtable = SolverVtable(
             qinit=qinit,
             setaux=opts["setaux"],
             step=self.solver.step,
+            time_sync=self.solver.time_sync,
             b4step=opts["b4step"],
             src2=opts["src2"],
-            fluctuations=self.solver.fluctuations,
-            tag4refinement=opts["tag"]
-            or tag_undivided_difference(field, float(opts["refine_threshold"])),
-            tag4coarsening=(
-                None
-                if opts["tag"] is not None and options.get("coarsen_threshold") is None
-                else _tag_coarsen(field, float(coarsen))
-            ),
+            tag4refinement=tag4refinement,
+            tag4coarsening=tag4coarsening,
         ).initialize()
         self.options = {k: v for k, v in opts.items()}
         self.options.update(
@@ -503,11 +493,11 @@ class Simulation:
         kernels now, so that the phase timers measure only the work (the step kernel
         compiles in the first time-step estimate)."""
         fill_ghosts(self.ghost_plan, self.q.copy(), self.riemann.positive, backend=self.backend)
-        if len(self.sync_plan):
+        if len(self.sync_plan) and self.vtable.time_sync is not None:
             g = self.patch_arrays
             edge = self.xp.zeros((g.npatch, 4, self.riemann.num_eqn, max(g.mx, g.my)))
             # dt = 0: a correction of zero, applied to a scratch copy
-            self.solver.time_sync(self.sync_plan, self.q, self.q.copy(), self.aux, edge, 0.0)
+            self.vtable.time_sync(self.sync_plan, self.q, self.q.copy(), self.aux, edge, 0.0)
 
     def _estimate_dt(self) -> float:
         probe = min(self.geom.dx.min(), self.geom.dy.min()) * 1e-3
@@ -531,8 +521,9 @@ class Simulation:
                 self.vtable.b4step(self, dt)
         with self.timers("step"):
             q_new, cfl, edge = self.vtable.step(self.q, self.aux, self.patch_arrays, dt)
-        with self.timers("time_sync"):
-            self.solver.time_sync(self.sync_plan, self.q, q_new, self.aux, edge, dt)
+        if self.vtable.time_sync is not None:
+            with self.timers("time_sync"):
+                self.vtable.time_sync(self.sync_plan, self.q, q_new, self.aux, edge, dt)
         if self.vtable.src2 is not None:
             with self.timers("sources"):
                 copy_ghost_frame(self.q, q_new, self.mbc)  # the hook sees no unset memory
@@ -816,10 +807,3 @@ class Simulation:
             "totals_final": self.totals(),
             "timers": self.timers.as_dict(self.wall_s),
         }
-
-
-def _tag_coarsen(field: int, threshold: float):
-    def tag(q, aux, geom, t):
-        return undivided_difference(q, field, geom.mbc) < threshold
-
-    return tag
