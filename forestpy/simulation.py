@@ -308,7 +308,7 @@ class Simulation:
     def centers_host(self):
         """Cell centres ``(x, y)`` of the patches, ghost cells included, each a host array
         ``(npatch, NY, NX)``; made on first use after a regrid (a run whose hooks never
-        ask for them makes none: at 18 K patches of 16 x 16 they took half of a GPU
+        ask for them makes none: on the GPU, building them is a large part of a
         regrid)."""
         if self._centers_host is None:
             self._centers_host = self._centers_geometry().cell_centers(ghosts=True)
