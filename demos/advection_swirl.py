@@ -11,7 +11,7 @@ a smooth cos^4 bump (for convergence) and a discontinuous disc.
 import numpy as np
 
 from forestpy import Domain, Simulation
-from forestpy.options import Option, merge_options, standard_options
+from forestpy.options import Option, merge_options, simulation_options, standard_options
 
 OPTIONS = dict(
     **standard_options(max_level=2, refine_threshold=0.05, t_final=1.0, cfl=0.9),
@@ -66,18 +66,10 @@ def setup(**overrides) -> Simulation:
         b4step=b4step,
         domain=Domain(lower=(0.0, 0.0), upper=(1.0, 1.0)),
         bc="extrap",
-        mx=o["mx"],
-        min_level=o["min_level"],
-        max_level=o["max_level"],
+        **simulation_options(o),
         refine_threshold=o["refine_threshold"],
-        regrid_interval=o["regrid_interval"],
         limiter=o["limiter"],
         transverse_waves=2,
-        cfl_desired=o["cfl"],
-        cfl_max=1.0,
-        t_final=o["t_final"],
-        backend=o["backend"],
-        dtype=o["dtype"],
         name="advection_swirl",
     )
 

@@ -8,7 +8,7 @@ up into a mushroom-shaped jet along the diagonal.  Extrapolation boundaries, gam
 import numpy as np
 
 from forestpy import Domain, Simulation
-from forestpy.options import merge_options, standard_options
+from forestpy.options import merge_options, simulation_options, standard_options
 
 OPTIONS = standard_options(max_level=4, refine_threshold=0.05, t_final=0.8, cfl=0.8)
 
@@ -43,19 +43,11 @@ def setup(**overrides) -> Simulation:
         domain=Domain(lower=(0.0, 0.0), upper=(1.0, 1.0)),
         bc="extrap",
         params={"gamma": GAMMA},
-        mx=o["mx"],
-        min_level=o["min_level"],
-        max_level=o["max_level"],
+        **simulation_options(o),
         refine_threshold=o["refine_threshold"],
         tag_field=0,
-        regrid_interval=o["regrid_interval"],
         limiter="mc",
         transverse_waves=2,
-        cfl_desired=o["cfl"],
-        cfl_max=1.0,
-        t_final=o["t_final"],
-        backend=o["backend"],
-        dtype=o["dtype"],
         name="euler_quadrants",
     )
 

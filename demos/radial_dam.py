@@ -10,7 +10,7 @@ Courant number 0.9.  Refinement follows the undivided difference of the depth.
 import numpy as np
 
 from forestpy import Domain, Simulation
-from forestpy.options import Option, merge_options, standard_options
+from forestpy.options import Option, merge_options, simulation_options, standard_options
 
 OPTIONS = dict(
     **standard_options(max_level=4, refine_threshold=0.02, t_final=1.0, cfl=0.9),
@@ -36,18 +36,10 @@ def setup(**overrides) -> Simulation:
         domain=Domain(lower=(-2.5, -2.5), upper=(2.5, 2.5)),
         bc="wall",
         params={"grav": GRAV},
-        mx=o["mx"],
-        min_level=o["min_level"],
-        max_level=o["max_level"],
+        **simulation_options(o),
         refine_threshold=o["refine_threshold"],
-        regrid_interval=o["regrid_interval"],
         limiter="mc",
         transverse_waves=2,
-        cfl_desired=o["cfl"],
-        cfl_max=1.0,
-        t_final=o["t_final"],
-        backend=o["backend"],
-        dtype=o["dtype"],
         name="radial_dam",
     )
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from forestpy import Domain, Simulation
 from forestpy.indicators import indicator_wavelet
-from forestpy.options import Option, merge_options, standard_options
+from forestpy.options import Option, merge_options, simulation_options, standard_options
 
 OPTIONS = dict(
     **standard_options(max_level=4, t_final=1.0, cfl=0.9),
@@ -31,17 +31,9 @@ def setup(**overrides) -> Simulation:
         domain=Domain(lower=(-2.5, -2.5), upper=(2.5, 2.5)),
         bc="wall",
         params={"grav": GRAV},
-        mx=o["mx"],
-        min_level=o["min_level"],
-        max_level=o["max_level"],
-        regrid_interval=o["regrid_interval"],
+        **simulation_options(o),
         tag=indicator_wavelet(0, o["eps"]),
         limiter="mc",
-        cfl_desired=o["cfl"],
-        cfl_max=1.0,
-        t_final=o["t_final"],
-        backend=o["backend"],
-        dtype=o["dtype"],
         name="wavelet_tagging",
     )
 

@@ -7,6 +7,7 @@ docs/architecture.md) names no plugin; here the built-in ones are registered, la
 """
 
 from forestpy.simulation import Domain, Simulation, StateError
+from forestpy.version import __version__
 from forestpy.vtable import (
     RiemannSolver,
     available_riemann,
@@ -18,8 +19,6 @@ from forestpy.vtable import (
 
 register_plugin_module("forestpy.extensions.riemann")
 register_method("clawpack", "forestpy.solvers.clawpack.solver:ClawpackSolver")
-
-__version__ = "0.1.0"
 
 __all__ = ["Simulation", "Domain", "StateError", "RiemannSolver", "register_riemann",
            "get_riemann", "available_riemann", "register_method", "__version__"]

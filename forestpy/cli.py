@@ -69,7 +69,7 @@ class CLIError(Exception):
 
 def _version() -> str:
     try:
-        from forestpy import __version__
+        from forestpy.version import __version__
 
         return __version__
     except Exception:  # noqa: BLE001 - a version string must never break a run

@@ -1,4 +1,15 @@
-"""Refinement indicators for the patch forest.
+"""Refinement criteria of the patch forest: indicators and the thresholds that turn them
+into flags, in one place (Trixi.jl's indicator/controller pair).
+
+An *indicator* maps the patches to one non-negative number each
+(``indicator(q, aux, geom, t) -> float[npatch]``, on the backend of ``q``); a
+*controller* (:func:`threshold_tagging`) compares it with a refine and a coarsen
+threshold and gives the two vtable slots ``tag4refinement`` and ``tag4coarsening``
+together.  Criteria that are flags from the start (:func:`indicator_wavelet`, GeoClaw's
+flagging in ``extensions/geoclaw/refinement.py``) are tagging functions directly.
+
+:func:`indicator_undivided_difference` is the default: the largest jump of one field
+across any interior cell face (interior and first ghost layer).
 
 :func:`indicator_wavelet` flags a patch where its normalised Haar details are large: the
 patch interior (``mx x my``, both powers of two) is analysed level by level with the
@@ -12,7 +23,53 @@ from __future__ import annotations
 
 from .backend import array_module
 
-__all__ = ["haar_details", "indicator_wavelet"]
+__all__ = ["haar_details", "indicator_undivided_difference", "indicator_wavelet",
+           "tag_undivided_difference", "threshold_tagging", "undivided_difference"]
+
+
+def undivided_difference(q, field: int, mbc: int):
+    """Per patch, the largest jump of ``q[:, field]`` across any interior cell face
+    (first ghost layer included; an array of the backend of ``q``)."""
+    xp = array_module(q)
+    f = q[:, field]
+    core = f[:, mbc - 1 : f.shape[1] - mbc + 1, mbc - 1 : f.shape[2] - mbc + 1]
+    dx = xp.abs(xp.diff(core[:, 1:-1, :], axis=2)).max(axis=(1, 2))
+    dy = xp.abs(xp.diff(core[:, :, 1:-1], axis=1)).max(axis=(1, 2))
+    return xp.maximum(dx, dy)
+
+
+def indicator_undivided_difference(field: int = 0):
+    """Indicator: :func:`undivided_difference` of ``q[:, field]``."""
+
+    def indicator(q, aux, geom, t):
+        return undivided_difference(q, field, geom.mbc)
+
+    return indicator
+
+
+def threshold_tagging(indicator, refine_threshold: float, coarsen_threshold: float | None):
+    """Controller: ``(tag4refinement, tag4coarsening)`` flagging the patches whose
+    ``indicator`` exceeds ``refine_threshold`` for refinement and those below
+    ``coarsen_threshold`` for coarsening (``None``: never coarsen)."""
+    refine_threshold = float(refine_threshold)
+
+    def tag4refinement(q, aux, geom, t):
+        return indicator(q, aux, geom, t) > refine_threshold
+
+    if coarsen_threshold is None:
+        return tag4refinement, None
+    coarsen_threshold = float(coarsen_threshold)
+
+    def tag4coarsening(q, aux, geom, t):
+        return indicator(q, aux, geom, t) < coarsen_threshold
+
+    return tag4refinement, tag4coarsening
+
+
+def tag_undivided_difference(field: int, threshold: float):
+    """Tagging function: refine where :func:`undivided_difference` of ``q[field]``
+    exceeds ``threshold``."""
+    return threshold_tagging(indicator_undivided_difference(field), threshold, None)[0]
 
 
 def haar_details(f):

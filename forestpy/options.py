@@ -220,3 +220,12 @@ def standard_options(*, mx=16, min_level=2, max_level=4, refine_threshold=0.05,
         dtype=Option(dtype, "storage precision of the fields (float32: GPU only)",
                      choices=("float64", "float32")),
     )
+
+
+def simulation_options(o) -> dict:
+    """The :class:`~forestpy.simulation.Simulation` keywords of the parsed
+    :func:`standard_options` ``o`` (all but ``refine_threshold``, which only demos that
+    use the default criterion pass on); ``cfl_max`` is 1."""
+    return dict(mx=o["mx"], min_level=o["min_level"], max_level=o["max_level"],
+                regrid_interval=o["regrid_interval"], cfl_desired=o["cfl"], cfl_max=1.0,
+                t_final=o["t_final"], backend=o["backend"], dtype=o["dtype"])

@@ -29,8 +29,9 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from forestpy.backend import array_module, get_backend
+from forestpy.backend import get_backend
 from forestpy.forest import MAX_LEVEL, Brick, Forest
+from forestpy.indicators import indicator_undivided_difference, threshold_tagging
 from forestpy.parallel.exchange import BUILD_COMM, Exchange, MPIExchange
 from forestpy.parallel.layout import Layout, _distinct
 from forestpy.patches import (
@@ -47,32 +48,11 @@ from forestpy.patches.surface_regrid import surface_fields, surface_regrid
 from forestpy.timers import Timers
 from forestpy.vtable import SolverVtable, get_method, get_riemann
 
-__all__ = ["Simulation", "tag_undivided_difference"]
+__all__ = ["Domain", "Simulation", "StateError"]
 
 
 class StateError(RuntimeError):
     """The solution became invalid (NaN/Inf or a negative depth/density)."""
-
-
-def tag_undivided_difference(field: int, threshold: float):
-    """Tagging function: refine a patch where ``|q[field]|`` jumps by more than
-    ``threshold`` between neighbouring cells (interior and first ghost layer)."""
-
-    def tag(q, aux, geom, t):
-        return undivided_difference(q, field, geom.mbc) > threshold
-
-    return tag
-
-
-def undivided_difference(q, field: int, mbc: int):
-    """Per patch, the largest jump of ``q[:, field]`` across any interior cell face
-    (an array of the backend of ``q``)."""
-    xp = array_module(q)
-    f = q[:, field]
-    core = f[:, mbc - 1 : f.shape[1] - mbc + 1, mbc - 1 : f.shape[2] - mbc + 1]
-    dx = xp.abs(xp.diff(core[:, 1:-1, :], axis=2)).max(axis=(1, 2))
-    dy = xp.abs(xp.diff(core[:, :, 1:-1], axis=1)).max(axis=(1, 2))
-    return xp.maximum(dx, dy)
 
 
 @dataclass(frozen=True)
@@ -127,7 +107,11 @@ class Simulation:
     refine_threshold, coarsen_threshold, tag_field : float, float, int
         Default tagging: undivided difference of ``q[tag_field]``.
     tag : callable, optional
-        ``tag(q, aux, geom, t) -> bool[npatch]`` replacing the default refinement flags.
+        ``tag(q, aux, geom, t) -> bool[npatch]`` replacing the default refinement flags
+        (then nothing coarsens unless ``coarsen_threshold`` or ``coarsen`` is given).
+    coarsen : callable, optional
+        ``coarsen(q, aux, geom, t) -> bool[npatch]`` replacing the default coarsening
+        flags (see :mod:`forestpy.indicators` for criteria).
     regrid_interval : int
         Steps between regrids (0: never).
     setaux, src2, b4step : callable, optional
@@ -185,6 +169,7 @@ class Simulation:
         coarsen_threshold=None,
         tag_field=0,
         tag=None,
+        coarsen=None,
         regrid_interval=2,
         setaux=None,
         src2=None,
@@ -255,20 +240,25 @@ class Simulation:
         field = int(opts["tag_field"])
         if not 0 <= field < self.riemann.num_eqn:
             raise ValueError(f"tag_field={field} out of range for {self.riemann.num_eqn} fields")
+        # slots filled in layers: the method's, then the framework's default refinement
+        # criterion, then what the application or the user passes as options
+        tag4refinement, tag4coarsening = threshold_tagging(
+            indicator_undivided_difference(field), opts["refine_threshold"], coarsen)
+        if opts["tag"] is not None:
+            tag4refinement = opts["tag"]
+            if options.get("coarsen_threshold") is None:
+                tag4coarsening = None  # custom refinement flags: coarsen only when asked
+        if opts["coarsen"] is not None:
+            tag4coarsening = opts["coarsen"]
         self.vtable = SolverVtable(
             qinit=qinit,
             setaux=opts["setaux"],
             step=self.solver.step,
+            time_sync=self.solver.time_sync,
             b4step=opts["b4step"],
             src2=opts["src2"],
-            fluctuations=self.solver.fluctuations,
-            tag4refinement=opts["tag"]
-            or tag_undivided_difference(field, float(opts["refine_threshold"])),
-            tag4coarsening=(
-                None
-                if opts["tag"] is not None and options.get("coarsen_threshold") is None
-                else _tag_coarsen(field, float(coarsen))
-            ),
+            tag4refinement=tag4refinement,
+            tag4coarsening=tag4coarsening,
         ).initialize()
         self.options = {k: v for k, v in opts.items()}
         self.options.update(
@@ -405,8 +395,8 @@ class Simulation:
     def centers_host(self):
         """Cell centres ``(x, y)`` of the local patches (serial: every patch), ghost
         cells included, each a host array ``(npatch, NY, NX)``; made on first use after
-        a regrid (a run whose hooks never ask for them makes none: at 18 K patches of
-        16 x 16 they took half of a GPU regrid)."""
+        a regrid (a run whose hooks never ask for them makes none: on the GPU, building
+        them is a large part of a regrid)."""
         if self._centers_host is None:
             self._centers_host = self.layout.local_geom.cell_centers(ghosts=True)
         return self._centers_host
@@ -631,10 +621,10 @@ class Simulation:
         self._localize()
         L = self.layout
         fill_ghosts(L.ghost_plan, self.q.copy(), self.riemann.positive, backend=self.backend)
-        if len(L.sync_plan):
+        if len(L.sync_plan) and self.vtable.time_sync is not None:
             edge = self.xp.zeros((L.n_edge_rows, 4, self.riemann.num_eqn, max(self.mx, self.my)))
             # dt = 0: a correction of zero, applied to a scratch copy
-            self.solver.time_sync(L.sync_plan, self.q, self.q.copy(), self.aux, edge, 0.0)
+            self.vtable.time_sync(L.sync_plan, self.q, self.q.copy(), self.aux, edge, 0.0)
 
     def _estimate_dt(self) -> float:
         """A probe step of the owned patches; the Courant number's maximum over the
@@ -676,9 +666,10 @@ class Simulation:
                     self.vtable.b4step(self, dt)
             with self.timers("step"):
                 q_new, cfl, edge = self._step_all(dt)
-        self.exchange.halo(edge, L.edge_exchange, self.timers)
-        with self.timers("time_sync"):
-            self.solver.time_sync(L.sync_plan, self.q, q_new, self.aux, edge, dt)
+        if self.vtable.time_sync is not None:
+            self.exchange.halo(edge, L.edge_exchange, self.timers)
+            with self.timers("time_sync"):
+                self.vtable.time_sync(L.sync_plan, self.q, q_new, self.aux, edge, dt)
         if self.vtable.src2 is not None:  # on every rank: a hook may communicate
             with self.timers("sources"):
                 own = self._owned
@@ -1287,11 +1278,4 @@ class _OwnedView:
     @property
     def centers_host(self):
         return tuple(self._sim._owned(c) for c in self._sim.centers_host)
-
-
-def _tag_coarsen(field: int, threshold: float):
-    def tag(q, aux, geom, t):
-        return undivided_difference(q, field, geom.mbc) < threshold
-
-    return tag
 

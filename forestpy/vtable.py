@@ -251,7 +251,7 @@ def register_method(name: str, factory: Callable | str, *, replace: bool = False
     """Register a numerical method (a solver that turns a Riemann solver into batched
     step kernels) under ``name``.  ``factory`` is called as
     ``factory(riemann, backend=..., **method_options)`` and returns an object with
-    ``step``, ``time_sync``, ``fluctuations``, ``set_params`` and ``capacity_index``
+    ``step``, ``time_sync``, ``set_params`` and ``capacity_index``
     (see :class:`forestpy.solvers.clawpack.solver.ClawpackSolver`); it may be given
     as ``"module:attribute"``, imported on first use."""
     old = _METHODS.get(name)
@@ -317,7 +317,11 @@ class SolverVtable:
     Slots, grouped as in ForestClaw's patch vtable.  Required slots raise at setup when
     missing; optional slots (``None``) are skipped.  A table is initialised once by the
     simulation that owns it and is frozen from then on, so two simulations never share
-    one.
+    one.  The simulation fills it in layers: first the method (``step``,
+    ``time_sync``), then the framework's default refinement criterion
+    (:mod:`forestpy.indicators`), then the application and the user through the
+    :class:`~forestpy.simulation.Simulation` options (``setaux``, ``b4step``, ``src2``,
+    ``tag``, ``coarsen``), each layer overriding the one before.
 
     Creating
         ``qinit(x, y) -> q`` (required): initial state at cell centres, shape
@@ -330,9 +334,10 @@ class SolverVtable:
         ``b4step(sim, dt)`` (optional, before each step);
         ``src2(q, aux, x, y, t, dt)`` (optional split source, updates ``q`` in place).
     Time sync
-        ``fluctuations(ixy, ql, qr, auxl, auxr, params, out)`` (optional; without it the
-        coarse-fine conservation fix is skipped).
-    Regrid
+        ``time_sync(plan, q_old, q_new, aux, edge_fluxes, dt)`` (optional; without it
+        the coarse-fine conservation fix is skipped): corrects ``q_new`` in place at the
+        coarse-fine faces of the :class:`~forestpy.patches.time_sync.TimeSyncPlan`.
+    Regrid (tagging: both slots come from one criterion, :mod:`forestpy.indicators`)
         ``tag4refinement(q, aux, geom, t) -> bool[npatch]`` (required);
         ``tag4coarsening(q, aux, geom, t) -> bool[npatch]`` (optional: never coarsen).
     Output
@@ -344,7 +349,7 @@ class SolverVtable:
     step: Callable | None = None
     b4step: Callable | None = None
     src2: Callable | None = None
-    fluctuations: Callable | None = None
+    time_sync: Callable | None = None
     tag4refinement: Callable | None = None
     tag4coarsening: Callable | None = None
     derived_fields: Callable | None = None

@@ -56,7 +56,7 @@ import numpy as np
 from forestpy.extensions.geoclaw.model import geoclaw_simulation, riemann_solver_option
 
 from forestpy import Domain, Simulation
-from forestpy.options import Option, merge_options, standard_options
+from forestpy.options import Option, merge_options, simulation_options, standard_options
 
 GRAV = 9.81
 H0 = 80.0  # depth of the bowl at its centre (m)
@@ -169,15 +169,7 @@ def setup(**overrides) -> Simulation:
         grav=GRAV,
         dry_tolerance=o["dry_tolerance"],
         bc="wall",
-        mx=o["mx"],
-        min_level=o["min_level"],
-        max_level=o["max_level"],
-        regrid_interval=o["regrid_interval"],
-        cfl_desired=o["cfl"],
-        cfl_max=1.0,
-        t_final=o["t_final"],
-        backend=o["backend"],
-        dtype=o["dtype"],
+        **simulation_options(o),
         name="bowl_radial",
         **flags,
         riemann_solver=o["riemann_solver"],

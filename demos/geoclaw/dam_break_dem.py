@@ -51,7 +51,7 @@ from forestpy.extensions.geoclaw.refinement import Region
 from forestpy.extensions.geoclaw.topography import Topography, make_setaux
 
 from forestpy import Domain, Simulation
-from forestpy.options import Option, merge_options, standard_options
+from forestpy.options import Option, merge_options, simulation_options, standard_options
 
 #: the window of the DEM (m, EPSG 27700): 512 x 768 DEM cells, 2 x 3 trees of 1280 m
 WINDOW = (338516.0, 341076.0, 552937.0, 556777.0)
@@ -167,15 +167,7 @@ def setup(**overrides) -> Simulation:
         shoreline=True,
         regions=[dam_region],
         bc="wall",
-        mx=o["mx"],
-        min_level=o["min_level"],
-        max_level=o["max_level"],
-        regrid_interval=o["regrid_interval"],
-        cfl_desired=o["cfl"],
-        cfl_max=1.0,
-        t_final=o["t_final"],
-        backend=o["backend"],
-        dtype=o["dtype"],
+        **simulation_options(o),
         callbacks=[fgmax],
         name="dam_break_dem",
         riemann_solver=o["riemann_solver"],

@@ -62,7 +62,7 @@ from forestpy.extensions.geoclaw.topography import Topography, TopographyStack, 
 
 from forestpy import Domain, Simulation
 from forestpy.callbacks import Gauges
-from forestpy.options import Option, merge_options, standard_options
+from forestpy.options import Option, merge_options, simulation_options, standard_options
 
 GRAV = 9.81
 TANK = (5.488, 3.402)  # the surveyed tank (m)
@@ -172,17 +172,9 @@ def setup(**overrides) -> Simulation:
         wave_tolerance=o["wave_tolerance"],
         regions=regions,
         bc=side_conditions(x_lower=wave if o["incident"] else "wall"),
-        mx=o["mx"],
-        min_level=o["min_level"],
-        max_level=o["max_level"],
-        regrid_interval=o["regrid_interval"],
+        **simulation_options(o),
         limiter="mc",
         transverse_waves=2,
-        cfl_desired=o["cfl"],
-        cfl_max=1.0,
-        t_final=o["t_final"],
-        backend=o["backend"],
-        dtype=o["dtype"],
         callbacks=callbacks,
         name="okushiri",
         riemann_solver=o["riemann_solver"],

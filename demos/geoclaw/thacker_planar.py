@@ -27,7 +27,7 @@ from forestpy.extensions.geoclaw.model import geoclaw_simulation, riemann_solver
 from forestpy.extensions.reference.thacker import ThackerPlanar
 
 from forestpy import Domain, Simulation
-from forestpy.options import Option, merge_options, standard_options
+from forestpy.options import Option, merge_options, simulation_options, standard_options
 
 GRAV = 9.81
 HALF_WIDTH = 2.0
@@ -81,15 +81,7 @@ def setup(**overrides) -> Simulation:
         shoreline=True,
         bc="wall",
         riemann_solver=o["riemann_solver"],
-        mx=o["mx"],
-        min_level=o["min_level"],
-        max_level=o["max_level"],
-        regrid_interval=o["regrid_interval"],
-        cfl_desired=o["cfl"],
-        cfl_max=1.0,
-        t_final=o["t_final"],
-        backend=o["backend"],
-        dtype=o["dtype"],
+        **simulation_options(o),
         name="thacker_planar",
     )
     sim.demo_options = o

@@ -82,7 +82,7 @@ from forestpy.extensions.geoclaw.refinement import Region
 
 from forestpy import Domain, Simulation
 from forestpy.backend import array_module
-from forestpy.options import Option, merge_options, standard_options
+from forestpy.options import Option, merge_options, simulation_options, standard_options
 
 # --------------------------------------------------------------------------- geometry
 DX = 0.02  #: cell size of the DEM (m)
@@ -346,15 +346,7 @@ def setup(**overrides) -> Simulation:
         speed_tolerance=o["speed_tolerance"],
         regions=regions(domain, o),
         bc=bc,
-        mx=o["mx"],
-        min_level=o["min_level"],
-        max_level=o["max_level"],
-        regrid_interval=o["regrid_interval"],
-        cfl_desired=o["cfl"],
-        cfl_max=1.0,
-        t_final=o["t_final"],
-        backend=o["backend"],
-        dtype=o["dtype"],
+        **simulation_options(o),
         callbacks=[profile],
         name="urban_dam_break",
     )

@@ -181,7 +181,7 @@ def geoclaw_simulation(
     **sim_options :
         Any other :class:`~forestpy.simulation.Simulation` option (``mx``,
         ``min_level``, ``max_level``, ``t_final``, ``b4step``, ``callbacks``,
-        ``backend``...).  ``params``, ``setaux``, ``src2`` and ``tag`` are set here.
+        ``backend``...).  ``params``, ``setaux``, ``src2``, ``tag`` and ``coarsen`` are set here.
 
     Returns
     -------
@@ -189,7 +189,7 @@ def geoclaw_simulation(
         With attributes ``geoclaw_sources`` and ``geoclaw_refinement`` (the hook
         objects, e.g. for ``geoclaw_sources.volume_added``).
     """
-    taken = {"params", "setaux", "src2", "tag"} & set(sim_options)
+    taken = {"params", "setaux", "src2", "tag", "coarsen"} & set(sim_options)
     if taken:
         raise TypeError(f"geoclaw_simulation sets {sorted(taken)} itself; use its arguments")
     if qinit is not None and eta_init is not None:
@@ -255,9 +255,6 @@ def geoclaw_simulation(
         shoreline=shoreline,
         regions=regions,
     )
-    opts = dict(sim_options)
-    if "coarsen" in Simulation.OPTION_DEFAULTS:
-        opts.setdefault("coarsen", flags.coarsen)
     sim = Simulation(
         riemann,
         qinit=full_qinit,
@@ -265,14 +262,11 @@ def geoclaw_simulation(
         setaux=full_setaux,
         src2=hook,
         tag=flags.tag,
+        coarsen=flags.coarsen,
         bc=bc,
         params={"grav": grav, "dry_tolerance": dry_tolerance, "sea_level": sea_level},
-        **opts,
+        **sim_options,
     )
-    if "coarsen" not in Simulation.OPTION_DEFAULTS:
-        # The Simulation has no option for custom coarsening flags yet (requested from
-        # the framework); install ours in the vtable slot it would fill.
-        object.__setattr__(sim.vtable, "tag4coarsening", flags.coarsen)
     hook.bind(sim)
     sim.geoclaw_sources = hook
     sim.geoclaw_refinement = flags
