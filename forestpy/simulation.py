@@ -33,7 +33,7 @@ from forestpy.backend import get_backend
 from forestpy.forest import MAX_LEVEL, Brick, Forest
 from forestpy.indicators import indicator_undivided_difference, threshold_tagging
 from forestpy.parallel.exchange import BUILD_COMM, Exchange, MPIExchange
-from forestpy.parallel.layout import Layout, _distinct
+from forestpy.parallel.layout import Layout, distinct_ids
 from forestpy.patches import (
     PatchGeometry,
     apply_physical_bc,
@@ -657,7 +657,7 @@ class Simulation:
         self._localize()
         self._root_copy = None  # the state changes
         L = self.layout
-        if self.overlap and self.vtable.b4step is None:
+        if self.overlap and not L.whole and self.vtable.b4step is None:
             q_new, cfl, edge = self._step_overlapped(dt)
         else:
             self.fill_ghosts()
@@ -964,7 +964,7 @@ class Simulation:
             gx, gy = forest.global_xy()
             gx, gy, lvl = gx[lo:hi], gy[lo:hi], forest.level[lo:hi]
             half = np.left_shift(1, MAX_LEVEL - lvl - 1)
-            need = _distinct(self.forest.n, *[
+            need = distinct_ids(self.forest.n, *[
                 self.forest.locate_global(gx + ox * half, gy + oy * half)
                 for ox, oy in ((0, 0), (1, 0), (0, 1), (1, 1))])
             need = need[(need < old.lo) | (need >= old.hi)]

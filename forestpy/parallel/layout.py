@@ -25,7 +25,7 @@ from forestpy.patches import build_ghost_plan, build_time_sync_plan
 from forestpy.patches.ghost_plan import GhostPlan
 from forestpy.patches.time_sync import TimeSyncPlan
 
-__all__ = ["Layout"]
+__all__ = ["Layout", "distinct_ids"]
 
 
 class Layout:
@@ -97,9 +97,9 @@ class Layout:
         sub = {k: getattr(sync, k) for k in TimeSyncPlan.__dataclass_fields__ if k != "nx"}
         nx = sync.nx
         reads.append(sub["fine"][:, 0])
-        halo = _distinct(forest.n, *reads)
+        halo = distinct_ids(forest.n, *reads)
         halo = halo[~owned(halo)]
-        edge_halo = _distinct(forest.n, sub["fine_edge"][:, 0])
+        edge_halo = distinct_ids(forest.n, sub["fine_edge"][:, 0])
         edge_halo = edge_halo[~owned(edge_halo)]
         # the local layout of the patch arrays
         self.l2g = np.concatenate([np.arange(lo, hi, dtype=np.int64), halo])
@@ -213,7 +213,7 @@ class Layout:
         self._wave_planned = bool(wave) or not be.is_gpu or be.simulator
 
 
-def _distinct(n, *ids):
+def distinct_ids(n, *ids):
     """The distinct patch ids among the arrays ``ids`` (each id < ``n``), sorted, as
     ``np.unique`` of their concatenation: a mask over the ``n`` leaves, no sort or hash
     of the millions of plan entries a large forest has."""
