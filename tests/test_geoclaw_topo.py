@@ -281,8 +281,10 @@ def _fake_sim(t, npatch=2, m=6):
     y = 35.0 + dx[:, None, None] * i[None, :, None] + 0 * i[None, None, :]
     bed = -100.0 + x - y
     aux = np.stack([bed, np.ones_like(bed)], axis=1)
-    return SimpleNamespace(t=t, backend=be, dtype=be.dtype, centers_host=(x, y),
-                           geom=SimpleNamespace(dx=dx, dy=dx), aux_setaux=aux, aux=aux.copy())
+    geom = SimpleNamespace(dx=dx, dy=dx)  # the hook reads the local rows' geometry
+    return SimpleNamespace(t=t, backend=be, dtype=be.dtype, centers_host=(x, y), geom=geom,
+                           layout=SimpleNamespace(local_geom=geom), aux_setaux=aux,
+                           aux=aux.copy())
 
 
 def test_dtopo_linear_in_time_and_b4step():

@@ -146,8 +146,8 @@ def make_dtopo_b4step(dtopo: DTopography, topo_index: int = 0, then=None):
         t = sim.t
         key = (id(sim.aux_setaux), min(max(t, dtopo.t[0]), dtopo.t[-1]))
         if key != state["key"]:
-            x, y = sim.centers_host
-            g = sim.geom
+            x, y = sim.centers_host  # the rows of aux: every patch, or a rank's local ones
+            g = sim.layout.local_geom
             dz = dtopo.cell_averages(t, x, y, g.dx[:, None, None], g.dy[:, None, None])
             be = sim.backend
             bed = sim.aux_setaux[:, topo_index]
