@@ -35,6 +35,7 @@ import numba
 import numpy as np
 
 from forestpy.forest import MAX_LEVEL
+from forestpy.forest.quadrants import spread_bits
 from forestpy.timers import phase
 
 __all__ = ["GhostPlan", "build_ghost_plan", "fill_ghosts", "positive_mask"]
@@ -91,16 +92,7 @@ def _ghost_template(mx: int, my: int, mbc: int):
 _OUTSIDE, _SAME, _FINER, _COARSER, _TOO_FAR = -1, 0, 1, 2, 3
 
 
-@numba.njit(inline="always")
-def _spread(v):
-    """Bit ``k`` of a 32-bit ``v`` to bit ``2k`` (the Morton interleave): the scalar,
-    compiled twin of :func:`forestpy.forest.quadrants._spread`."""
-    v &= 0x00000000FFFFFFFF
-    v = (v | (v << 16)) & 0x0000FFFF0000FFFF
-    v = (v | (v << 8)) & 0x00FF00FF00FF00FF
-    v = (v | (v << 4)) & 0x0F0F0F0F0F0F0F0F
-    v = (v | (v << 2)) & 0x3333333333333333
-    return (v | (v << 1)) & 0x5555555555555555
+_spread = numba.njit(inline="always")(spread_bits)  # the Morton interleave, compiled
 
 
 @numba.njit(inline="always")

@@ -13,6 +13,8 @@ parallel over the cells of one level.
 import numba
 import numpy as np
 
+from forestpy.forest.quadrants import compact_bits, spread_bits
+
 __all__ = [
     "offset", "ntotal", "morton", "demorton", "to_zorder", "from_zorder", "encode",
     "decode", "significance", "significance_swe", "predict", "traverse", "traverse_recursive",
@@ -29,34 +31,21 @@ def ntotal(L: int) -> int:
     return offset(L + 1)
 
 
-@numba.njit(cache=True, inline="always")
-def _spread(v):
-    v = (v | (v << 8)) & 0x00FF00FF
-    v = (v | (v << 4)) & 0x0F0F0F0F
-    v = (v | (v << 2)) & 0x33333333
-    v = (v | (v << 1)) & 0x55555555
-    return v
-
-
-@numba.njit(cache=True, inline="always")
-def _compact(v):
-    v = v & 0x55555555
-    v = (v | (v >> 1)) & 0x33333333
-    v = (v | (v >> 2)) & 0x0F0F0F0F
-    v = (v | (v >> 4)) & 0x00FF00FF
-    v = (v | (v >> 8)) & 0x0000FFFF
-    return v
+# the Morton interleave of forestpy's quadrants, compiled; coordinates are below 2^16
+# (L <= 14), so the narrow form (wide=False) serves
+_spread = numba.njit(inline="always")(spread_bits)
+_compact = numba.njit(inline="always")(compact_bits)
 
 
 @numba.njit(cache=True, inline="always")
 def morton(i, j):
     """Z-order code of column ``i``, row ``j`` (x in the even bits)."""
-    return _spread(np.int64(i)) | (_spread(np.int64(j)) << 1)
+    return _spread(np.int64(i), False) | (_spread(np.int64(j), False) << 1)
 
 
 @numba.njit(cache=True, inline="always")
 def demorton(m):
-    return _compact(m), _compact(m >> 1)
+    return _compact(m, False), _compact(m >> 1, False)
 
 
 @numba.njit(cache=True, parallel=True)
