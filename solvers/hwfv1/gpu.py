@@ -52,7 +52,7 @@ from forestpy.backend import cuda_simulator_enabled
 from forestpy.cuda_device import capture_graph, cuda_device
 
 from . import fv1, mra
-from .solver import HWFV1, _node_value, bed_stats
+from .solver import HWFV1, _leaf_update, _node_value, _projection_check, bed_stats
 
 __all__ = ["HWFV1GPU"]
 
@@ -67,10 +67,11 @@ SPARSE, FULL, FULL_READY = 0, 1, 2
 
 _morton = cuda_device(mra.morton)
 _demorton = cuda_device(mra.demorton)
-_cell_update = cuda_device(fv1.cell_update)
-_ghost = cuda_device(fv1.ghost)
 _wave = cuda_device(fv1.wave_speed)
 _value = cuda_device(_node_value)  # (s, sig_old, sparse, x, n, out)
+_leaf = cuda_device(_leaf_update)  # the CPU's FV1 update of one leaf
+_check = cuda_device(_projection_check)
+_uniform_cell = cuda_device(fv1.uniform_cell)
 
 
 @cuda.jit(device=True, inline=True)
@@ -285,7 +286,7 @@ def k_traverse(s, sigs, ctl, L, dx, dy, g, rmin, count, leaves):
 
 
 @cuda.jit
-def k_update(s, sigs, ctl, leaves, L, dx, dy, cfl, rmin, t, t_end, g, nm, walls, newv,
+def k_update(s, sigs, ctl, leaves, L, dx, dy, cfl, rmin, t, t_end, g, nm, bc, newv,
              norm, zmax, zsub, zabs, eps):
     tid = cuda.threadIdx.x
     sh = cuda.shared.array((4, TPB), np.float64)
@@ -307,42 +308,16 @@ def k_update(s, sigs, ctl, leaves, L, dx, dy, cfl, rmin, t, t_end, g, nm, walls,
         while k < ctl[NLEAF]:
             x = leaves[k]
             n = _level(x)
-            off = _off(n)
-            size = 1 << n
-            i, j = _demorton(x - off)
-            _value(s, sigs[par], mode == SPARSE, x, n, c)
-            if i + 1 < size:
-                _value(s, sigs[par], mode == SPARSE, off + _morton(i + 1, j), n, e)
-            else:
-                e[0], e[1], e[2], e[3] = _ghost(c[0], c[1], c[2], c[3], True, walls[1])
-            if i > 0:
-                _value(s, sigs[par], mode == SPARSE, off + _morton(i - 1, j), n, w)
-            else:
-                w[0], w[1], w[2], w[3] = _ghost(c[0], c[1], c[2], c[3], True, walls[0])
-            if j + 1 < size:
-                _value(s, sigs[par], mode == SPARSE, off + _morton(i, j + 1), n, no)
-            else:
-                no[0], no[1], no[2], no[3] = _ghost(c[0], c[1], c[2], c[3], False, walls[3])
-            if j > 0:
-                _value(s, sigs[par], mode == SPARSE, off + _morton(i, j - 1), n, so)
-            else:
-                so[0], so[1], so[2], so[3] = _ghost(c[0], c[1], c[2], c[3], False, walls[2])
-            fac = 2.0 ** (L - n)
-            _cell_update(c, e, w, no, so, dx * fac, dy * fac, dt, g, nm, out)
+            _leaf(s, sigs[par], mode == SPARSE, x, n, L, dx, dy, dt, g, nm, bc, 0.0, c, e, w,
+                  no, so, out)
             newv[0, x] = out[0]
             newv[1, x] = out[1]
             newv[2, x] = out[2]
             # maxima of the projected finest data, and whether the projection is flat
-            hn = out[0]
-            eta = hn + c[3]
-            if n == L or hn > 0.0:
-                v0 = max(v0, abs(eta))
-                if n < L and eta < zmax[x]:
-                    cx = 1.0  # cells of the block above the surface: clipped projection
-            else:
-                v0 = max(v0, zabs[x])
-                if zsub[x] > eps:
-                    cx = 1.0  # dry over a bed whose details may be significant
+            v, not_flat = _check(out, c[3], x, n, L, zmax, zabs, zsub, eps)
+            v0 = max(v0, v)
+            if not_flat:
+                cx = 1.0
             v1 = max(v1, abs(out[1]))
             v2 = max(v2, abs(out[2]))
             k += cuda.gridsize(1)
@@ -420,7 +395,7 @@ def _dt_uniform(cfl, hmin, umax, t, t_end):
 
 
 @cuda.jit
-def k_uniform(q, z, qn, dx, dy, cfl, umax, t, t_end, g, nm, walls):
+def k_uniform(q, z, qn, dx, dy, cfl, umax, t, t_end, g, nm, bc):
     c = cuda.grid(1)
     ny, nx = z.shape
     if c >= nx * ny:
@@ -438,24 +413,7 @@ def k_uniform(q, z, qn, dx, dy, cfl, umax, t, t_end, g, nm, walls):
     no = cuda.local.array(4, np.float64)
     so = cuda.local.array(4, np.float64)
     out = cuda.local.array(3, np.float64)
-    cc[0], cc[1], cc[2], cc[3] = q[0, j, i], q[1, j, i], q[2, j, i], z[j, i]
-    if i + 1 < nx:
-        e[0], e[1], e[2], e[3] = q[0, j, i + 1], q[1, j, i + 1], q[2, j, i + 1], z[j, i + 1]
-    else:
-        e[0], e[1], e[2], e[3] = _ghost(cc[0], cc[1], cc[2], cc[3], True, walls[1])
-    if i > 0:
-        w[0], w[1], w[2], w[3] = q[0, j, i - 1], q[1, j, i - 1], q[2, j, i - 1], z[j, i - 1]
-    else:
-        w[0], w[1], w[2], w[3] = _ghost(cc[0], cc[1], cc[2], cc[3], True, walls[0])
-    if j + 1 < ny:
-        no[0], no[1], no[2], no[3] = q[0, j + 1, i], q[1, j + 1, i], q[2, j + 1, i], z[j + 1, i]
-    else:
-        no[0], no[1], no[2], no[3] = _ghost(cc[0], cc[1], cc[2], cc[3], False, walls[3])
-    if j > 0:
-        so[0], so[1], so[2], so[3] = q[0, j - 1, i], q[1, j - 1, i], q[2, j - 1, i], z[j - 1, i]
-    else:
-        so[0], so[1], so[2], so[3] = _ghost(cc[0], cc[1], cc[2], cc[3], False, walls[2])
-    _cell_update(cc, e, w, no, so, dx, dy, dt, g, nm, out)
+    _uniform_cell(q, z, j, i, dx, dy, dt, g, nm, bc, 0.0, cc, e, w, no, so, out)
     qn[0, j, i] = out[0]
     qn[1, j, i] = out[1]
     qn[2, j, i] = out[2]
@@ -516,7 +474,7 @@ class HWFV1GPU(HWFV1):
             raise ValueError("HWFV1GPU has no 'inflow' boundary (CPU HWFV1 only)")
         dev = cuda.to_device
         L = self.L
-        self.walls_d = dev(self.walls)
+        self.bc_d = dev(self.bc)  # WALL or OPEN: the GPU has no inflow side
         self.t_d = dev(np.zeros(1))
         self.tend_d = dev(np.full(1, np.inf))
         self._tend = np.inf
@@ -548,7 +506,7 @@ class HWFV1GPU(HWFV1):
                 self._plans.append([
                     _Launch(k_speed_uniform, nb, TPB, (a, g, self.umax)),
                     _Launch(k_uniform, nb, TPB, (a, self.z, b, dx, dy, cfl, self.umax,
-                                                 self.t_d, self.tend_d, g, nm, self.walls_d)),
+                                                 self.t_d, self.tend_d, g, nm, self.bc_d)),
                     _Launch(k_finish_uniform, 1, 1, (cfl, hmin, self.umax, self.t_d,
                                                      self.tend_d, self.clock, self.dthist,
                                                      self.thist, self.ctl))])
@@ -588,7 +546,7 @@ class HWFV1GPU(HWFV1):
             self._nmra = len(plan)
             plan += [_Launch(k_update, gs, TPB, (self.s, self.sigs, self.ctl, self.leaves, L,
                                                  dx, dy, cfl, self.rmin, self.t_d,
-                                                 self.tend_d, g, nm, self.walls_d, self.newv,
+                                                 self.tend_d, g, nm, self.bc_d, self.newv,
                                                  self.norm, self.zmax, self.zsub, self.zabs,
                                                  eps)),
                      _Launch(k_finish, 1, 1, (cfl, self.rmin, self.t_d, self.tend_d,
