@@ -52,7 +52,14 @@ from forestpy.backend import cuda_simulator_enabled
 from forestpy.cuda_device import capture_graph, cuda_device
 
 from . import fv1, mra
-from .solver import HWFV1, _leaf_update, _node_value, _projection_check, bed_stats
+from .solver import (
+    HWFV1,
+    _encode_node,
+    _leaf_update,
+    _node_value,
+    _projection_check,
+    bed_stats,
+)
 
 __all__ = ["HWFV1GPU"]
 
@@ -71,6 +78,7 @@ _wave = cuda_device(fv1.wave_speed)
 _value = cuda_device(_node_value)  # (s, sig_old, sparse, x, n, out)
 _leaf = cuda_device(_leaf_update)  # the CPU's FV1 update of one leaf
 _check = cuda_device(_projection_check)
+_encode = cuda_device(_encode_node)  # the CPU's Haar analysis of one node
 _uniform_cell = cuda_device(fv1.uniform_cell)
 
 
@@ -152,43 +160,8 @@ def k_encode(s, newv, sigs, ctl, raw, norm, normf, n_start, nlev, L, eps):
         if t < width and m < (1 << (2 * n)):
             p = _off(n) + m
             sigs[1 - par, p] = 0
-            flag = False
-            if mode != SPARSE or sigs[par, p]:
-                c = _off(n + 1) + 4 * m
-                if mode == SPARSE:  # leaf children: their new value
-                    for k in range(4):
-                        if n + 1 == L or not sigs[par, c + k]:
-                            for f in range(3):
-                                s[f, c + k] = newv[f, c + k]
-                thr = eps * 2.0 ** (n - L)
-                flag = eps == 0.0
-                z0 = s[3, c]
-                z1 = s[3, c + 1]
-                z2 = s[3, c + 2]
-                z3 = s[3, c + 3]
-                dz0 = 0.25 * ((z1 + z3) - (z0 + z2))
-                dz1 = 0.25 * ((z2 + z3) - (z0 + z1))
-                dz2 = 0.25 * ((z0 + z3) - (z1 + z2))
-                for f in range(3):
-                    c0 = s[f, c]
-                    c1 = s[f, c + 1]
-                    c2 = s[f, c + 2]
-                    c3 = s[f, c + 3]
-                    s[f, p] = 0.25 * ((c0 + c1) + (c2 + c3))
-                    a = 0.25 * ((c1 + c3) - (c0 + c2))
-                    b = 0.25 * ((c2 + c3) - (c0 + c1))
-                    g = 0.25 * ((c0 + c3) - (c1 + c2))
-                    if f == 0:  # free surface eta = h + z
-                        a += dz0
-                        b += dz1
-                        g += dz2
-                    lim = thr * (normf[f] if mode == FULL else norm[par, f])
-                    if abs(a) > lim or abs(b) > lim or abs(g) > lim:
-                        flag = True
-            elif mode == SPARSE and p == 0:  # the root is the only leaf
-                for f in range(3):
-                    s[f, 0] = newv[f, 0]
-            raw[p] = flag
+            raw[p] = _encode(s, newv, sigs[par], mode == SPARSE, p, _off(n + 1) + 4 * m, n, L,
+                             eps, normf if mode == FULL else norm[par])
         cuda.syncthreads()
         base >>= 2
         width >>= 2

@@ -10,7 +10,7 @@ import numpy as np
 
 from . import mra
 from .fv1 import INFLOW, OPEN, WALL, cell_update, dt_uniform, ghost_bc, step_uniform, wave_speed
-from .mra import demorton, morton
+from .mra import demorton, haar, morton
 
 __all__ = ["HWFV1", "HWFV1Tree", "stoker", "bed_stats"]
 
@@ -352,6 +352,39 @@ def _project_tree(s, newv, sig, L):
                      max(1.0, part[2].max())])
 
 
+@numba.njit(cache=True, inline="always")
+def _encode_node(s, newv, sig_old, sparse, p, c, n, L, eps, norm):
+    """Haar analysis of node ``p`` (level ``n``, first child ``c``) if it is an internal
+    node of the old tree (any node if not ``sparse``); returns its significance flag
+    (details above ``eps 2^(n-L)`` times the field maxima ``norm``).  In a ``sparse``
+    step the leaf children first get their new values; a root that is the only leaf
+    gets its own.  The CPU's :func:`_encode_tree` and the GPU's ``k_encode``
+    (:mod:`.gpu`) run this body."""
+    flag = False
+    if not sparse or sig_old[p]:
+        if sparse:
+            for k in range(4):
+                if n + 1 == L or not sig_old[c + k]:
+                    for f in range(3):
+                        s[f, c + k] = newv[f, c + k]
+        thr = eps * 2.0 ** (n - L)
+        flag = eps == 0.0
+        _, dz0, dz1, dz2 = haar(s[3, c], s[3, c + 1], s[3, c + 2], s[3, c + 3])
+        for f in range(3):
+            s[f, p], a, b, g = haar(s[f, c], s[f, c + 1], s[f, c + 2], s[f, c + 3])
+            if f == 0:  # free surface eta = h + z
+                a += dz0
+                b += dz1
+                g += dz2
+            lim = thr * norm[f]
+            if abs(a) > lim or abs(b) > lim or abs(g) > lim:
+                flag = True
+    elif sparse and p == 0:  # the root is the only leaf
+        for f in range(3):
+            s[f, 0] = newv[f, 0]
+    return flag
+
+
 @numba.njit(cache=True, parallel=True)
 def _encode_tree(s, newv, sig_old, sig_new, raw, norm, L, eps, sparse):
     """Haar analysis of the internal nodes of the old tree (of every node if not
@@ -359,40 +392,10 @@ def _encode_tree(s, newv, sig_old, sig_new, raw, norm, L, eps, sparse):
     for n in range(L - 1, -1, -1):
         op = (4**n - 1) // 3
         oc = (4 ** (n + 1) - 1) // 3
-        thr = eps * 2.0 ** (n - L)
         for m in numba.prange(4**n):
             p = op + m
             sig_new[p] = False
-            flag = False
-            if not sparse or sig_old[p]:
-                c = oc + 4 * m
-                if sparse:
-                    for k in range(4):
-                        if n + 1 == L or not sig_old[c + k]:
-                            for f in range(3):
-                                s[f, c + k] = newv[f, c + k]
-                flag = eps == 0.0
-                z0, z1, z2, z3 = s[3, c], s[3, c + 1], s[3, c + 2], s[3, c + 3]
-                dz0 = 0.25 * ((z1 + z3) - (z0 + z2))
-                dz1 = 0.25 * ((z2 + z3) - (z0 + z1))
-                dz2 = 0.25 * ((z0 + z3) - (z1 + z2))
-                for f in range(3):
-                    c0, c1, c2, c3 = s[f, c], s[f, c + 1], s[f, c + 2], s[f, c + 3]
-                    s[f, p] = 0.25 * ((c0 + c1) + (c2 + c3))
-                    a = 0.25 * ((c1 + c3) - (c0 + c2))
-                    b = 0.25 * ((c2 + c3) - (c0 + c1))
-                    g = 0.25 * ((c0 + c3) - (c1 + c2))
-                    if f == 0:  # free surface eta = h + z
-                        a += dz0
-                        b += dz1
-                        g += dz2
-                    lim = thr * norm[f]
-                    if abs(a) > lim or abs(b) > lim or abs(g) > lim:
-                        flag = True
-            elif sparse and p == 0:  # the root is the only leaf
-                for f in range(3):
-                    s[f, 0] = newv[f, 0]
-            raw[p] = flag
+            raw[p] = _encode_node(s, newv, sig_old, sparse, p, oc + 4 * m, n, L, eps, norm)
 
 
 @numba.njit(cache=True)
