@@ -261,7 +261,7 @@ class _ProgrammaticGraph:
 
     def launch(self, stream):
         ptr, handle = self._stream
-        if ptr != stream.ptr:  # the handle made once per stream (~1 us a launch)
+        if ptr != stream.ptr:  # the handle made once per stream, not at every launch
             from cuda.bindings import driver
 
             ptr, handle = self._stream = (stream.ptr, driver.CUstream(stream.ptr))

@@ -4,8 +4,8 @@
 column 0 the sum of every interior value of the patch (NaN or Inf if any value is),
 column ``1 + k`` the smallest interior value of component ``positive[k]``.  The step
 then reduces these small contiguous columns, so checking a state costs one pass over
-the patch interiors (NumPy/CuPy reductions over the strided interior views cost as
-much as the step kernel itself at 10^7 cells).
+the patch interiors (NumPy/CuPy reductions over the strided interior views would cost
+one pass each, and strided ones at that).
 """
 
 from __future__ import annotations
