@@ -47,7 +47,7 @@ from __future__ import annotations
 from forestpy.vtable import RiemannSolver
 
 from ._common import fill_nan_normal, fill_zero_normal, sqrt_or_nan, velocity
-from .shallow_roe import SHALLOW_DERIVED_FIELDS, roe_averages, roe_transverse_split
+from .shallow_roe import SHALLOW_WATER, roe_averages, roe_transverse_split
 
 __all__ = ["rpn2_shallow_hlle", "rpt2_shallow_hlle", "shallow_hlle"]
 
@@ -104,17 +104,9 @@ def rpt2_shallow_hlle(ixy, imp, ql, qr, aux1, aux2, aux3, params, asdq, bmasdq, 
 
 shallow_hlle = RiemannSolver(
     name="shallow_hlle",
-    num_eqn=3,
     num_waves=2,
     rpn2=rpn2_shallow_hlle,
     rpt2=rpt2_shallow_hlle,
-    num_aux=0,
-    field_names=("h", "hu", "hv"),
-    param_names=("grav",),
-    default_params={"grav": 1.0},
-    fwave=False,
-    wall_reflect=((1,), (2,)),
-    positive=(0,),
     description="shallow water (h, hu, hv), HLLE solver with Einfeldt speeds",
-    derived_fields=SHALLOW_DERIVED_FIELDS,
+    **SHALLOW_WATER,
 )
