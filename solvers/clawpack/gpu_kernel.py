@@ -376,17 +376,21 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
     return step, NT
 
 
+def _sizes(riemann):
+    """``(rpn2, num_eqn, num_waves, num_aux)``: what a kernel around the normal solve
+    alone is specialised on (its cache key)."""
+    return (riemann.rpn2, int(riemann.num_eqn), int(riemann.num_waves),
+            int(riemann.num_aux))
+
+
 def make_gpu_fluctuation_kernel(riemann):
     """CUDA version of :func:`.fluctuations.make_fluctuation_kernel`:
     ``fluct(ixy, ql, qr, auxl, auxr, params, out)`` on device arrays."""
-    key = ("fluct", riemann.rpn2, int(riemann.num_eqn), int(riemann.num_waves),
-           int(riemann.num_aux))
+    key = ("fluct", *_sizes(riemann))
     hit = _KERNELS.get(key)
     if hit is not None:
         return hit
-    MEQN = int(riemann.num_eqn)
-    MWAVES = int(riemann.num_waves)
-    MAUX = int(riemann.num_aux)
+    _, MEQN, MWAVES, MAUX = key[1:]
     MAUXL = max(MAUX, 1)
     rpn2 = cuda_device(riemann.rpn2)
 
@@ -430,14 +434,11 @@ def make_gpu_time_sync(riemann):
 
     Returns ``time_sync(plan, q_old, q_new, aux, edge, dt, params, capacity_index)`` for
     a plan on the device (:meth:`TimeSyncPlan.to`)."""
-    key = ("time_sync", riemann.rpn2, int(riemann.num_eqn), int(riemann.num_waves),
-           int(riemann.num_aux))
+    key = ("time_sync", *_sizes(riemann))
     hit = _KERNELS.get(key)
     if hit is not None:
         return hit
-    MEQN = int(riemann.num_eqn)
-    MWAVES = int(riemann.num_waves)
-    MAUX = int(riemann.num_aux)
+    _, MEQN, MWAVES, MAUX = key[1:]
     MAUXL = max(MAUX, 1)
     rpn2 = cuda_device(riemann.rpn2)
 
