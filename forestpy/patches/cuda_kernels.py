@@ -26,10 +26,9 @@ import weakref
 import numpy as np
 
 from forestpy.cuda_device import launch_stream
-from forestpy.timers import phase
 
-__all__ = ["THREADS", "kernels", "component_mask", "fill_ghosts_gpu", "physical_bc_side_gpu",
-           "transfer_gpu"]
+__all__ = ["THREADS", "kernels", "component_mask", "fill_ghosts_gpu", "launcher",
+           "physical_bc_side_gpu", "transfer_gpu"]
 
 THREADS = 256
 _KERNELS: dict = {}
@@ -182,24 +181,26 @@ def fill_ghosts_gpu(plan, q, positive, backend=None, timers=None) -> None:
     ``positive`` is the device boolean mask (meqn,) of components clipped at zero;
     ``timers`` (optional) is charged per kind.
     """
-    k, st = kernels(), launch_stream()
-    n = len(plan.copy_dst)
-    if n:
-        _require_device(backend, q, plan.copy_dst, plan.copy_src)
-        with phase(timers, "ghost_fill.copy"):
-            k["fill_copy"][_blocks(n), THREADS, st](q, plan.copy_dst, plan.copy_src)
-    n = len(plan.avg_dst)
-    if n:
-        _require_device(backend, q, plan.avg_dst, plan.avg_src)
-        with phase(timers, "ghost_fill.average"):
-            k["fill_average"][_blocks(n), THREADS, st](q, plan.avg_dst, plan.avg_src)
-    n = len(plan.interp_dst)
-    if n:
-        arrays = (plan.interp_dst, plan.interp_center, plan.interp_nbr, plan.interp_valid,
-                  plan.interp_offset, positive)
-        _require_device(backend, q, *arrays)
-        with phase(timers, "ghost_fill.interpolate"):
-            k["fill_interpolate"][_blocks(n), THREADS, st](q, *arrays)
+    from forestpy.patches.ghost_plan import run_fill
+
+    k = kernels()
+    run_fill(plan, timers,
+             copy=launcher(backend, k["fill_copy"], (q,)),
+             average=launcher(backend, k["fill_average"], (q,)),
+             interpolate=launcher(backend, k["fill_interpolate"], (q,), (positive,)))
+
+
+def launcher(backend, kernel, before=(), after=()):
+    """``launch(*entries)``: ``kernel`` over ``len(entries[0])`` entries, one thread
+    each, on the patch-kernel stream, called with ``*before, *entries, *after`` (all
+    checked to be device arrays first)."""
+
+    def launch(*entries):
+        args = (*before, *entries, *after)
+        _require_device(backend, *(a for a in args if hasattr(a, "shape")))
+        kernel[_blocks(len(entries[0])), THREADS, launch_stream()](*args)
+
+    return launch
 
 
 def physical_bc_side_gpu(q, idx, side: int, wall: bool, negate, mbc: int, backend=None) -> None:

@@ -418,20 +418,28 @@ def fill_ghosts(plan: GhostPlan, q, positive=(), backend=None, timers=None) -> N
             positive = cuda_kernels.component_mask(backend, meqn, positive)
         cuda_kernels.fill_ghosts_gpu(plan, q, positive, backend, timers)
         return
+    run_fill(
+        plan, timers,
+        copy=lambda dst, src: _fill_copy(q, dst, src),
+        average=lambda dst, src: _fill_average(q, dst, src),
+        interpolate=lambda *entries: _fill_interpolate(
+            q, *entries, positive if _is_mask(positive, meqn) else positive_mask(meqn, positive)),
+    )
+
+
+def run_fill(plan: GhostPlan, timers, copy, average, interpolate) -> None:
+    """The three kinds of a ghost fill in their order (copy, average, interpolate), each
+    only where ``plan`` has entries and charged to its timer: ``copy(dst, src)``,
+    ``average(dst, src)``, ``interpolate(dst, center, nbr, valid, offset)`` with the
+    plan's arrays.  Every fill (CPU and GPU, plain and surface-preserving) runs its
+    kernels through this."""
     if len(plan.copy_dst):
         with phase(timers, "ghost_fill.copy"):
-            _fill_copy(q, plan.copy_dst, plan.copy_src)
+            copy(plan.copy_dst, plan.copy_src)
     if len(plan.avg_dst):
         with phase(timers, "ghost_fill.average"):
-            _fill_average(q, plan.avg_dst, plan.avg_src)
+            average(plan.avg_dst, plan.avg_src)
     if len(plan.interp_dst):
         with phase(timers, "ghost_fill.interpolate"):
-            _fill_interpolate(
-                q,
-                plan.interp_dst,
-                plan.interp_center,
-                plan.interp_nbr,
-                plan.interp_valid,
-                plan.interp_offset,
-                positive if _is_mask(positive, meqn) else positive_mask(meqn, positive),
-            )
+            interpolate(plan.interp_dst, plan.interp_center, plan.interp_nbr,
+                        plan.interp_valid, plan.interp_offset)

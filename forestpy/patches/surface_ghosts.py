@@ -31,15 +31,14 @@ from __future__ import annotations
 
 import numba
 
-from forestpy.cuda_device import launch_stream
 from forestpy.patches.ghost_plan import (
     _block_cell,
     _fill_copy,
     _is_mask,
     _limited_slope,
     positive_mask,
+    run_fill,
 )
-from forestpy.timers import phase
 
 __all__ = ["fill_ghosts_surface"]
 
@@ -244,26 +243,12 @@ def _fill_gpu(plan, q, aux, ih, ib, drytol, positive, backend, timers) -> None:
 
     if not _is_mask(positive, q.shape[1]):
         positive = ck.component_mask(backend, q.shape[1], positive)
-    base, mine, st = ck.kernels(), _kernels(), launch_stream()
-    n = len(plan.copy_dst)
-    if n:
-        ck._require_device(backend, q, plan.copy_dst, plan.copy_src)
-        with phase(timers, "ghost_fill.copy"):
-            base["fill_copy"][ck._blocks(n), ck.THREADS, st](q, plan.copy_dst, plan.copy_src)
-    n = len(plan.avg_dst)
-    if n:
-        ck._require_device(backend, q, aux, plan.avg_dst, plan.avg_src)
-        with phase(timers, "ghost_fill.average"):
-            mine["fill_average_surface"][ck._blocks(n), ck.THREADS, st](
-                q, aux, plan.avg_dst, plan.avg_src, ih, ib, drytol)
-    n = len(plan.interp_dst)
-    if n:
-        arrays = (plan.interp_dst, plan.interp_center, plan.interp_nbr, plan.interp_valid,
-                  plan.interp_offset, positive)
-        ck._require_device(backend, q, aux, *arrays)
-        with phase(timers, "ghost_fill.interpolate"):
-            mine["fill_interpolate_surface"][ck._blocks(n), ck.THREADS, st](
-                q, aux, *arrays, ih, ib, drytol)
+    extra = (ih, ib, drytol)
+    run_fill(plan, timers,
+             copy=ck.launcher(backend, ck.kernels()["fill_copy"], (q,)),
+             average=ck.launcher(backend, _kernels()["fill_average_surface"], (q, aux), extra),
+             interpolate=ck.launcher(backend, _kernels()["fill_interpolate_surface"], (q, aux),
+                                     (positive, *extra)))
 
 
 def fill_ghosts_surface(plan, q, aux, depth: int, bottom: int, dry_tolerance: float = 0.0,
@@ -284,15 +269,12 @@ def fill_ghosts_surface(plan, q, aux, depth: int, bottom: int, dry_tolerance: fl
     if backend is not None and backend.is_gpu:
         _fill_gpu(plan, q, aux, ih, ib, drytol, positive, backend, timers)
         return
-    if len(plan.copy_dst):
-        with phase(timers, "ghost_fill.copy"):
-            _fill_copy(q, plan.copy_dst, plan.copy_src)
-    if len(plan.avg_dst):
-        with phase(timers, "ghost_fill.average"):
-            _fill_average_surface(q, aux, plan.avg_dst, plan.avg_src, ih, ib, drytol)
-    if len(plan.interp_dst):
-        mask = positive if _is_mask(positive, meqn) else positive_mask(meqn, positive)
-        with phase(timers, "ghost_fill.interpolate"):
-            _fill_interpolate_surface(q, aux, plan.interp_dst, plan.interp_center,
-                                      plan.interp_nbr, plan.interp_valid, plan.interp_offset,
-                                      mask, ih, ib, drytol)
+    run_fill(
+        plan, timers,
+        copy=lambda dst, src: _fill_copy(q, dst, src),
+        average=lambda dst, src: _fill_average_surface(q, aux, dst, src, ih, ib, drytol),
+        interpolate=lambda *entries: _fill_interpolate_surface(
+            q, aux, *entries,
+            positive if _is_mask(positive, meqn) else positive_mask(meqn, positive),
+            ih, ib, drytol),
+    )
