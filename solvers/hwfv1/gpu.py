@@ -100,6 +100,20 @@ def _dt(cfl, rmin, t, t_end):
     return min(cfl * rmin[0], t_end[0] - t[0])
 
 
+@cuda.jit(device=True, inline=True)
+def _block_max(sh, nf, tid):
+    """``sh[f, 0]`` = the block's maximum of ``sh[f, :]`` for ``f < nf`` (a tree over
+    the TPB threads; every thread of the block calls it)."""
+    cuda.syncthreads()
+    stride = TPB // 2
+    while stride > 0:
+        if tid < stride:
+            for f in range(nf):
+                sh[f, tid] = max(sh[f, tid], sh[f, tid + stride])
+        cuda.syncthreads()
+        stride //= 2
+
+
 @cuda.jit
 def k_project(s, newv, sigs, ctl, normf, L, force):
     tid = cuda.threadIdx.x
@@ -130,14 +144,7 @@ def k_project(s, newv, sigs, ctl, normf, L, force):
     sh[0, tid] = v0
     sh[1, tid] = v1
     sh[2, tid] = v2
-    cuda.syncthreads()
-    stride = TPB // 2
-    while stride > 0:
-        if tid < stride:
-            for f in range(3):
-                sh[f, tid] = max(sh[f, tid], sh[f, tid + stride])
-        cuda.syncthreads()
-        stride //= 2
+    _block_max(sh, 3, tid)
     if tid < 3 and sh[tid, 0] > 1.0:  # the maxima start at 1
         cuda.atomic.max(normf, tid, sh[tid, 0])
 
@@ -298,14 +305,7 @@ def k_update(s, sigs, ctl, leaves, L, dx, dy, cfl, rmin, t, t_end, g, nm, bc, ne
     sh[1, tid] = v1
     sh[2, tid] = v2
     sh[3, tid] = cx
-    cuda.syncthreads()
-    stride = TPB // 2
-    while stride > 0:
-        if tid < stride:
-            for f in range(4):
-                sh[f, tid] = max(sh[f, tid], sh[f, tid + stride])
-        cuda.syncthreads()
-        stride //= 2
+    _block_max(sh, 4, tid)
     if tid < 3 and sh[tid, 0] > 1.0:  # the maxima start at 1
         cuda.atomic.max(norm, (1 - par, tid), sh[tid, 0])
     if tid == 3 and sh[3, 0] > 0.0:
