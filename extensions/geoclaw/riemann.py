@@ -93,8 +93,8 @@ import math
 import numba
 import numpy as np
 from forestpy.extensions.riemann._common import (
-    fill_nan_normal,
     fill_nan_transverse,
+    fill_trivial_normal,
     fill_zero_normal,
     transverse_split,
 )
@@ -300,11 +300,7 @@ def rpn2_geoclaw(ixy, ql, qr, auxl, auxr, params, wave, s, amdq, apdq):
     drytol = params[1]
     hl = ql[0]
     hr = qr[0]
-    if not (hl >= 0.0 and hr >= 0.0):
-        fill_nan_normal(wave, s, amdq, apdq)
-        return
-    if hl <= drytol and hr <= drytol:
-        fill_zero_normal(wave, s, amdq, apdq)
+    if fill_trivial_normal(hl, hr, drytol, wave, s, amdq, apdq):
         return
     mu = ixy
     mv = 3 - ixy

@@ -108,3 +108,18 @@ def transverse_split(un, ut, c, asdq, mn, mt):
     c3p = max(s3, 0.0) * b3
     return (c1m + c3m, c1m * s1 + c3m * s3, (c1m + c3m) * ut + c2m,
             c1p + c3p, c1p * s1 + c3p * s3, (c1p + c3p) * ut + c2p)
+
+
+@numba.njit
+def fill_trivial_normal(hl, hr, drytol, wave, s, amdq, apdq):
+    """The two cases every shallow-water normal solve settles first: a negative (or NaN)
+    depth gives NaN (:func:`fill_nan_normal`), two dry states (depth <= ``drytol``)
+    give nothing (:func:`fill_zero_normal`).  Returns True when it filled the outputs
+    (the solver then returns)."""
+    if not (hl >= 0.0 and hr >= 0.0):
+        fill_nan_normal(wave, s, amdq, apdq)
+        return True
+    if hl <= drytol and hr <= drytol:
+        fill_zero_normal(wave, s, amdq, apdq)
+        return True
+    return False

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 from forestpy.vtable import RiemannSolver
 
-from ._common import fill_nan_normal, fill_zero_normal, sqrt_or_nan, velocity
+from ._common import fill_trivial_normal, sqrt_or_nan, velocity
 from .shallow_roe import SHALLOW_WATER, roe_averages, roe_transverse_split
 
 __all__ = ["rpn2_shallow_hlle", "rpt2_shallow_hlle", "shallow_hlle"]
@@ -57,11 +57,7 @@ def rpn2_shallow_hlle(ixy, ql, qr, auxl, auxr, params, wave, s, amdq, apdq):
     grav = params[0]
     hl = ql[0]
     hr = qr[0]
-    if not (hl >= 0.0 and hr >= 0.0):
-        fill_nan_normal(wave, s, amdq, apdq)
-        return
-    if hl == 0.0 and hr == 0.0:
-        fill_zero_normal(wave, s, amdq, apdq)
+    if fill_trivial_normal(hl, hr, 0.0, wave, s, amdq, apdq):
         return
     mu = ixy
     mv = 3 - ixy

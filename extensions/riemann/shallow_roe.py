@@ -60,9 +60,8 @@ import numpy as np
 from forestpy.vtable import RiemannSolver
 
 from ._common import (
-    fill_nan_normal,
     fill_nan_transverse,
-    fill_zero_normal,
+    fill_trivial_normal,
     harten_hyman_left,
     sqrt_or_nan,
     transverse_split,
@@ -140,11 +139,7 @@ def rpn2_shallow_roe(ixy, ql, qr, auxl, auxr, params, wave, s, amdq, apdq):
     grav = params[0]
     hl = ql[0]
     hr = qr[0]
-    if not (hl >= 0.0 and hr >= 0.0):
-        fill_nan_normal(wave, s, amdq, apdq)
-        return
-    if hl == 0.0 and hr == 0.0:
-        fill_zero_normal(wave, s, amdq, apdq)
+    if fill_trivial_normal(hl, hr, 0.0, wave, s, amdq, apdq):
         return
     mu = ixy
     mv = 3 - ixy
