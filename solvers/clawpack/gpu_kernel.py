@@ -167,6 +167,21 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
             W, EXTRA, FN, FT, DJ, DI = WY, 3, WY, 1, 1, 0
 
         @cuda.jit(device=True, inline=True)
+        def transverse(imp, jc, ic, c, asdq, p, t, aux, params, S, ql, qr, a1, a2, a3, bm,
+                       bp):
+            # rpt2 of the fluctuation asdq going into cell (jc, ic), with the aux of
+            # that cell and of its two neighbours along the face; c bm, c bp to the
+            # face's slots 2 imp and 2 imp + 1
+            for a in range(MAUX):
+                a1[a] = aux[p, a, jc - DI, ic - DJ]
+                a2[a] = aux[p, a, jc, ic]
+                a3[a] = aux[p, a, jc + DI, ic + DJ]
+            rpt2(IXY, imp, ql, qr, a1, a2, a3, params, asdq, bm, bp)
+            for m in range(MEQN):
+                S[2 * imp * MEQN + m, t] = c * bm[m]
+                S[(2 * imp + 1) * MEQN + m, t] = c * bp[m]
+
+        @cuda.jit(device=True, inline=True)
         def face_pass(p, t, j0, rt, q, aux, qnew, edge_out, params, lim, dtdn, dtdt, S,
                       own, jr, ci, cj, kc, cfl, regs, dq, ex, ey):
             ql, qr, al, ar, a1, a2, a3, wave, s, amdq, apdq, cq, bm, bp = regs
@@ -246,24 +261,12 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
                         for m in range(MEQN):
                             amdq[m] += cq[m]
                             apdq[m] -= cq[m]
-                    for a in range(MAUX):
-                        a1[a] = aux[p, a, jl - DI, il - DJ]
-                        a2[a] = aux[p, a, jl, il]
-                        a3[a] = aux[p, a, jl + DI, il + DJ]
-                    rpt2(IXY, 1, ql, qr, a1, a2, a3, params, amdq, bm, bp)
-                    c = -0.5 * dl
-                    for m in range(MEQN):
-                        S[2 * MEQN + m, t] = c * bm[m]
-                        S[3 * MEQN + m, t] = c * bp[m]
-                    for a in range(MAUX):
-                        a1[a] = aux[p, a, j - DI, i - DJ]
-                        a2[a] = aux[p, a, j, i]
-                        a3[a] = aux[p, a, j + DI, i + DJ]
-                    rpt2(IXY, 2, ql, qr, a1, a2, a3, params, apdq, bm, bp)
-                    c = -0.5 * dr
-                    for m in range(MEQN):
-                        S[4 * MEQN + m, t] = c * bm[m]
-                        S[5 * MEQN + m, t] = c * bp[m]
+                    # the left-going part enters the left / lower cell, slots 2 and 3;
+                    # the right-going part the right / upper cell, slots 4 and 5
+                    transverse(1, jl, il, -0.5 * dl, amdq, p, t, aux, params, S, ql, qr,
+                               a1, a2, a3, bm, bp)
+                    transverse(2, j, i, -0.5 * dr, apdq, p, t, aux, params, S, ql, qr,
+                               a1, a2, a3, bm, bp)
             cuda.syncthreads()
             # (d) the cell gathers its two faces and their neighbours' transverse terms
             if own:
