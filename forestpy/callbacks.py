@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from forestpy.io.summary import write_text_atomic
+from forestpy.io.summary import atomic_path, write_text_atomic
 
 __all__ = ["Progress", "Gauges", "read_gauges", "Totals", "OutputTimes", "CheckpointEvery"]
 
@@ -268,8 +268,6 @@ class Gauges:
             import xarray as xr
         except ImportError as exc:
             raise RuntimeError("NetCDF gauge output needs xarray: pip install xarray") from exc
-        import os
-        import tempfile
 
         vals = np.array(self._values, dtype=np.float64).reshape(
             len(self.times), len(self.ids), len(self.field_names)
@@ -284,17 +282,8 @@ class Gauges:
             },
             attrs={"source": "forestpy Gauges"},
         )
-        path = os.fspath(path)
-        folder = os.path.dirname(os.path.abspath(path))
-        fd, tmp = tempfile.mkstemp(suffix=".nc.tmp", dir=folder)
-        os.close(fd)
-        try:
+        with atomic_path(path) as tmp:
             ds.to_netcdf(tmp)
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
 
     def state_dict(self) -> dict:
         """The recorded samples (for checkpoints); arrays are kept bitwise."""

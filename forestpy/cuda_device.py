@@ -2,9 +2,11 @@
 
 :func:`cuda_device` turns a plain or ``numba.njit`` Python function into a Numba-CUDA
 device function, and does the same, recursively, for every ``numba.njit`` function it
-calls through its module globals.  The pointwise Riemann solvers, limiters and ghost-fill
-bodies are therefore written once and run on the CPU (Numba) and the GPU (Numba-CUDA)
-from the same source; in the CUDA simulator the device functions run as Python.
+calls through its module globals (:func:`recompile_tree`, which the CPU kernels also use
+to compile the same sources with other options).  The pointwise Riemann solvers,
+limiters and ghost-fill bodies are therefore written once and run on the CPU (Numba) and
+the GPU (Numba-CUDA) from the same source; in the CUDA simulator the device functions
+run as Python.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from contextlib import contextmanager
 
 from numba.core.registry import CPUDispatcher
 
-__all__ = ["blocks_per_wave", "capture_graph", "cuda_device",
+__all__ = ["blocks_per_wave", "capture_graph", "cuda_device", "recompile_tree",
            "grid_dependency", "launch_stream", "on_stream", "prefetch", "priority_stream",
            "programmatic_graph", "words_as_float64"]
 
@@ -33,25 +35,27 @@ def _code_names(code):
     return names
 
 
-def cuda_device(func):
-    """Numba-CUDA device function compiled from ``func`` (cached per function).
+def recompile_tree(func, compile, cache: dict, follow=None):
+    """``compile`` applied to ``func`` (plain or ``numba.njit``) and, recursively, to
+    every ``numba.njit`` function it calls through its module globals, each call then
+    going to the recompiled callee; results cached per Python function in ``cache``.
 
-    ``func`` must be device-compatible: scalar arithmetic, ``math`` functions, indexing
-    of the arrays it is given, calls of other such functions; no allocation.
+    ``compile`` takes a plain Python function (``numba.njit(...)``,
+    ``cuda.jit(device=True)``, ...); ``follow(dispatcher)`` says which callees to
+    recompile (default: all), the others are called as they are.  The one way of
+    running a source written for Numba on another target or with other options.
     """
-    from numba import cuda
-
     py = func.py_func if isinstance(func, CPUDispatcher) else func
-    done = _DEVICE.get(py)
+    done = cache.get(py)
     if done is not None:
         return done
     new_globals = None
     for name in _code_names(py.__code__):
         g = py.__globals__.get(name)
-        if isinstance(g, CPUDispatcher):
+        if isinstance(g, CPUDispatcher) and (follow is None or follow(g)):
             if new_globals is None:
                 new_globals = dict(py.__globals__)
-            new_globals[name] = cuda_device(g)
+            new_globals[name] = recompile_tree(g, compile, cache, follow)
     if new_globals is not None:
         py2 = types.FunctionType(py.__code__, new_globals, py.__name__, py.__defaults__,
                                  py.__closure__)
@@ -60,9 +64,19 @@ def cuda_device(func):
         py2.__module__ = py.__module__
     else:
         py2 = py
-    dev = cuda.jit(device=True)(py2)
-    _DEVICE[py] = dev
-    return dev
+    done = cache[py] = compile(py2)
+    return done
+
+
+def cuda_device(func):
+    """Numba-CUDA device function compiled from ``func`` (cached per function).
+
+    ``func`` must be device-compatible: scalar arithmetic, ``math`` functions, indexing
+    of the arrays it is given, calls of other such functions; no allocation.
+    """
+    from numba import cuda
+
+    return recompile_tree(func, cuda.jit(device=True), _DEVICE)
 
 
 def capture_graph(launch, stream=None):
@@ -247,7 +261,7 @@ class _ProgrammaticGraph:
 
     def launch(self, stream):
         ptr, handle = self._stream
-        if ptr != stream.ptr:  # the handle made once per stream (~1 us a launch)
+        if ptr != stream.ptr:  # the handle made once per stream, not at every launch
             from cuda.bindings import driver
 
             ptr, handle = self._stream = (stream.ptr, driver.CUstream(stream.ptr))

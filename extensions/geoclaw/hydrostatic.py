@@ -91,7 +91,7 @@ from __future__ import annotations
 import math
 
 import numba
-from forestpy.extensions.riemann._common import fill_nan_normal, fill_zero_normal
+from forestpy.extensions.riemann._common import fill_trivial_normal
 
 from forestpy.vtable import RiemannSolver, register_riemann
 
@@ -167,14 +167,10 @@ def rpn2_hydrostatic(ixy, ql, qr, auxl, auxr, params, wave, s, amdq, apdq):
     drytol = params[1]
     hl = ql[0]
     hr = qr[0]
-    if not (hl >= 0.0 and hr >= 0.0):
-        fill_nan_normal(wave, s, amdq, apdq)
+    if fill_trivial_normal(hl, hr, drytol, wave, s, amdq, apdq):
         return
     wet_l = hl > drytol
     wet_r = hr > drytol
-    if not wet_l and not wet_r:
-        fill_zero_normal(wave, s, amdq, apdq)
-        return
     mu = ixy
     mv = 3 - ixy
     ul = ql[mu] / hl if wet_l else 0.0

@@ -93,9 +93,10 @@ import math
 import numba
 import numpy as np
 from forestpy.extensions.riemann._common import (
-    fill_nan_normal,
     fill_nan_transverse,
+    fill_trivial_normal,
     fill_zero_normal,
+    transverse_split,
 )
 
 from forestpy.vtable import RiemannSolver, register_riemann
@@ -299,11 +300,7 @@ def rpn2_geoclaw(ixy, ql, qr, auxl, auxr, params, wave, s, amdq, apdq):
     drytol = params[1]
     hl = ql[0]
     hr = qr[0]
-    if not (hl >= 0.0 and hr >= 0.0):
-        fill_nan_normal(wave, s, amdq, apdq)
-        return
-    if hl <= drytol and hr <= drytol:
-        fill_zero_normal(wave, s, amdq, apdq)
+    if fill_trivial_normal(hl, hr, drytol, wave, s, amdq, apdq):
         return
     mu = ixy
     mv = 3 - ixy
@@ -390,27 +387,15 @@ def rpt2_geoclaw(ixy, imp, ql, qr, aux1, aux2, aux3, params, asdq, bmasdq, bpasd
         ut = qr[mt] / h
     c = math.sqrt(grav * h)
     eta = h + aux2[0]
-    half_ic = 0.5 / c
-    b1 = ((un + c) * asdq[0] - asdq[mn]) * half_ic
-    b2 = asdq[mt] - ut * asdq[0]
-    b3 = (asdq[mn] - (un - c) * asdq[0]) * half_ic
-    s1 = un - c
-    s2 = un
-    s3 = un + c
-    c1m = min(s1, 0.0) * b1
-    c2m = min(s2, 0.0) * b2
-    c3m = min(s3, 0.0) * b3
-    c1p = max(s1, 0.0) * b1
-    c2p = max(s2, 0.0) * b2
-    c3p = max(s3, 0.0) * b3
+    m0, mn_, mt_, p0, pn, pt = transverse_split(un, ut, c, asdq, mn, mt)
     if eta >= aux1[0]:
-        bmasdq[0] = c1m + c3m
-        bmasdq[mn] = c1m * s1 + c3m * s3
-        bmasdq[mt] = (c1m + c3m) * ut + c2m
+        bmasdq[0] = m0
+        bmasdq[mn] = mn_
+        bmasdq[mt] = mt_
     if eta >= aux3[0]:
-        bpasdq[0] = c1p + c3p
-        bpasdq[mn] = c1p * s1 + c3p * s3
-        bpasdq[mt] = (c1p + c3p) * ut + c2p
+        bpasdq[0] = p0
+        bpasdq[mn] = pn
+        bpasdq[mt] = pt
 
 
 def _velocity(q, params, m):

@@ -84,3 +84,42 @@ def fill_nan_transverse(bmasdq, bpasdq):
     for m in range(bmasdq.shape[0]):
         bmasdq[m] = math.nan
         bpasdq[m] = math.nan
+
+
+@numba.njit
+def transverse_split(un, ut, c, asdq, mn, mt):
+    """Shallow-water transverse splitting of ``asdq`` at the state ``(un, ut, c)``
+    (velocity across and along the interface's transverse direction, wave speed
+    ``c > 0``): the eigen-decomposition on the speeds ``un - c, un, un + c``, returned
+    as ``bmasdq`` (entries 0, ``mn``, ``mt``) then ``bpasdq``.  Roe, HLLE and the
+    GeoClaw solver's ``rpt2`` share it."""
+    half_ic = 0.5 / c
+    b1 = ((un + c) * asdq[0] - asdq[mn]) * half_ic
+    b2 = asdq[mt] - ut * asdq[0]
+    b3 = (asdq[mn] - (un - c) * asdq[0]) * half_ic
+    s1 = un - c
+    s2 = un
+    s3 = un + c
+    c1m = min(s1, 0.0) * b1
+    c2m = min(s2, 0.0) * b2
+    c3m = min(s3, 0.0) * b3
+    c1p = max(s1, 0.0) * b1
+    c2p = max(s2, 0.0) * b2
+    c3p = max(s3, 0.0) * b3
+    return (c1m + c3m, c1m * s1 + c3m * s3, (c1m + c3m) * ut + c2m,
+            c1p + c3p, c1p * s1 + c3p * s3, (c1p + c3p) * ut + c2p)
+
+
+@numba.njit
+def fill_trivial_normal(hl, hr, drytol, wave, s, amdq, apdq):
+    """The two cases every shallow-water normal solve settles first: a negative (or NaN)
+    depth gives NaN (:func:`fill_nan_normal`), two dry states (depth <= ``drytol``)
+    give nothing (:func:`fill_zero_normal`).  Returns True when it filled the outputs
+    (the solver then returns)."""
+    if not (hl >= 0.0 and hr >= 0.0):
+        fill_nan_normal(wave, s, amdq, apdq)
+        return True
+    if hl <= drytol and hr <= drytol:
+        fill_zero_normal(wave, s, amdq, apdq)
+        return True
+    return False

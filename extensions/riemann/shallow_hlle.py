@@ -46,8 +46,8 @@ from __future__ import annotations
 
 from forestpy.vtable import RiemannSolver
 
-from ._common import fill_nan_normal, fill_zero_normal, sqrt_or_nan, velocity
-from .shallow_roe import SHALLOW_DERIVED_FIELDS, roe_averages, roe_transverse_split
+from ._common import fill_trivial_normal, sqrt_or_nan, velocity
+from .shallow_roe import SHALLOW_WATER, roe_averages, roe_transverse_split
 
 __all__ = ["rpn2_shallow_hlle", "rpt2_shallow_hlle", "shallow_hlle"]
 
@@ -57,11 +57,7 @@ def rpn2_shallow_hlle(ixy, ql, qr, auxl, auxr, params, wave, s, amdq, apdq):
     grav = params[0]
     hl = ql[0]
     hr = qr[0]
-    if not (hl >= 0.0 and hr >= 0.0):
-        fill_nan_normal(wave, s, amdq, apdq)
-        return
-    if hl == 0.0 and hr == 0.0:
-        fill_zero_normal(wave, s, amdq, apdq)
+    if fill_trivial_normal(hl, hr, 0.0, wave, s, amdq, apdq):
         return
     mu = ixy
     mv = 3 - ixy
@@ -104,17 +100,9 @@ def rpt2_shallow_hlle(ixy, imp, ql, qr, aux1, aux2, aux3, params, asdq, bmasdq, 
 
 shallow_hlle = RiemannSolver(
     name="shallow_hlle",
-    num_eqn=3,
     num_waves=2,
     rpn2=rpn2_shallow_hlle,
     rpt2=rpt2_shallow_hlle,
-    num_aux=0,
-    field_names=("h", "hu", "hv"),
-    param_names=("grav",),
-    default_params={"grav": 1.0},
-    fwave=False,
-    wall_reflect=((1,), (2,)),
-    positive=(0,),
     description="shallow water (h, hu, hv), HLLE solver with Einfeldt speeds",
-    derived_fields=SHALLOW_DERIVED_FIELDS,
+    **SHALLOW_WATER,
 )

@@ -60,16 +60,17 @@ import numpy as np
 from forestpy.vtable import RiemannSolver
 
 from ._common import (
-    fill_nan_normal,
     fill_nan_transverse,
-    fill_zero_normal,
+    fill_trivial_normal,
     harten_hyman_left,
     sqrt_or_nan,
+    transverse_split,
     velocity,
 )
 
 __all__ = [
     "SHALLOW_DERIVED_FIELDS",
+    "SHALLOW_WATER",
     "roe_averages",
     "roe_transverse_split",
     "rpn2_shallow_roe",
@@ -129,25 +130,8 @@ def roe_transverse_split(ixy, ql, qr, grav, asdq, bmasdq, bpasdq):
             bmasdq[m] = 0.0
             bpasdq[m] = 0.0
         return
-    half_ic = 0.5 / c
-    b1 = ((un + c) * asdq[0] - asdq[mn]) * half_ic
-    b2 = asdq[mt] - ut * asdq[0]
-    b3 = (asdq[mn] - (un - c) * asdq[0]) * half_ic
-    s1 = un - c
-    s2 = un
-    s3 = un + c
-    c1m = min(s1, 0.0) * b1
-    c2m = min(s2, 0.0) * b2
-    c3m = min(s3, 0.0) * b3
-    c1p = max(s1, 0.0) * b1
-    c2p = max(s2, 0.0) * b2
-    c3p = max(s3, 0.0) * b3
-    bmasdq[0] = c1m + c3m
-    bmasdq[mn] = c1m * s1 + c3m * s3
-    bmasdq[mt] = (c1m + c3m) * ut + c2m
-    bpasdq[0] = c1p + c3p
-    bpasdq[mn] = c1p * s1 + c3p * s3
-    bpasdq[mt] = (c1p + c3p) * ut + c2p
+    bmasdq[0], bmasdq[mn], bmasdq[mt], bpasdq[0], bpasdq[mn], bpasdq[mt] = transverse_split(
+        un, ut, c, asdq, mn, mt)
 
 
 def rpn2_shallow_roe(ixy, ql, qr, auxl, auxr, params, wave, s, amdq, apdq):
@@ -155,11 +139,7 @@ def rpn2_shallow_roe(ixy, ql, qr, auxl, auxr, params, wave, s, amdq, apdq):
     grav = params[0]
     hl = ql[0]
     hr = qr[0]
-    if not (hl >= 0.0 and hr >= 0.0):
-        fill_nan_normal(wave, s, amdq, apdq)
-        return
-    if hl == 0.0 and hr == 0.0:
-        fill_zero_normal(wave, s, amdq, apdq)
+    if fill_trivial_normal(hl, hr, 0.0, wave, s, amdq, apdq):
         return
     mu = ixy
     mv = 3 - ixy
@@ -242,19 +222,25 @@ SHALLOW_DERIVED_FIELDS = {
     "surface": lambda q, aux, params: q[:, 0].copy(),
 }
 
+#: The record entries every shallow-water solver on (h, hu, hv) without aux shares
+#: (Roe, HLLE): fields, gravity, wall reflection, positivity of h, derived fields.
+SHALLOW_WATER = {
+    "num_eqn": 3,
+    "num_aux": 0,
+    "field_names": ("h", "hu", "hv"),
+    "param_names": ("grav",),
+    "default_params": {"grav": 1.0},
+    "fwave": False,
+    "wall_reflect": ((1,), (2,)),
+    "positive": (0,),
+    "derived_fields": SHALLOW_DERIVED_FIELDS,
+}
+
 shallow_roe = RiemannSolver(
     name="shallow_roe",
-    num_eqn=3,
     num_waves=3,
     rpn2=rpn2_shallow_roe,
     rpt2=rpt2_shallow_roe,
-    num_aux=0,
-    field_names=("h", "hu", "hv"),
-    param_names=("grav",),
-    default_params={"grav": 1.0},
-    fwave=False,
-    wall_reflect=((1,), (2,)),
-    positive=(0,),
     description="shallow water (h, hu, hv), Roe solver with Harten-Hyman entropy fix",
-    derived_fields=SHALLOW_DERIVED_FIELDS,
+    **SHALLOW_WATER,
 )

@@ -25,6 +25,8 @@ __all__ = [
     "TREE_KEYS",
     "morton_encode",
     "morton_decode",
+    "spread_bits",
+    "compact_bits",
     "quadrant_key",
     "quadrant_len",
     "key_span",
@@ -58,24 +60,33 @@ def _i64(a):
     return np.asarray(a, dtype=np.int64)
 
 
-def _spread(v):
-    """Move bit ``k`` of a 32-bit ``v`` to bit ``2k``."""
-    v = v & _M32
-    v = (v | (v << 16)) & _M16
+def spread_bits(v, wide=True):
+    """Move bit ``k`` of a 32-bit ``v`` to bit ``2k`` (int64 scalars or arrays);
+    ``wide=False``: of a ``v`` below ``2**16``, one stage less.
+
+    Plain Python on purpose: Numba compiles these same functions for the scalar Morton
+    codes of the compiled kernels (ghost plans; HWFV1's Z-order hierarchy, whose
+    coordinates are below ``2**16``, with ``wide=False`` a constant)."""
+    if wide:
+        v = v & _M32
+        v = (v | (v << 16)) & _M16
     v = (v | (v << 8)) & _M8
     v = (v | (v << 4)) & _M4
     v = (v | (v << 2)) & _M2
     return (v | (v << 1)) & _M1
 
 
-def _compact(v):
-    """Inverse of :func:`_spread`: gather the even bits of ``v``."""
+def compact_bits(v, wide=True):
+    """Inverse of :func:`spread_bits`: gather the even bits of ``v`` (below ``2**32``
+    with ``wide=False``)."""
     v = v & _M1
     v = (v | (v >> 1)) & _M2
     v = (v | (v >> 2)) & _M4
     v = (v | (v >> 4)) & _M8
     v = (v | (v >> 8)) & _M16
-    return (v | (v >> 16)) & _M32
+    if wide:
+        v = (v | (v >> 16)) & _M32
+    return v
 
 
 def morton_encode(x, y):
@@ -95,7 +106,7 @@ def morton_encode(x, y):
     >>> int(morton_encode(1, 0)), int(morton_encode(0, 1)), int(morton_encode(3, 3))
     (1, 2, 15)
     """
-    return _spread(_i64(x)) | (_spread(_i64(y)) << 1)
+    return spread_bits(_i64(x)) | (spread_bits(_i64(y)) << 1)
 
 
 def morton_decode(m):
@@ -107,7 +118,7 @@ def morton_decode(m):
     [5, 9]
     """
     m = _i64(m)
-    return _compact(m), _compact(m >> 1)
+    return compact_bits(m), compact_bits(m >> 1)
 
 
 def quadrant_key(tree, x, y):

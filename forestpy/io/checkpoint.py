@@ -29,14 +29,12 @@ Example::
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from forestpy.forest import Brick, Forest
-from forestpy.io.summary import to_jsonable
+from forestpy.io.summary import open_atomic, to_jsonable
 
 __all__ = ["CheckpointError", "write_checkpoint", "read_checkpoint", "FORMAT", "VERSION"]
 
@@ -162,21 +160,8 @@ def write_checkpoint(sim, path, meta: dict | None = None) -> Path:
     # float repr round-trips exactly through JSON; inf/nan are written as Infinity/NaN
     arrays["meta_json"] = np.array(json.dumps(info))
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.chmod(tmp, 0o644)
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, **arrays)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    with open_atomic(path, binary=True) as fh:
+        np.savez(fh, **arrays)
     return path
 
 

@@ -3,6 +3,8 @@
 ``summary.json`` and ``options_used.json`` are written with :func:`write_json_atomic`:
 the text goes to a temporary file in the destination folder which then replaces the
 destination in one ``os.replace``, so a crash never leaves half a file behind.
+:func:`open_atomic` (a file object) and :func:`atomic_path` (a file name) are that
+write for any writer: checkpoints, VTK point files, gauge files.
 """
 
 from __future__ import annotations
@@ -13,11 +15,13 @@ import math
 import os
 import tempfile
 from collections.abc import Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["to_jsonable", "write_json_atomic", "write_text_atomic", "read_json"]
+__all__ = ["to_jsonable", "atomic_path", "open_atomic", "write_json_atomic", "write_text_atomic",
+           "read_json"]
 
 
 def to_jsonable(obj):
@@ -63,22 +67,23 @@ def to_jsonable(obj):
     return repr(obj)
 
 
-def write_text_atomic(path, text: str) -> Path:
-    """Write ``text`` to ``path`` atomically; return the path.
+@contextmanager
+def atomic_path(path):
+    """``with atomic_path(path) as tmp:`` -- write the file named ``tmp``; when the block
+    ends it replaces ``path`` atomically (for writers that take a file name).
 
-    The parent folder is created when missing.  The text goes to a temporary file in the
-    same folder, is flushed to disk, and then ``os.replace``s the destination, so
-    readers see either the old file or the complete new one.
+    The parent folder is created when missing; ``tmp`` is a new empty file in the same
+    folder (mode 0644).  When the block ends, ``os.replace`` moves it onto ``path``, so
+    readers see either the old file or the complete new one; if the block raises,
+    ``tmp`` is removed and ``path`` is left as it was.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
     try:
         os.chmod(tmp, 0o644)  # mkstemp makes 0600; outputs are meant to be shared
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
+        yield tmp
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -86,7 +91,25 @@ def write_text_atomic(path, text: str) -> Path:
         except FileNotFoundError:
             pass
         raise
-    return path
+
+
+@contextmanager
+def open_atomic(path, binary: bool = False):
+    """``with open_atomic(path) as f:`` -- a file object (UTF-8 text, or ``binary``)
+    that replaces ``path`` atomically when the block ends, after it is flushed to disk
+    (:func:`atomic_path`)."""
+    mode = {"mode": "wb"} if binary else {"mode": "w", "encoding": "utf-8", "newline": ""}
+    with atomic_path(path) as tmp, open(tmp, **mode) as f:
+        yield f
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def write_text_atomic(path, text: str) -> Path:
+    """Write ``text`` to ``path`` atomically (:func:`open_atomic`); return the path."""
+    with open_atomic(path) as f:
+        f.write(text)
+    return Path(path)
 
 
 def write_json_atomic(path, obj, indent: int = 2) -> Path:

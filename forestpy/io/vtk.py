@@ -51,7 +51,7 @@ from xml.sax.saxutils import quoteattr
 
 import numpy as np
 
-from forestpy.io.summary import write_text_atomic
+from forestpy.io.summary import atomic_path, write_text_atomic
 
 __all__ = [
     "FRAME_KINDS",
@@ -369,19 +369,12 @@ def write_points(path, x, y, point_data: dict, labels: Sequence | None = None,
         for label in labels:
             names.InsertNextValue(str(label))
         poly.GetPointData().AddArray(names)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
+    with atomic_path(path) as tmp:
         writer = vtkXMLPolyDataWriter()
         writer.SetInputData(poly)
         writer.SetFileName(tmp)
         if not writer.Write() or writer.GetErrorCode():
             raise OSError(f"VTK could not write {path}")
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
     return path
 
 

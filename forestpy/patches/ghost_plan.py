@@ -35,6 +35,7 @@ import numba
 import numpy as np
 
 from forestpy.forest import MAX_LEVEL
+from forestpy.forest.quadrants import spread_bits
 from forestpy.timers import phase
 
 __all__ = ["GhostPlan", "build_ghost_plan", "fill_ghosts", "positive_mask"]
@@ -91,16 +92,7 @@ def _ghost_template(mx: int, my: int, mbc: int):
 _OUTSIDE, _SAME, _FINER, _COARSER, _TOO_FAR = -1, 0, 1, 2, 3
 
 
-@numba.njit(inline="always")
-def _spread(v):
-    """Bit ``k`` of a 32-bit ``v`` to bit ``2k`` (the Morton interleave): the scalar,
-    compiled twin of :func:`forestpy.forest.quadrants._spread`."""
-    v &= 0x00000000FFFFFFFF
-    v = (v | (v << 16)) & 0x0000FFFF0000FFFF
-    v = (v | (v << 8)) & 0x00FF00FF00FF00FF
-    v = (v | (v << 4)) & 0x0F0F0F0F0F0F0F0F
-    v = (v | (v << 2)) & 0x3333333333333333
-    return (v | (v << 1)) & 0x5555555555555555
+_spread = numba.njit(inline="always")(spread_bits)  # the Morton interleave, compiled
 
 
 @numba.njit(inline="always")
@@ -426,43 +418,46 @@ def fill_ghosts(plan: GhostPlan, q, positive=(), backend=None, timers=None) -> N
             positive = component_mask(backend, meqn, positive)
         _fill_ghosts_gpu(plan, q, positive, backend, timers)
         return
+    run_fill(
+        plan, timers,
+        copy=lambda dst, src: _fill_copy(q, dst, src),
+        average=lambda dst, src: _fill_average(q, dst, src),
+        interpolate=lambda *entries: _fill_interpolate(
+            q, *entries, positive if _is_mask(positive, meqn) else positive_mask(meqn, positive)),
+    )
+
+
+def run_fill(plan: GhostPlan, timers, copy, average, interpolate) -> None:
+    """The three kinds of a ghost fill in their order (copy, average, interpolate), each
+    only where ``plan`` has entries and charged to its timer: ``copy(dst, src)``,
+    ``average(dst, src)``, ``interpolate(dst, center, nbr, valid, offset)`` with the
+    plan's arrays.  Every fill (CPU and GPU, plain and surface-preserving) runs its
+    kernels through this."""
     if len(plan.copy_dst):
         with phase(timers, "ghost_fill.copy"):
-            _fill_copy(q, plan.copy_dst, plan.copy_src)
+            copy(plan.copy_dst, plan.copy_src)
     if len(plan.avg_dst):
         with phase(timers, "ghost_fill.average"):
-            _fill_average(q, plan.avg_dst, plan.avg_src)
+            average(plan.avg_dst, plan.avg_src)
     if len(plan.interp_dst):
         with phase(timers, "ghost_fill.interpolate"):
-            _fill_interpolate(
-                q,
-                plan.interp_dst,
-                plan.interp_center,
-                plan.interp_nbr,
-                plan.interp_valid,
-                plan.interp_offset,
-                positive if _is_mask(positive, meqn) else positive_mask(meqn, positive),
-            )
+            interpolate(plan.interp_dst, plan.interp_center, plan.interp_nbr,
+                        plan.interp_valid, plan.interp_offset)
 
 
 def _fill_ghosts_gpu(plan, q, positive, backend, timers) -> None:
     """The three ghost-fill kinds over a plan of device arrays, one thread per entry
-    (``positive``: the device mask of components clipped at zero; empty kinds skipped)."""
+    (``positive``: the device mask of components clipped at zero)."""
     from forestpy.patches.launch import launch
 
-    if len(plan.copy_dst):
-        with phase(timers, "ghost_fill.copy"):
-            launch(_copy_entry, len(plan.copy_dst), q, plan.copy_dst, plan.copy_src,
-                   backend=backend)
-    if len(plan.avg_dst):
-        with phase(timers, "ghost_fill.average"):
-            launch(_average_entry, len(plan.avg_dst), q, plan.avg_dst, plan.avg_src,
-                   backend=backend)
-    if len(plan.interp_dst):
-        with phase(timers, "ghost_fill.interpolate"):
-            launch(_interpolate_entry, len(plan.interp_dst), q, plan.interp_dst,
-                   plan.interp_center, plan.interp_nbr, plan.interp_valid,
-                   plan.interp_offset, positive, backend=backend)
+    run_fill(
+        plan, timers,
+        copy=lambda dst, src: launch(_copy_entry, len(dst), q, dst, src, backend=backend),
+        average=lambda dst, src: launch(_average_entry, len(dst), q, dst, src,
+                                        backend=backend),
+        interpolate=lambda dst, *entries: launch(_interpolate_entry, len(dst), q, dst,
+                                                 *entries, positive, backend=backend),
+    )
 
 
 def copy_ghost_frame(src, dst, mbc: int) -> None:

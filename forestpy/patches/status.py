@@ -4,8 +4,8 @@
 column 0 the sum of every interior value of the patch (NaN or Inf if any value is),
 column ``1 + k`` the smallest interior value of component ``positive[k]``.  The step
 then reduces these small contiguous columns, so checking a state costs one pass over
-the patch interiors (NumPy/CuPy reductions over the strided interior views cost as
-much as the step kernel itself at 10^7 cells).
+the patch interiors (NumPy/CuPy reductions over the strided interior views would cost
+one pass each, and strided ones at that).
 """
 
 from __future__ import annotations
@@ -20,25 +20,31 @@ _GPU: dict = {}
 cuda = None  # numba.cuda, bound on first GPU use (a module global for the simulator)
 
 
+@numba.njit(cache=True, inline="always")
+def _status_cell(q, p, j, i, positive, col, acc):
+    """``acc`` updated with cell ``(j, i)`` of patch ``p`` for status column ``col``: plus
+    every component (col 0), or the minimum with component ``positive[col - 1]``.  The
+    body of the CPU kernel (one thread a patch, cells in order) and of the GPU kernel
+    (a block a patch, its threads over the cells, then a block reduction)."""
+    if col == 0:
+        for m in range(q.shape[1]):
+            acc += q[p, m, j, i]
+        return acc
+    v = q[p, positive[col - 1], j, i]
+    return v if v < acc else acc
+
+
 @numba.njit(parallel=True, cache=True)
 def _status_cpu(q, mbc, positive, out):
     ny = q.shape[2] - mbc
     nx = q.shape[3] - mbc
     for p in numba.prange(q.shape[0]):
-        total = 0.0
-        for m in range(q.shape[1]):
+        for col in range(1 + positive.shape[0]):
+            acc = 0.0 if col == 0 else np.inf
             for j in range(mbc, ny):
                 for i in range(mbc, nx):
-                    total += q[p, m, j, i]
-        out[p, 0] = total
-        for k in range(positive.shape[0]):
-            low = np.inf
-            for j in range(mbc, ny):
-                for i in range(mbc, nx):
-                    v = q[p, positive[k], j, i]
-                    if v < low:
-                        low = v
-            out[p, 1 + k] = low
+                    acc = _status_cell(q, p, j, i, positive, col, acc)
+            out[p, col] = acc
 
 
 def _gpu_kernel():
@@ -48,8 +54,11 @@ def _gpu_kernel():
     from numba import cuda as _cuda
     from numba import float64
 
+    from forestpy.cuda_device import cuda_device
+
     cuda = _cuda
     T = _THREADS
+    cell = cuda_device(_status_cell)
 
     @cuda.jit
     def status(q, mbc, positive, out):
@@ -58,19 +67,10 @@ def _gpu_kernel():
         buf = cuda.shared.array(T, float64)
         ny = q.shape[2] - 2 * mbc
         nx = q.shape[3] - 2 * mbc
-        ncell = nx * ny
         for col in range(1 + positive.shape[0]):
             acc = 0.0 if col == 0 else np.inf
-            for c in range(t, ncell, T):
-                j = mbc + c // nx
-                i = mbc + c % nx
-                if col == 0:
-                    for m in range(q.shape[1]):
-                        acc += q[p, m, j, i]
-                else:
-                    v = q[p, positive[col - 1], j, i]
-                    if v < acc:
-                        acc = v
+            for c in range(t, nx * ny, T):
+                acc = cell(q, p, mbc + c // nx, mbc + c % nx, positive, col, acc)
             buf[t] = acc
             cuda.syncthreads()
             s = T // 2

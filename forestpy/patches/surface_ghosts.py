@@ -38,8 +38,8 @@ from forestpy.patches.ghost_plan import (
     _is_mask,
     _limited_slope,
     positive_mask,
+    run_fill,
 )
-from forestpy.timers import phase
 
 __all__ = ["fill_ghosts_surface"]
 
@@ -204,19 +204,16 @@ def _fill_gpu(plan, q, aux, ih, ib, drytol, positive, backend, timers) -> None:
 
     if not _is_mask(positive, q.shape[1]):
         positive = component_mask(backend, q.shape[1], positive)
-    if len(plan.copy_dst):
-        with phase(timers, "ghost_fill.copy"):
-            launch(_copy_entry, len(plan.copy_dst), q, plan.copy_dst, plan.copy_src,
-                   backend=backend)
-    if len(plan.avg_dst):
-        with phase(timers, "ghost_fill.average"):
-            launch(_average_surface_entry, len(plan.avg_dst), q, aux, plan.avg_dst,
-                   plan.avg_src, ih, ib, drytol, backend=backend)
-    if len(plan.interp_dst):
-        with phase(timers, "ghost_fill.interpolate"):
-            launch(_interpolate_surface_entry, len(plan.interp_dst), q, aux, plan.interp_dst,
-                   plan.interp_center, plan.interp_nbr, plan.interp_valid,
-                   plan.interp_offset, positive, ih, ib, drytol, backend=backend)
+    extra = (ih, ib, drytol)
+    run_fill(
+        plan, timers,
+        copy=lambda dst, src: launch(_copy_entry, len(dst), q, dst, src, backend=backend),
+        average=lambda dst, src: launch(_average_surface_entry, len(dst), q, aux, dst, src,
+                                        *extra, backend=backend),
+        interpolate=lambda dst, *entries: launch(_interpolate_surface_entry, len(dst), q,
+                                                 aux, dst, *entries, positive, *extra,
+                                                 backend=backend),
+    )
 
 
 def fill_ghosts_surface(plan, q, aux, depth: int, bottom: int, dry_tolerance: float = 0.0,
@@ -237,15 +234,12 @@ def fill_ghosts_surface(plan, q, aux, depth: int, bottom: int, dry_tolerance: fl
     if backend is not None and backend.is_gpu:
         _fill_gpu(plan, q, aux, ih, ib, drytol, positive, backend, timers)
         return
-    if len(plan.copy_dst):
-        with phase(timers, "ghost_fill.copy"):
-            _fill_copy(q, plan.copy_dst, plan.copy_src)
-    if len(plan.avg_dst):
-        with phase(timers, "ghost_fill.average"):
-            _fill_average_surface(q, aux, plan.avg_dst, plan.avg_src, ih, ib, drytol)
-    if len(plan.interp_dst):
-        mask = positive if _is_mask(positive, meqn) else positive_mask(meqn, positive)
-        with phase(timers, "ghost_fill.interpolate"):
-            _fill_interpolate_surface(q, aux, plan.interp_dst, plan.interp_center,
-                                      plan.interp_nbr, plan.interp_valid, plan.interp_offset,
-                                      mask, ih, ib, drytol)
+    run_fill(
+        plan, timers,
+        copy=lambda dst, src: _fill_copy(q, dst, src),
+        average=lambda dst, src: _fill_average_surface(q, aux, dst, src, ih, ib, drytol),
+        interpolate=lambda *entries: _fill_interpolate_surface(
+            q, aux, *entries,
+            positive if _is_mask(positive, meqn) else positive_mask(meqn, positive),
+            ih, ib, drytol),
+    )

@@ -11,12 +11,15 @@ Same algorithm and conventions as the CPU kernel (:mod:`.step_kernel`, Clawpack 
 * Each pass (x, then y) runs in phases separated by ``syncthreads``, **one face per
   thread**: (a) normal Riemann problem, waves and speeds to shared memory; (b) wave
   limiter from the neighbouring faces' waves, Courant number, second-order correction;
-  then the normal fluctuation fluxes and the transverse splittings (``rpt2`` of the
-  left- and right-going fluctuations) are written to the face's own shared slot;
-  (c) **one cell per thread** gathers the contributions of its faces and of the
-  neighbouring faces' transverse terms.  Every shared value has exactly one writer per
-  phase, so the transverse corrections are race-free without atomics, and the sum order
-  is fixed (runs are reproducible).
+  (c) the normal fluctuation fluxes and the transverse splittings (``rpt2`` of the
+  left- and right-going fluctuations) to the face's own shared slot; (d) **one cell
+  per thread** gathers the contributions of its faces and of the neighbouring faces'
+  transverse terms.  Every shared value has exactly one writer per phase, so the
+  transverse corrections are race-free without atomics, and the sum order is fixed
+  (runs are reproducible).
+* The two passes are one device function (``make_pass``) with the direction a
+  compile-time constant; it is force-inlined, so each pass compiles to the code of a
+  pass written out for its direction.
 * The cell's increment and the four edge fluxes of the time sync stay in registers
   across both passes; the interior of ``qnew`` is written once.
 
@@ -140,12 +143,176 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
     rpt2 = cuda_device(riemann.rpt2) if TRANS else None
     limiter = cuda_device(limiter_apply)
     if max_registers is None:
-        # 128 measured best for shallow water, mx = 16 on an H100 (2.8 G cell updates/s
-        # against 1.8 with the compiler's 196): two blocks per multiprocessor
+        # 128 registers fit two blocks of NT threads on a multiprocessor, where the
+        # compiler's own choice fits one (docs/performance.md, register cap)
         max_registers = min(128, 65536 // NT // 8 * 8)
     from forestpy.backend import cuda_simulator_enabled
 
     opts = {} if cuda_simulator_enabled() else {"max_registers": max_registers}
+
+    def make_pass(IXY):
+        """The pass in direction ``IXY`` (1: x, 2: y) over one row tile.
+
+        The direction and the index steps it implies are compile-time constants of the
+        device function, as the options are, and the function is force-inlined: each
+        of the two passes compiles to the code of a pass written out for its direction.
+        The faces of a tile form a grid of ``(rt + EXTRA)`` lines of ``W`` faces
+        (thread ``t`` has face ``t``); the face's cells are ``(j - DJ, i - DI)`` (left
+        or below) and ``(j, i)``; ``FN`` and ``FT`` step to the next face of the grid
+        along the normal and along the face.
+        """
+        if IXY == 1:  # rows j0-1 .. j0+rt, faces MBC-1 .. MBC+MX+1 of each
+            W, EXTRA, FN, FT, DJ, DI = WX, 2, 1, WX, 0, 1
+        else:  # columns MBC-1 .. MBC+MX, faces j0-1 .. j0+rt+1 of each
+            W, EXTRA, FN, FT, DJ, DI = WY, 3, WY, 1, 1, 0
+
+        @cuda.jit(device=True, inline=True)
+        def transverse(imp, jc, ic, c, asdq, p, t, aux, params, S, ql, qr, a1, a2, a3, bm,
+                       bp):
+            # rpt2 of the fluctuation asdq going into cell (jc, ic), with the aux of
+            # that cell and of its two neighbours along the face; c bm, c bp to the
+            # face's slots 2 imp and 2 imp + 1
+            for a in range(MAUX):
+                a1[a] = aux[p, a, jc - DI, ic - DJ]
+                a2[a] = aux[p, a, jc, ic]
+                a3[a] = aux[p, a, jc + DI, ic + DJ]
+            rpt2(IXY, imp, ql, qr, a1, a2, a3, params, asdq, bm, bp)
+            for m in range(MEQN):
+                S[2 * imp * MEQN + m, t] = c * bm[m]
+                S[(2 * imp + 1) * MEQN + m, t] = c * bp[m]
+
+        @cuda.jit(device=True, inline=True)
+        def face_pass(p, t, j0, rt, q, aux, qnew, edge_out, params, lim, dtdn, dtdt, S,
+                      own, jr, ci, cj, kc, cfl, regs, dq, ex, ey):
+            ql, qr, al, ar, a1, a2, a3, wave, s, amdq, apdq, cq, bm, bp = regs
+            act = t < (rt + EXTRA) * W
+            j = j0 - 1 + t // W
+            i = MBC - 1 + t % W
+            jl = j - DJ
+            il = i - DI
+            if IXY == 1:
+                kn = t % W  # the face's place along the normal, 1 .. nlast in the patch
+                nlast = MX + 1
+                tile_line = j >= j0 and j < j0 + rt  # in a row of the tile's cells
+            else:
+                kn = t // W
+                nlast = rt + 1
+                tile_line = i >= MBC and i < MBC + MX
+            # (a) normal Riemann problem; waves and speeds to the face's shared slot
+            if act:
+                for m in range(MEQN):
+                    ql[m] = q[p, m, jl, il]
+                    qr[m] = q[p, m, j, i]
+                for a in range(MAUX):
+                    al[a] = aux[p, a, jl, il]
+                    ar[a] = aux[p, a, j, i]
+                rpn2(IXY, ql, qr, al, ar, params, wave, s, amdq, apdq)
+                for m in range(MEQN):
+                    for w in range(MWAVES):
+                        S[m * MWAVES + w, t] = wave[m, w]
+                for w in range(MWAVES):
+                    S[SOFF + w, t] = s[w]
+            cuda.syncthreads()
+            # (b) Courant number; limited second-order correction from the neighbours
+            inb = act and kn >= 1 and kn <= nlast
+            dl = dtdn
+            dr = dtdn
+            if inb:
+                if CAPA >= 0:
+                    dl = dtdn / aux[p, CAPA, jl, il]
+                    dr = dtdn / aux[p, CAPA, j, i]
+                if tile_line:
+                    for w in range(MWAVES):
+                        sp = S[SOFF + w, t]
+                        c = max(dr * sp, -dl * sp)
+                        if c > cfl:
+                            cfl = c
+                for m in range(MEQN):
+                    cq[m] = 0.0
+                if ORDER == 2:
+                    dtdxave = 0.5 * (dl + dr)
+                    for w in range(MWAVES):
+                        wn = 0.0
+                        for m in range(MEQN):
+                            wn += S[m * MWAVES + w, t] * S[m * MWAVES + w, t]
+                        if wn == 0.0:
+                            continue
+                        sp = S[SOFF + w, t]
+                        tu = t - FN if sp > 0.0 else t + FN
+                        dot = 0.0
+                        for m in range(MEQN):
+                            dot += S[m * MWAVES + w, tu] * S[m * MWAVES + w, t]
+                        phi = limiter(lim[w], dot / wn)
+                        asp = abs(sp)
+                        if FWAVE:
+                            c = phi * math.copysign(1.0, sp) * (1.0 - asp * dtdxave)
+                        else:
+                            c = phi * asp * (1.0 - asp * dtdxave)
+                        for m in range(MEQN):
+                            cq[m] += c * S[m * MWAVES + w, t]
+            cuda.syncthreads()  # neighbours' waves read: slots may be overwritten
+            # (c) fluctuation fluxes and transverse splittings to the face's slot
+            if inb:
+                for m in range(MEQN):
+                    S[m, t] = amdq[m] + 0.5 * cq[m]
+                    S[MEQN + m, t] = 0.5 * cq[m] - apdq[m]
+                if TRANS:
+                    if CORR:
+                        for m in range(MEQN):
+                            amdq[m] += cq[m]
+                            apdq[m] -= cq[m]
+                    # the left-going part enters the left / lower cell, slots 2 and 3;
+                    # the right-going part the right / upper cell, slots 4 and 5
+                    transverse(1, jl, il, -0.5 * dl, amdq, p, t, aux, params, S, ql, qr,
+                               a1, a2, a3, bm, bp)
+                    transverse(2, j, i, -0.5 * dr, apdq, p, t, aux, params, S, ql, qr,
+                               a1, a2, a3, bm, bp)
+            cuda.syncthreads()
+            # (d) the cell gathers its two faces and their neighbours' transverse terms
+            if own:
+                cn = dtdn * kc
+                ct = dtdt * kc
+                f0 = (jr + 1) * W + (ci - MBC + 1)  # the cell's left / lower face
+                f1 = f0 + FN
+                for m in range(MEQN):
+                    d = -cn * (S[m, f1] - S[MEQN + m, f0])
+                    tlo = 0.0
+                    thi = 0.0
+                    thim = 0.0
+                    tlop = 0.0
+                    if TRANS:
+                        tlo = S[4 * MEQN + m, f0] + S[2 * MEQN + m, f1]
+                        thi = S[5 * MEQN + m, f0] + S[3 * MEQN + m, f1]
+                        thim = S[5 * MEQN + m, f0 - FT] + S[3 * MEQN + m, f1 - FT]
+                        tlop = S[4 * MEQN + m, f0 + FT] + S[2 * MEQN + m, f1 + FT]
+                        d += ct * (tlo - thi + thim - tlop)
+                    if IXY == 1:  # kept in registers for the y pass
+                        dq[m] = d
+                        if ci == MBC:
+                            ex[m] = S[MEQN + m, f0]
+                        if ci == MBC + MX - 1:
+                            ex[m] = S[m, f1]
+                        if cj == MBC:
+                            ey[m] = tlo + thim
+                        if cj == MBC + MY - 1:
+                            ey[m] = thi + tlop
+                    else:  # the cell's update and edge fluxes, both passes summed
+                        qnew[p, m, cj, ci] = q[p, m, cj, ci] + (dq[m] + d)
+                        if ci == MBC:
+                            edge_out[p, 0, m, cj - MBC] = ex[m] + (tlo + thim)
+                        if ci == MBC + MX - 1:
+                            edge_out[p, 1, m, cj - MBC] = ex[m] + (thi + tlop)
+                        if cj == MBC:
+                            edge_out[p, 2, m, ci - MBC] = ey[m] + S[MEQN + m, f0]
+                        if cj == MBC + MY - 1:
+                            edge_out[p, 3, m, ci - MBC] = ey[m] + S[m, f1]
+            cuda.syncthreads()
+            return cfl
+
+        return face_pass
+
+    x_pass = make_pass(1)
+    y_pass = make_pass(2)
 
     @cuda.jit(**opts)
     def step(rows, q, aux, qnew, dx, dy, dt, params, lim, cfl_out, edge_out):
@@ -153,20 +320,20 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
         t = cuda.threadIdx.x
         S = cuda.shared.array((SLOT, NSLOT), float64)
         red = cuda.shared.array(NT, float64)
-        ql = cuda.local.array(MEQN, float64)
-        qr = cuda.local.array(MEQN, float64)
-        al = cuda.local.array(MAUXL, float64)
-        ar = cuda.local.array(MAUXL, float64)
-        a1 = cuda.local.array(MAUXL, float64)
-        a2 = cuda.local.array(MAUXL, float64)
-        a3 = cuda.local.array(MAUXL, float64)
-        wave = cuda.local.array((MEQN, MWAVES), float64)
-        s = cuda.local.array(MWAVES, float64)
-        amdq = cuda.local.array(MEQN, float64)
-        apdq = cuda.local.array(MEQN, float64)
-        cq = cuda.local.array(MEQN, float64)
-        bm = cuda.local.array(MEQN, float64)
-        bp = cuda.local.array(MEQN, float64)
+        regs = (cuda.local.array(MEQN, float64),  # ql
+                cuda.local.array(MEQN, float64),  # qr
+                cuda.local.array(MAUXL, float64),  # auxl
+                cuda.local.array(MAUXL, float64),  # auxr
+                cuda.local.array(MAUXL, float64),  # transverse aux1, aux2, aux3
+                cuda.local.array(MAUXL, float64),
+                cuda.local.array(MAUXL, float64),
+                cuda.local.array((MEQN, MWAVES), float64),  # wave
+                cuda.local.array(MWAVES, float64),  # s
+                cuda.local.array(MEQN, float64),  # amdq
+                cuda.local.array(MEQN, float64),  # apdq
+                cuda.local.array(MEQN, float64),  # second-order correction
+                cuda.local.array(MEQN, float64),  # bmasdq
+                cuda.local.array(MEQN, float64))  # bpasdq
         dq = cuda.local.array(MEQN, float64)
         ex = cuda.local.array(MEQN, float64)
         ey = cuda.local.array(MEQN, float64)
@@ -183,7 +350,7 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
         for tile in range(NTILES):
             j0 = MBC + tile * R
             rt = min(R, MY - tile * R)
-            # cell owned by this thread in phase (c) of both passes
+            # cell owned by this thread in phase (d) of both passes
             own = t < rt * MX
             jr = t // MX
             ci = MBC + t % MX
@@ -191,234 +358,10 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
             kc = 1.0
             if own and CAPA >= 0:
                 kc = 1.0 / aux[p, CAPA, cj, ci]
-
-            # ================= x pass: rows j0-1 .. j0+rt, faces MBC-1 .. MBC+MX+1
-            nf = (rt + 2) * WX
-            act = t < nf
-            r = j0 - 1 + t // WX
-            kk = t % WX
-            k = MBC - 1 + kk
-            if act:
-                for m in range(MEQN):
-                    ql[m] = q[p, m, r, k - 1]
-                    qr[m] = q[p, m, r, k]
-                for a in range(MAUX):
-                    al[a] = aux[p, a, r, k - 1]
-                    ar[a] = aux[p, a, r, k]
-                rpn2(1, ql, qr, al, ar, params, wave, s, amdq, apdq)
-                for m in range(MEQN):
-                    for w in range(MWAVES):
-                        S[m * MWAVES + w, t] = wave[m, w]
-                for w in range(MWAVES):
-                    S[SOFF + w, t] = s[w]
-            cuda.syncthreads()
-            inb = act and kk >= 1 and kk <= MX + 1
-            dl = dtdx
-            dr = dtdx
-            if inb:
-                if CAPA >= 0:
-                    dl = dtdx / aux[p, CAPA, r, k - 1]
-                    dr = dtdx / aux[p, CAPA, r, k]
-                if r >= j0 and r < j0 + rt:
-                    for w in range(MWAVES):
-                        sp = S[SOFF + w, t]
-                        c = max(dr * sp, -dl * sp)
-                        if c > cfl:
-                            cfl = c
-                for m in range(MEQN):
-                    cq[m] = 0.0
-                if ORDER == 2:
-                    dtdxave = 0.5 * (dl + dr)
-                    for w in range(MWAVES):
-                        wn = 0.0
-                        for m in range(MEQN):
-                            wn += S[m * MWAVES + w, t] * S[m * MWAVES + w, t]
-                        if wn == 0.0:
-                            continue
-                        sp = S[SOFF + w, t]
-                        tu = t - 1 if sp > 0.0 else t + 1
-                        dot = 0.0
-                        for m in range(MEQN):
-                            dot += S[m * MWAVES + w, tu] * S[m * MWAVES + w, t]
-                        phi = limiter(lim[w], dot / wn)
-                        asp = abs(sp)
-                        if FWAVE:
-                            c = phi * math.copysign(1.0, sp) * (1.0 - asp * dtdxave)
-                        else:
-                            c = phi * asp * (1.0 - asp * dtdxave)
-                        for m in range(MEQN):
-                            cq[m] += c * S[m * MWAVES + w, t]
-            cuda.syncthreads()  # neighbours' waves read: slots may be overwritten
-            if inb:
-                for m in range(MEQN):
-                    S[m, t] = amdq[m] + 0.5 * cq[m]
-                    S[MEQN + m, t] = 0.5 * cq[m] - apdq[m]
-                if TRANS:
-                    if CORR:
-                        for m in range(MEQN):
-                            amdq[m] += cq[m]
-                            apdq[m] -= cq[m]
-                    for a in range(MAUX):
-                        a1[a] = aux[p, a, r - 1, k - 1]
-                        a2[a] = aux[p, a, r, k - 1]
-                        a3[a] = aux[p, a, r + 1, k - 1]
-                    rpt2(1, 1, ql, qr, a1, a2, a3, params, amdq, bm, bp)
-                    c = -0.5 * dl
-                    for m in range(MEQN):
-                        S[2 * MEQN + m, t] = c * bm[m]
-                        S[3 * MEQN + m, t] = c * bp[m]
-                    for a in range(MAUX):
-                        a1[a] = aux[p, a, r - 1, k]
-                        a2[a] = aux[p, a, r, k]
-                        a3[a] = aux[p, a, r + 1, k]
-                    rpt2(1, 2, ql, qr, a1, a2, a3, params, apdq, bm, bp)
-                    c = -0.5 * dr
-                    for m in range(MEQN):
-                        S[4 * MEQN + m, t] = c * bm[m]
-                        S[5 * MEQN + m, t] = c * bp[m]
-            cuda.syncthreads()
-            if own:
-                cx = dtdx * kc
-                cy = dtdy * kc
-                f0 = (jr + 1) * WX + (ci - MBC + 1)  # left face of the cell, its row
-                f1 = f0 + 1
-                fb = f0 - WX  # row below
-                fa = f0 + WX  # row above
-                for m in range(MEQN):
-                    d = -cx * (S[m, f1] - S[MEQN + m, f0])
-                    tlo = 0.0
-                    thi = 0.0
-                    thim = 0.0
-                    tlop = 0.0
-                    if TRANS:
-                        tlo = S[4 * MEQN + m, f0] + S[2 * MEQN + m, f1]
-                        thi = S[5 * MEQN + m, f0] + S[3 * MEQN + m, f1]
-                        thim = S[5 * MEQN + m, fb] + S[3 * MEQN + m, fb + 1]
-                        tlop = S[4 * MEQN + m, fa] + S[2 * MEQN + m, fa + 1]
-                        d += cy * (tlo - thi + thim - tlop)
-                    dq[m] = d
-                    if ci == MBC:
-                        ex[m] = S[MEQN + m, f0]
-                    if ci == MBC + MX - 1:
-                        ex[m] = S[m, f1]
-                    if cj == MBC:
-                        ey[m] = tlo + thim
-                    if cj == MBC + MY - 1:
-                        ey[m] = thi + tlop
-            cuda.syncthreads()
-
-            # ================= y pass: columns MBC-1 .. MBC+MX, faces j0-1 .. j0+rt+1
-            nf = (rt + 3) * WY
-            act = t < nf
-            kk = t // WY
-            k = j0 - 1 + kk
-            c0 = MBC - 1 + t % WY
-            if act:
-                for m in range(MEQN):
-                    ql[m] = q[p, m, k - 1, c0]
-                    qr[m] = q[p, m, k, c0]
-                for a in range(MAUX):
-                    al[a] = aux[p, a, k - 1, c0]
-                    ar[a] = aux[p, a, k, c0]
-                rpn2(2, ql, qr, al, ar, params, wave, s, amdq, apdq)
-                for m in range(MEQN):
-                    for w in range(MWAVES):
-                        S[m * MWAVES + w, t] = wave[m, w]
-                for w in range(MWAVES):
-                    S[SOFF + w, t] = s[w]
-            cuda.syncthreads()
-            inb = act and kk >= 1 and kk <= rt + 1
-            dl = dtdy
-            dr = dtdy
-            if inb:
-                if CAPA >= 0:
-                    dl = dtdy / aux[p, CAPA, k - 1, c0]
-                    dr = dtdy / aux[p, CAPA, k, c0]
-                if c0 >= MBC and c0 < MBC + MX:
-                    for w in range(MWAVES):
-                        sp = S[SOFF + w, t]
-                        c = max(dr * sp, -dl * sp)
-                        if c > cfl:
-                            cfl = c
-                for m in range(MEQN):
-                    cq[m] = 0.0
-                if ORDER == 2:
-                    dtdxave = 0.5 * (dl + dr)
-                    for w in range(MWAVES):
-                        wn = 0.0
-                        for m in range(MEQN):
-                            wn += S[m * MWAVES + w, t] * S[m * MWAVES + w, t]
-                        if wn == 0.0:
-                            continue
-                        sp = S[SOFF + w, t]
-                        tu = t - WY if sp > 0.0 else t + WY
-                        dot = 0.0
-                        for m in range(MEQN):
-                            dot += S[m * MWAVES + w, tu] * S[m * MWAVES + w, t]
-                        phi = limiter(lim[w], dot / wn)
-                        asp = abs(sp)
-                        if FWAVE:
-                            c = phi * math.copysign(1.0, sp) * (1.0 - asp * dtdxave)
-                        else:
-                            c = phi * asp * (1.0 - asp * dtdxave)
-                        for m in range(MEQN):
-                            cq[m] += c * S[m * MWAVES + w, t]
-            cuda.syncthreads()
-            if inb:
-                for m in range(MEQN):
-                    S[m, t] = amdq[m] + 0.5 * cq[m]
-                    S[MEQN + m, t] = 0.5 * cq[m] - apdq[m]
-                if TRANS:
-                    if CORR:
-                        for m in range(MEQN):
-                            amdq[m] += cq[m]
-                            apdq[m] -= cq[m]
-                    for a in range(MAUX):
-                        a1[a] = aux[p, a, k - 1, c0 - 1]
-                        a2[a] = aux[p, a, k - 1, c0]
-                        a3[a] = aux[p, a, k - 1, c0 + 1]
-                    rpt2(2, 1, ql, qr, a1, a2, a3, params, amdq, bm, bp)
-                    c = -0.5 * dl
-                    for m in range(MEQN):
-                        S[2 * MEQN + m, t] = c * bm[m]
-                        S[3 * MEQN + m, t] = c * bp[m]
-                    for a in range(MAUX):
-                        a1[a] = aux[p, a, k, c0 - 1]
-                        a2[a] = aux[p, a, k, c0]
-                        a3[a] = aux[p, a, k, c0 + 1]
-                    rpt2(2, 2, ql, qr, a1, a2, a3, params, apdq, bm, bp)
-                    c = -0.5 * dr
-                    for m in range(MEQN):
-                        S[4 * MEQN + m, t] = c * bm[m]
-                        S[5 * MEQN + m, t] = c * bp[m]
-            cuda.syncthreads()
-            if own:
-                cx = dtdx * kc
-                cy = dtdy * kc
-                s0 = (jr + 1) * WY + (ci - MBC + 1)  # face below the cell, its column
-                s1 = s0 + WY
-                for m in range(MEQN):
-                    d = -cy * (S[m, s1] - S[MEQN + m, s0])
-                    tle = 0.0
-                    tri = 0.0
-                    trim = 0.0
-                    tlep = 0.0
-                    if TRANS:
-                        tle = S[4 * MEQN + m, s0] + S[2 * MEQN + m, s1]
-                        tri = S[5 * MEQN + m, s0] + S[3 * MEQN + m, s1]
-                        trim = S[5 * MEQN + m, s0 - 1] + S[3 * MEQN + m, s1 - 1]
-                        tlep = S[4 * MEQN + m, s0 + 1] + S[2 * MEQN + m, s1 + 1]
-                        d += cx * (tle - tri + trim - tlep)
-                    qnew[p, m, cj, ci] = q[p, m, cj, ci] + (dq[m] + d)
-                    if ci == MBC:
-                        edge_out[p, 0, m, cj - MBC] = ex[m] + (tle + trim)
-                    if ci == MBC + MX - 1:
-                        edge_out[p, 1, m, cj - MBC] = ex[m] + (tri + tlep)
-                    if cj == MBC:
-                        edge_out[p, 2, m, ci - MBC] = ey[m] + S[MEQN + m, s0]
-                    if cj == MBC + MY - 1:
-                        edge_out[p, 3, m, ci - MBC] = ey[m] + S[m, s1]
-            cuda.syncthreads()
+            cfl = x_pass(p, t, j0, rt, q, aux, qnew, edge_out, params, lim, dtdx, dtdy, S,
+                         own, jr, ci, cj, kc, cfl, regs, dq, ex, ey)
+            cfl = y_pass(p, t, j0, rt, q, aux, qnew, edge_out, params, lim, dtdy, dtdx, S,
+                         own, jr, ci, cj, kc, cfl, regs, dq, ex, ey)
 
         # block maximum of the Courant number
         red[t] = cfl
@@ -436,17 +379,21 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
     return step, NT
 
 
+def _sizes(riemann):
+    """``(rpn2, num_eqn, num_waves, num_aux)``: what a kernel around the normal solve
+    alone is specialised on (its cache key)."""
+    return (riemann.rpn2, int(riemann.num_eqn), int(riemann.num_waves),
+            int(riemann.num_aux))
+
+
 def make_gpu_fluctuation_kernel(riemann):
     """CUDA version of :func:`.fluctuations.make_fluctuation_kernel`:
     ``fluct(ixy, ql, qr, auxl, auxr, params, out)`` on device arrays."""
-    key = ("fluct", riemann.rpn2, int(riemann.num_eqn), int(riemann.num_waves),
-           int(riemann.num_aux))
+    key = ("fluct", *_sizes(riemann))
     hit = _KERNELS.get(key)
     if hit is not None:
         return hit
-    MEQN = int(riemann.num_eqn)
-    MWAVES = int(riemann.num_waves)
-    MAUX = int(riemann.num_aux)
+    _, MEQN, MWAVES, MAUX = key[1:]
     MAUXL = max(MAUX, 1)
     rpn2 = cuda_device(riemann.rpn2)
 
@@ -490,14 +437,11 @@ def make_gpu_time_sync(riemann):
 
     Returns ``time_sync(plan, q_old, q_new, aux, edge, dt, params, capacity_index)`` for
     a plan on the device (:meth:`TimeSyncPlan.to`)."""
-    key = ("time_sync", riemann.rpn2, int(riemann.num_eqn), int(riemann.num_waves),
-           int(riemann.num_aux))
+    key = ("time_sync", *_sizes(riemann))
     hit = _KERNELS.get(key)
     if hit is not None:
         return hit
-    MEQN = int(riemann.num_eqn)
-    MWAVES = int(riemann.num_waves)
-    MAUX = int(riemann.num_aux)
+    _, MEQN, MWAVES, MAUX = key[1:]
     MAUXL = max(MAUX, 1)
     rpn2 = cuda_device(riemann.rpn2)
 

@@ -23,10 +23,9 @@ compiled kernels of each solver on disk.
 
 from __future__ import annotations
 
-import types
-
 import numba
-from numba.core.registry import CPUDispatcher
+
+from forestpy.cuda_device import recompile_tree
 
 from .kernel_cache import kernel_module
 
@@ -38,54 +37,20 @@ _KERNELS: dict = {}
 _JITTED: dict = {}
 
 
-def _code_names(code):
-    names = set(code.co_names)
-    for c in code.co_consts:
-        if isinstance(c, types.CodeType):
-            names |= _code_names(c)
-    return names
-
-
-def _inline_tree(py):
-    """Copy of the Python function ``py`` compiled without the Numba runtime (NRT),
-    with every ``numba.njit`` function it references through its globals treated the
-    same way.
+def jit_pointwise(func):
+    """Return ``func`` (plain or ``njit``) compiled without the Numba runtime (NRT),
+    force-inlined, with all the (not parallel) ``njit`` helpers it calls likewise
+    (cached per function).
 
     With the NRT, every array argument of a compiled function is reference counted
     (atomic operations) on every call, which costs more than the shallow-water Riemann
     solve itself.  The pointwise solvers must not allocate, so they need no NRT; LLVM
     still inlines them into the kernel.
     """
-    done = _JITTED.get(py)
-    if done is not None:
-        return done
-    new_globals = None
-    for name in _code_names(py.__code__):
-        g = py.__globals__.get(name)
-        if isinstance(g, CPUDispatcher) and not g.targetoptions.get("parallel"):
-            if new_globals is None:
-                new_globals = dict(py.__globals__)
-            new_globals[name] = _inline_tree(g.py_func)
-    if new_globals is not None:
-        py2 = types.FunctionType(py.__code__, new_globals, py.__name__, py.__defaults__,
-                                 py.__closure__)
-        py2.__kwdefaults__ = py.__kwdefaults__
-        py2.__qualname__ = py.__qualname__
-        py2.__module__ = py.__module__
-    else:
-        py2 = py
-    jf = numba.njit(forceinline=True, _nrt=False, **_OPTS)(py2)
-    _JITTED[py] = jf
-    return jf
-
-
-def jit_pointwise(func):
-    """Return ``func`` (plain or ``njit``) compiled without NRT, with all the ``njit``
-    helpers it calls likewise (cached per function)."""
     if func is None:
         return None
-    py = func.py_func if isinstance(func, CPUDispatcher) else func
-    return _inline_tree(py)
+    return recompile_tree(func, numba.njit(forceinline=True, _nrt=False, **_OPTS), _JITTED,
+                          follow=lambda g: not g.targetoptions.get("parallel"))
 
 
 def make_step_kernel(riemann, *, order=2, transverse_waves=2, capacity_index=-1):

@@ -171,6 +171,33 @@ def dt_uniform(q, z, dx, dy, g, cfl):
     return cfl * min(dx, dy) / max(smax.max(), 1e-300)
 
 
+@numba.njit(cache=True, inline="always")
+def uniform_cell(q, z, j, i, dx, dy, dt, g, n_manning, bc, eta_in, c, e, w, n, s, out):
+    """New (h, qx, qy) of cell ``(j, i)`` of the uniform grid ``q[3, ny, nx]`` (bed ``z``)
+    to ``out``, its neighbours or their ghost states (:func:`ghost_bc`) gathered into the
+    scratch ``c, e, w, n, s``.  The body of :func:`step_uniform` and of the GPU's
+    uniform kernel (:mod:`.gpu`)."""
+    ny, nx = z.shape
+    c[0], c[1], c[2], c[3] = q[0, j, i], q[1, j, i], q[2, j, i], z[j, i]
+    if i + 1 < nx:
+        e[0], e[1], e[2], e[3] = q[0, j, i + 1], q[1, j, i + 1], q[2, j, i + 1], z[j, i + 1]
+    else:
+        e[0], e[1], e[2], e[3] = ghost_bc(c[0], c[1], c[2], c[3], True, bc[1], eta_in, g)
+    if i > 0:
+        w[0], w[1], w[2], w[3] = q[0, j, i - 1], q[1, j, i - 1], q[2, j, i - 1], z[j, i - 1]
+    else:
+        w[0], w[1], w[2], w[3] = ghost_bc(c[0], c[1], c[2], c[3], True, bc[0], eta_in, g)
+    if j + 1 < ny:
+        n[0], n[1], n[2], n[3] = q[0, j + 1, i], q[1, j + 1, i], q[2, j + 1, i], z[j + 1, i]
+    else:
+        n[0], n[1], n[2], n[3] = ghost_bc(c[0], c[1], c[2], c[3], False, bc[3], eta_in, g)
+    if j > 0:
+        s[0], s[1], s[2], s[3] = q[0, j - 1, i], q[1, j - 1, i], q[2, j - 1, i], z[j - 1, i]
+    else:
+        s[0], s[1], s[2], s[3] = ghost_bc(c[0], c[1], c[2], c[3], False, bc[2], eta_in, g)
+    cell_update(c, e, w, n, s, dx, dy, dt, g, n_manning, out)
+
+
 @numba.njit(cache=True, parallel=True)
 def step_uniform(q, z, qn, dx, dy, dt, g, n_manning, bc, eta_in):
     """One FV1 step on the uniform grid: ``q[3, ny, nx]`` -> ``qn``.  ``bc`` is
@@ -185,28 +212,7 @@ def step_uniform(q, z, qn, dx, dy, dt, g, n_manning, bc, eta_in):
         s = np.empty(4)
         out = np.empty(3)
         for i in range(nx):
-            c[0], c[1], c[2], c[3] = q[0, j, i], q[1, j, i], q[2, j, i], z[j, i]
-            if i + 1 < nx:
-                e[0], e[1], e[2], e[3] = q[0, j, i + 1], q[1, j, i + 1], q[2, j, i + 1], z[j, i + 1]
-            else:
-                e[0], e[1], e[2], e[3] = ghost_bc(c[0], c[1], c[2], c[3], True, bc[1],
-                                                        eta_in, g)
-            if i > 0:
-                w[0], w[1], w[2], w[3] = q[0, j, i - 1], q[1, j, i - 1], q[2, j, i - 1], z[j, i - 1]
-            else:
-                w[0], w[1], w[2], w[3] = ghost_bc(c[0], c[1], c[2], c[3], True, bc[0],
-                                                        eta_in, g)
-            if j + 1 < ny:
-                n[0], n[1], n[2], n[3] = q[0, j + 1, i], q[1, j + 1, i], q[2, j + 1, i], z[j + 1, i]
-            else:
-                n[0], n[1], n[2], n[3] = ghost_bc(c[0], c[1], c[2], c[3], False, bc[3],
-                                                        eta_in, g)
-            if j > 0:
-                s[0], s[1], s[2], s[3] = q[0, j - 1, i], q[1, j - 1, i], q[2, j - 1, i], z[j - 1, i]
-            else:
-                s[0], s[1], s[2], s[3] = ghost_bc(c[0], c[1], c[2], c[3], False, bc[2],
-                                                        eta_in, g)
-            cell_update(c, e, w, n, s, dx, dy, dt, g, n_manning, out)
+            uniform_cell(q, z, j, i, dx, dy, dt, g, n_manning, bc, eta_in, c, e, w, n, s, out)
             qn[0, j, i] = out[0]
             qn[1, j, i] = out[1]
             qn[2, j, i] = out[2]

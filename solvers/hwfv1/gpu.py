@@ -52,7 +52,14 @@ from forestpy.backend import cuda_simulator_enabled
 from forestpy.cuda_device import capture_graph, cuda_device
 
 from . import fv1, mra
-from .solver import HWFV1, _node_value, bed_stats
+from .solver import (
+    HWFV1,
+    _encode_node,
+    _leaf_update,
+    _node_value,
+    _projection_check,
+    bed_stats,
+)
 
 __all__ = ["HWFV1GPU"]
 
@@ -67,10 +74,12 @@ SPARSE, FULL, FULL_READY = 0, 1, 2
 
 _morton = cuda_device(mra.morton)
 _demorton = cuda_device(mra.demorton)
-_cell_update = cuda_device(fv1.cell_update)
-_ghost = cuda_device(fv1.ghost)
 _wave = cuda_device(fv1.wave_speed)
 _value = cuda_device(_node_value)  # (s, sig_old, sparse, x, n, out)
+_leaf = cuda_device(_leaf_update)  # the CPU's FV1 update of one leaf
+_check = cuda_device(_projection_check)
+_encode = cuda_device(_encode_node)  # the CPU's Haar analysis of one node
+_uniform_cell = cuda_device(fv1.uniform_cell)
 
 
 @cuda.jit(device=True, inline=True)
@@ -89,6 +98,20 @@ def _level(p):
 @cuda.jit(device=True, inline=True)
 def _dt(cfl, rmin, t, t_end):
     return min(cfl * rmin[0], t_end[0] - t[0])
+
+
+@cuda.jit(device=True, inline=True)
+def _block_max(sh, nf, tid):
+    """``sh[f, 0]`` = the block's maximum of ``sh[f, :]`` for ``f < nf`` (a tree over
+    the TPB threads; every thread of the block calls it)."""
+    cuda.syncthreads()
+    stride = TPB // 2
+    while stride > 0:
+        if tid < stride:
+            for f in range(nf):
+                sh[f, tid] = max(sh[f, tid], sh[f, tid + stride])
+        cuda.syncthreads()
+        stride //= 2
 
 
 @cuda.jit
@@ -121,14 +144,7 @@ def k_project(s, newv, sigs, ctl, normf, L, force):
     sh[0, tid] = v0
     sh[1, tid] = v1
     sh[2, tid] = v2
-    cuda.syncthreads()
-    stride = TPB // 2
-    while stride > 0:
-        if tid < stride:
-            for f in range(3):
-                sh[f, tid] = max(sh[f, tid], sh[f, tid + stride])
-        cuda.syncthreads()
-        stride //= 2
+    _block_max(sh, 3, tid)
     if tid < 3 and sh[tid, 0] > 1.0:  # the maxima start at 1
         cuda.atomic.max(normf, tid, sh[tid, 0])
 
@@ -151,43 +167,8 @@ def k_encode(s, newv, sigs, ctl, raw, norm, normf, n_start, nlev, L, eps):
         if t < width and m < (1 << (2 * n)):
             p = _off(n) + m
             sigs[1 - par, p] = 0
-            flag = False
-            if mode != SPARSE or sigs[par, p]:
-                c = _off(n + 1) + 4 * m
-                if mode == SPARSE:  # leaf children: their new value
-                    for k in range(4):
-                        if n + 1 == L or not sigs[par, c + k]:
-                            for f in range(3):
-                                s[f, c + k] = newv[f, c + k]
-                thr = eps * 2.0 ** (n - L)
-                flag = eps == 0.0
-                z0 = s[3, c]
-                z1 = s[3, c + 1]
-                z2 = s[3, c + 2]
-                z3 = s[3, c + 3]
-                dz0 = 0.25 * ((z1 + z3) - (z0 + z2))
-                dz1 = 0.25 * ((z2 + z3) - (z0 + z1))
-                dz2 = 0.25 * ((z0 + z3) - (z1 + z2))
-                for f in range(3):
-                    c0 = s[f, c]
-                    c1 = s[f, c + 1]
-                    c2 = s[f, c + 2]
-                    c3 = s[f, c + 3]
-                    s[f, p] = 0.25 * ((c0 + c1) + (c2 + c3))
-                    a = 0.25 * ((c1 + c3) - (c0 + c2))
-                    b = 0.25 * ((c2 + c3) - (c0 + c1))
-                    g = 0.25 * ((c0 + c3) - (c1 + c2))
-                    if f == 0:  # free surface eta = h + z
-                        a += dz0
-                        b += dz1
-                        g += dz2
-                    lim = thr * (normf[f] if mode == FULL else norm[par, f])
-                    if abs(a) > lim or abs(b) > lim or abs(g) > lim:
-                        flag = True
-            elif mode == SPARSE and p == 0:  # the root is the only leaf
-                for f in range(3):
-                    s[f, 0] = newv[f, 0]
-            raw[p] = flag
+            raw[p] = _encode(s, newv, sigs[par], mode == SPARSE, p, _off(n + 1) + 4 * m, n, L,
+                             eps, normf if mode == FULL else norm[par])
         cuda.syncthreads()
         base >>= 2
         width >>= 2
@@ -285,7 +266,7 @@ def k_traverse(s, sigs, ctl, L, dx, dy, g, rmin, count, leaves):
 
 
 @cuda.jit
-def k_update(s, sigs, ctl, leaves, L, dx, dy, cfl, rmin, t, t_end, g, nm, walls, newv,
+def k_update(s, sigs, ctl, leaves, L, dx, dy, cfl, rmin, t, t_end, g, nm, bc, newv,
              norm, zmax, zsub, zabs, eps):
     tid = cuda.threadIdx.x
     sh = cuda.shared.array((4, TPB), np.float64)
@@ -307,42 +288,16 @@ def k_update(s, sigs, ctl, leaves, L, dx, dy, cfl, rmin, t, t_end, g, nm, walls,
         while k < ctl[NLEAF]:
             x = leaves[k]
             n = _level(x)
-            off = _off(n)
-            size = 1 << n
-            i, j = _demorton(x - off)
-            _value(s, sigs[par], mode == SPARSE, x, n, c)
-            if i + 1 < size:
-                _value(s, sigs[par], mode == SPARSE, off + _morton(i + 1, j), n, e)
-            else:
-                e[0], e[1], e[2], e[3] = _ghost(c[0], c[1], c[2], c[3], True, walls[1])
-            if i > 0:
-                _value(s, sigs[par], mode == SPARSE, off + _morton(i - 1, j), n, w)
-            else:
-                w[0], w[1], w[2], w[3] = _ghost(c[0], c[1], c[2], c[3], True, walls[0])
-            if j + 1 < size:
-                _value(s, sigs[par], mode == SPARSE, off + _morton(i, j + 1), n, no)
-            else:
-                no[0], no[1], no[2], no[3] = _ghost(c[0], c[1], c[2], c[3], False, walls[3])
-            if j > 0:
-                _value(s, sigs[par], mode == SPARSE, off + _morton(i, j - 1), n, so)
-            else:
-                so[0], so[1], so[2], so[3] = _ghost(c[0], c[1], c[2], c[3], False, walls[2])
-            fac = 2.0 ** (L - n)
-            _cell_update(c, e, w, no, so, dx * fac, dy * fac, dt, g, nm, out)
+            _leaf(s, sigs[par], mode == SPARSE, x, n, L, dx, dy, dt, g, nm, bc, 0.0, c, e, w,
+                  no, so, out)
             newv[0, x] = out[0]
             newv[1, x] = out[1]
             newv[2, x] = out[2]
             # maxima of the projected finest data, and whether the projection is flat
-            hn = out[0]
-            eta = hn + c[3]
-            if n == L or hn > 0.0:
-                v0 = max(v0, abs(eta))
-                if n < L and eta < zmax[x]:
-                    cx = 1.0  # cells of the block above the surface: clipped projection
-            else:
-                v0 = max(v0, zabs[x])
-                if zsub[x] > eps:
-                    cx = 1.0  # dry over a bed whose details may be significant
+            v, not_flat = _check(out, c[3], x, n, L, zmax, zabs, zsub, eps)
+            v0 = max(v0, v)
+            if not_flat:
+                cx = 1.0
             v1 = max(v1, abs(out[1]))
             v2 = max(v2, abs(out[2]))
             k += cuda.gridsize(1)
@@ -350,14 +305,7 @@ def k_update(s, sigs, ctl, leaves, L, dx, dy, cfl, rmin, t, t_end, g, nm, walls,
     sh[1, tid] = v1
     sh[2, tid] = v2
     sh[3, tid] = cx
-    cuda.syncthreads()
-    stride = TPB // 2
-    while stride > 0:
-        if tid < stride:
-            for f in range(4):
-                sh[f, tid] = max(sh[f, tid], sh[f, tid + stride])
-        cuda.syncthreads()
-        stride //= 2
+    _block_max(sh, 4, tid)
     if tid < 3 and sh[tid, 0] > 1.0:  # the maxima start at 1
         cuda.atomic.max(norm, (1 - par, tid), sh[tid, 0])
     if tid == 3 and sh[3, 0] > 0.0:
@@ -420,7 +368,7 @@ def _dt_uniform(cfl, hmin, umax, t, t_end):
 
 
 @cuda.jit
-def k_uniform(q, z, qn, dx, dy, cfl, umax, t, t_end, g, nm, walls):
+def k_uniform(q, z, qn, dx, dy, cfl, umax, t, t_end, g, nm, bc):
     c = cuda.grid(1)
     ny, nx = z.shape
     if c >= nx * ny:
@@ -438,24 +386,7 @@ def k_uniform(q, z, qn, dx, dy, cfl, umax, t, t_end, g, nm, walls):
     no = cuda.local.array(4, np.float64)
     so = cuda.local.array(4, np.float64)
     out = cuda.local.array(3, np.float64)
-    cc[0], cc[1], cc[2], cc[3] = q[0, j, i], q[1, j, i], q[2, j, i], z[j, i]
-    if i + 1 < nx:
-        e[0], e[1], e[2], e[3] = q[0, j, i + 1], q[1, j, i + 1], q[2, j, i + 1], z[j, i + 1]
-    else:
-        e[0], e[1], e[2], e[3] = _ghost(cc[0], cc[1], cc[2], cc[3], True, walls[1])
-    if i > 0:
-        w[0], w[1], w[2], w[3] = q[0, j, i - 1], q[1, j, i - 1], q[2, j, i - 1], z[j, i - 1]
-    else:
-        w[0], w[1], w[2], w[3] = _ghost(cc[0], cc[1], cc[2], cc[3], True, walls[0])
-    if j + 1 < ny:
-        no[0], no[1], no[2], no[3] = q[0, j + 1, i], q[1, j + 1, i], q[2, j + 1, i], z[j + 1, i]
-    else:
-        no[0], no[1], no[2], no[3] = _ghost(cc[0], cc[1], cc[2], cc[3], False, walls[3])
-    if j > 0:
-        so[0], so[1], so[2], so[3] = q[0, j - 1, i], q[1, j - 1, i], q[2, j - 1, i], z[j - 1, i]
-    else:
-        so[0], so[1], so[2], so[3] = _ghost(cc[0], cc[1], cc[2], cc[3], False, walls[2])
-    _cell_update(cc, e, w, no, so, dx, dy, dt, g, nm, out)
+    _uniform_cell(q, z, j, i, dx, dy, dt, g, nm, bc, 0.0, cc, e, w, no, so, out)
     qn[0, j, i] = out[0]
     qn[1, j, i] = out[1]
     qn[2, j, i] = out[2]
@@ -516,7 +447,7 @@ class HWFV1GPU(HWFV1):
             raise ValueError("HWFV1GPU has no 'inflow' boundary (CPU HWFV1 only)")
         dev = cuda.to_device
         L = self.L
-        self.walls_d = dev(self.walls)
+        self.bc_d = dev(self.bc)  # WALL or OPEN: the GPU has no inflow side
         self.t_d = dev(np.zeros(1))
         self.tend_d = dev(np.full(1, np.inf))
         self._tend = np.inf
@@ -548,7 +479,7 @@ class HWFV1GPU(HWFV1):
                 self._plans.append([
                     _Launch(k_speed_uniform, nb, TPB, (a, g, self.umax)),
                     _Launch(k_uniform, nb, TPB, (a, self.z, b, dx, dy, cfl, self.umax,
-                                                 self.t_d, self.tend_d, g, nm, self.walls_d)),
+                                                 self.t_d, self.tend_d, g, nm, self.bc_d)),
                     _Launch(k_finish_uniform, 1, 1, (cfl, hmin, self.umax, self.t_d,
                                                      self.tend_d, self.clock, self.dthist,
                                                      self.thist, self.ctl))])
@@ -588,7 +519,7 @@ class HWFV1GPU(HWFV1):
             self._nmra = len(plan)
             plan += [_Launch(k_update, gs, TPB, (self.s, self.sigs, self.ctl, self.leaves, L,
                                                  dx, dy, cfl, self.rmin, self.t_d,
-                                                 self.tend_d, g, nm, self.walls_d, self.newv,
+                                                 self.tend_d, g, nm, self.bc_d, self.newv,
                                                  self.norm, self.zmax, self.zsub, self.zabs,
                                                  eps)),
                      _Launch(k_finish, 1, 1, (cfl, self.rmin, self.t_d, self.tend_d,

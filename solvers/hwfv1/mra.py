@@ -13,8 +13,10 @@ parallel over the cells of one level.
 import numba
 import numpy as np
 
+from forestpy.forest.quadrants import compact_bits, spread_bits
+
 __all__ = [
-    "offset", "ntotal", "morton", "demorton", "to_zorder", "from_zorder", "encode",
+    "offset", "ntotal", "morton", "demorton", "haar", "to_zorder", "from_zorder", "encode",
     "decode", "significance", "significance_swe", "predict", "traverse", "traverse_recursive",
 ]
 
@@ -29,56 +31,37 @@ def ntotal(L: int) -> int:
     return offset(L + 1)
 
 
-@numba.njit(cache=True, inline="always")
-def _spread(v):
-    v = (v | (v << 8)) & 0x00FF00FF
-    v = (v | (v << 4)) & 0x0F0F0F0F
-    v = (v | (v << 2)) & 0x33333333
-    v = (v | (v << 1)) & 0x55555555
-    return v
-
-
-@numba.njit(cache=True, inline="always")
-def _compact(v):
-    v = v & 0x55555555
-    v = (v | (v >> 1)) & 0x33333333
-    v = (v | (v >> 2)) & 0x0F0F0F0F
-    v = (v | (v >> 4)) & 0x00FF00FF
-    v = (v | (v >> 8)) & 0x0000FFFF
-    return v
+# the Morton interleave of forestpy's quadrants, compiled; coordinates are below 2^16
+# (L <= 14), so the narrow form (wide=False) serves
+_spread = numba.njit(inline="always")(spread_bits)
+_compact = numba.njit(inline="always")(compact_bits)
 
 
 @numba.njit(cache=True, inline="always")
 def morton(i, j):
     """Z-order code of column ``i``, row ``j`` (x in the even bits)."""
-    return _spread(np.int64(i)) | (_spread(np.int64(j)) << 1)
+    return _spread(np.int64(i), False) | (_spread(np.int64(j), False) << 1)
 
 
 @numba.njit(cache=True, inline="always")
 def demorton(m):
-    return _compact(m), _compact(m >> 1)
+    return _compact(m, False), _compact(m >> 1, False)
 
 
 @numba.njit(cache=True, parallel=True)
-def _to_z(a, out):
-    nf, ny, nx = a.shape
+def _zorder_copy(grid, z, to_z):
+    """Copy ``grid[nfield, ny, nx]`` into the Morton-ordered ``z[nfield, 4^L]``
+    (``to_z``) or back."""
+    nf, ny, nx = grid.shape
     for c in numba.prange(nx * ny):
         j = c // nx
         i = c - j * nx
         m = morton(i, j)
         for f in range(nf):
-            out[f, m] = a[f, j, i]
-
-
-@numba.njit(cache=True, parallel=True)
-def _from_z(z, out):
-    nf, ny, nx = out.shape
-    for c in numba.prange(nx * ny):
-        j = c // nx
-        i = c - j * nx
-        m = morton(i, j)
-        for f in range(nf):
-            out[f, j, i] = z[f, m]
+            if to_z:
+                z[f, m] = grid[f, j, i]
+            else:
+                grid[f, j, i] = z[f, m]
 
 
 def _check_grid(a, name="array"):
@@ -92,7 +75,7 @@ def to_zorder(a):
     """``a[nfield, 2^L(y), 2^L(x)]`` -> ``[nfield, 4^L]`` in Morton order."""
     a, L = _check_grid(a)
     out = np.empty((a.shape[0], 4**L))
-    _to_z(np.ascontiguousarray(a), out)
+    _zorder_copy(np.ascontiguousarray(a), out, True)
     return out
 
 
@@ -103,8 +86,17 @@ def from_zorder(z):
     if 4**L != n:
         raise ValueError(f"Morton array length {n} is not a power of 4")
     out = np.empty((nf, 2**L, 2**L))
-    _from_z(np.asarray(z, dtype=np.float64), out)
+    _zorder_copy(out, np.asarray(z, dtype=np.float64), False)
     return out
+
+
+@numba.njit(cache=True, inline="always")
+def haar(c0, c1, c2, c3):
+    """Haar analysis of four sibling values (child k = dx + 2 dy): the parent (their
+    mean) and the x, y and diagonal details (differences / 4).  Every encoder (this
+    module's, the O(tree nodes) CPU and GPU steps) computes them here."""
+    return (0.25 * ((c0 + c1) + (c2 + c3)), 0.25 * ((c1 + c3) - (c0 + c2)),
+            0.25 * ((c2 + c3) - (c0 + c1)), 0.25 * ((c0 + c3) - (c1 + c2)))
 
 
 @numba.njit(cache=True, parallel=True)
@@ -118,14 +110,8 @@ def encode(s, d, L):
         for m in numba.prange(4**n):
             c = oc + 4 * m
             for f in range(nf):
-                c0 = s[f, c]
-                c1 = s[f, c + 1]
-                c2 = s[f, c + 2]
-                c3 = s[f, c + 3]
-                s[f, op + m] = 0.25 * ((c0 + c1) + (c2 + c3))
-                d[f, 0, op + m] = 0.25 * ((c1 + c3) - (c0 + c2))
-                d[f, 1, op + m] = 0.25 * ((c2 + c3) - (c0 + c1))
-                d[f, 2, op + m] = 0.25 * ((c0 + c3) - (c1 + c2))
+                s[f, op + m], d[f, 0, op + m], d[f, 1, op + m], d[f, 2, op + m] = haar(
+                    s[f, c], s[f, c + 1], s[f, c + 2], s[f, c + 3])
 
 
 @numba.njit(cache=True, parallel=True)

@@ -10,18 +10,11 @@ import numpy as np
 
 from . import mra
 from .fv1 import INFLOW, OPEN, WALL, cell_update, dt_uniform, ghost_bc, step_uniform, wave_speed
+from .mra import demorton, haar, morton
 
 __all__ = ["HWFV1", "HWFV1Tree", "stoker", "bed_stats"]
 
 BCS = {"wall": WALL, "open": OPEN, "inflow": INFLOW}
-
-
-@numba.njit(cache=True, inline="always")
-def _load(s, p, out):
-    out[0] = s[0, p]
-    out[1] = s[1, p]
-    out[2] = s[2, p]
-    out[3] = s[3, p]
 
 
 @numba.njit(cache=True, parallel=True)
@@ -37,7 +30,7 @@ def _dt_leaves(s, lev, code, L, dx, dy, g, cfl):
 
 
 @numba.njit(cache=True, parallel=True)
-def _update_leaves(s, lev, code, L, dx, dy, dt, g, n_manning, bc, eta_in, new):
+def _update_leaves(s, sig, lev, code, L, dx, dy, dt, g, n_manning, bc, eta_in, new):
     """FV1 update of every leaf from its neighbours at its own level; the new (h, qx, qy)
     of leaf (n, m) goes to ``new[:, offset(n) + m]`` (a hierarchy-sized buffer)."""
     for k in numba.prange(lev.size):
@@ -47,34 +40,10 @@ def _update_leaves(s, lev, code, L, dx, dy, dt, g, n_manning, bc, eta_in, new):
         no = np.empty(4)
         so = np.empty(4)
         out = np.empty(3)
-        n = lev[k]
-        off = (4**n - 1) // 3
-        size = 1 << n
-        i, j = mra.demorton(code[k])
-        _load(s, off + code[k], c)
-        if i + 1 < size:
-            _load(s, off + mra.morton(i + 1, j), e)
-        else:
-            e[0], e[1], e[2], e[3] = ghost_bc(c[0], c[1], c[2], c[3], True,
-                                                        bc[1], eta_in, g)
-        if i > 0:
-            _load(s, off + mra.morton(i - 1, j), w)
-        else:
-            w[0], w[1], w[2], w[3] = ghost_bc(c[0], c[1], c[2], c[3], True,
-                                                        bc[0], eta_in, g)
-        if j + 1 < size:
-            _load(s, off + mra.morton(i, j + 1), no)
-        else:
-            no[0], no[1], no[2], no[3] = ghost_bc(c[0], c[1], c[2], c[3], False,
-                                                        bc[3], eta_in, g)
-        if j > 0:
-            _load(s, off + mra.morton(i, j - 1), so)
-        else:
-            so[0], so[1], so[2], so[3] = ghost_bc(c[0], c[1], c[2], c[3], False,
-                                                        bc[2], eta_in, g)
-        fac = 2.0 ** (L - n)
-        cell_update(c, e, w, no, so, dx * fac, dy * fac, dt, g, n_manning, out)
-        p = off + code[k]
+        p = (4 ** lev[k] - 1) // 3 + code[k]
+        # every node is encoded: the neighbours' stored values (sparse=False)
+        _leaf_update(s, sig, False, p, lev[k], L, dx, dy, dt, g, n_manning, bc, eta_in,
+                     c, e, w, no, so, out)
         new[0, p] = out[0]
         new[1, p] = out[1]
         new[2, p] = out[2]
@@ -204,7 +173,7 @@ class HWFV1:
             t1 = time.perf_counter()
             dt = min(_dt_leaves(self.s, lev, code, self.L, self.dx, self.dy, self.g,
                                 self.cfl), t_end - self.t)
-            _update_leaves(self.s, lev, code, self.L, self.dx, self.dy, dt, self.g,
+            _update_leaves(self.s, self.sig, lev, code, self.L, self.dx, self.dy, dt, self.g,
                            self.n_manning, self.bc, self._eta_in(), self.new)
             _project(self.new, self.level, self.L, self.s)
             self.time_mra += t1 - t0
@@ -310,6 +279,54 @@ def _node_value(s, sig_old, sparse, x, n, out):
         out[2] = s[2, a]
 
 
+@numba.njit(cache=True, inline="always")
+def _leaf_update(s, sig_old, sparse, x, n, L, dx, dy, dt, g, n_manning, bc, eta_in, c, e, w,
+                 no, so, out):
+    """FV1 update of leaf ``x`` (level ``n``) from its four neighbours at its own level
+    (:func:`_node_value`; ghost states beyond the domain, :func:`~.fv1.ghost_bc`): the
+    leaf's (h, qx, qy, z) to ``c``, its new (h, qx, qy) to ``out``.  ``e, w, no, so``
+    are scratch for the neighbours.  The CPU kernels and the GPU's ``k_update``
+    (:mod:`.gpu`, through ``cuda_device``) run this one body."""
+    off = ((1 << (2 * n)) - 1) // 3
+    size = 1 << n
+    i, j = demorton(x - off)
+    _node_value(s, sig_old, sparse, x, n, c)
+    if i + 1 < size:
+        _node_value(s, sig_old, sparse, off + morton(i + 1, j), n, e)
+    else:
+        e[0], e[1], e[2], e[3] = ghost_bc(c[0], c[1], c[2], c[3], True, bc[1], eta_in, g)
+    if i > 0:
+        _node_value(s, sig_old, sparse, off + morton(i - 1, j), n, w)
+    else:
+        w[0], w[1], w[2], w[3] = ghost_bc(c[0], c[1], c[2], c[3], True, bc[0], eta_in, g)
+    if j + 1 < size:
+        _node_value(s, sig_old, sparse, off + morton(i, j + 1), n, no)
+    else:
+        no[0], no[1], no[2], no[3] = ghost_bc(c[0], c[1], c[2], c[3], False, bc[3], eta_in,
+                                              g)
+    if j > 0:
+        _node_value(s, sig_old, sparse, off + morton(i, j - 1), n, so)
+    else:
+        so[0], so[1], so[2], so[3] = ghost_bc(c[0], c[1], c[2], c[3], False, bc[2], eta_in,
+                                              g)
+    fac = 2.0 ** (L - n)
+    cell_update(c, e, w, no, so, dx * fac, dy * fac, dt, g, n_manning, out)
+
+
+@numba.njit(cache=True, inline="always")
+def _projection_check(out, z, x, n, L, zmax, zabs, zsub, eps):
+    """For leaf ``x`` (level ``n``, bed ``z``, new values ``out``): the largest |eta| of
+    its projection onto the finest cells, and whether that projection is not flat (the
+    next step must then run the full MRA): a wet leaf whose block has cells above its
+    surface, or a dry leaf over a bed whose details may be significant.  Also the GPU's
+    (:mod:`.gpu`)."""
+    hn = out[0]
+    eta = hn + z
+    if n == L or hn > 0.0:
+        return abs(eta), n < L and eta < zmax[x]
+    return zabs[x], zsub[x] > eps
+
+
 @numba.njit(cache=True, parallel=True)
 def _project_tree(s, newv, sig, L):
     """Project the leaves of the tree ``sig`` (values ``newv``) onto every finest cell;
@@ -335,6 +352,39 @@ def _project_tree(s, newv, sig, L):
                      max(1.0, part[2].max())])
 
 
+@numba.njit(cache=True, inline="always")
+def _encode_node(s, newv, sig_old, sparse, p, c, n, L, eps, norm):
+    """Haar analysis of node ``p`` (level ``n``, first child ``c``) if it is an internal
+    node of the old tree (any node if not ``sparse``); returns its significance flag
+    (details above ``eps 2^(n-L)`` times the field maxima ``norm``).  In a ``sparse``
+    step the leaf children first get their new values; a root that is the only leaf
+    gets its own.  The CPU's :func:`_encode_tree` and the GPU's ``k_encode``
+    (:mod:`.gpu`) run this body."""
+    flag = False
+    if not sparse or sig_old[p]:
+        if sparse:
+            for k in range(4):
+                if n + 1 == L or not sig_old[c + k]:
+                    for f in range(3):
+                        s[f, c + k] = newv[f, c + k]
+        thr = eps * 2.0 ** (n - L)
+        flag = eps == 0.0
+        _, dz0, dz1, dz2 = haar(s[3, c], s[3, c + 1], s[3, c + 2], s[3, c + 3])
+        for f in range(3):
+            s[f, p], a, b, g = haar(s[f, c], s[f, c + 1], s[f, c + 2], s[f, c + 3])
+            if f == 0:  # free surface eta = h + z
+                a += dz0
+                b += dz1
+                g += dz2
+            lim = thr * norm[f]
+            if abs(a) > lim or abs(b) > lim or abs(g) > lim:
+                flag = True
+    elif sparse and p == 0:  # the root is the only leaf
+        for f in range(3):
+            s[f, 0] = newv[f, 0]
+    return flag
+
+
 @numba.njit(cache=True, parallel=True)
 def _encode_tree(s, newv, sig_old, sig_new, raw, norm, L, eps, sparse):
     """Haar analysis of the internal nodes of the old tree (of every node if not
@@ -342,40 +392,10 @@ def _encode_tree(s, newv, sig_old, sig_new, raw, norm, L, eps, sparse):
     for n in range(L - 1, -1, -1):
         op = (4**n - 1) // 3
         oc = (4 ** (n + 1) - 1) // 3
-        thr = eps * 2.0 ** (n - L)
         for m in numba.prange(4**n):
             p = op + m
             sig_new[p] = False
-            flag = False
-            if not sparse or sig_old[p]:
-                c = oc + 4 * m
-                if sparse:
-                    for k in range(4):
-                        if n + 1 == L or not sig_old[c + k]:
-                            for f in range(3):
-                                s[f, c + k] = newv[f, c + k]
-                flag = eps == 0.0
-                z0, z1, z2, z3 = s[3, c], s[3, c + 1], s[3, c + 2], s[3, c + 3]
-                dz0 = 0.25 * ((z1 + z3) - (z0 + z2))
-                dz1 = 0.25 * ((z2 + z3) - (z0 + z1))
-                dz2 = 0.25 * ((z0 + z3) - (z1 + z2))
-                for f in range(3):
-                    c0, c1, c2, c3 = s[f, c], s[f, c + 1], s[f, c + 2], s[f, c + 3]
-                    s[f, p] = 0.25 * ((c0 + c1) + (c2 + c3))
-                    a = 0.25 * ((c1 + c3) - (c0 + c2))
-                    b = 0.25 * ((c2 + c3) - (c0 + c1))
-                    g = 0.25 * ((c0 + c3) - (c1 + c2))
-                    if f == 0:  # free surface eta = h + z
-                        a += dz0
-                        b += dz1
-                        g += dz2
-                    lim = thr * norm[f]
-                    if abs(a) > lim or abs(b) > lim or abs(g) > lim:
-                        flag = True
-            elif sparse and p == 0:  # the root is the only leaf
-                for f in range(3):
-                    s[f, 0] = newv[f, 0]
-            raw[p] = flag
+            raw[p] = _encode_node(s, newv, sig_old, sparse, p, oc + 4 * m, n, L, eps, norm)
 
 
 @numba.njit(cache=True)
@@ -405,13 +425,13 @@ def _predict_tree(raw, L, sig):
             continue
         m = p - (4**n - 1) // 3
         size = 1 << n
-        i, j = mra.demorton(m)
+        i, j = demorton(m)
         for dj in range(-1, 2):
             for di in range(-1, 2):
                 ii = i + di
                 jj = j + dj
                 if 0 <= ii < size and 0 <= jj < size:
-                    _mark(sig, n, mra.morton(ii, jj))
+                    _mark(sig, n, morton(ii, jj))
         if n + 1 < L:
             for k in range(4):
                 _mark(sig, n + 1, 4 * m + k)
@@ -468,43 +488,15 @@ def _update_tree(s, sig_old, sparse, leaves, levels, L, dx, dy, dt, g, n_manning
         out = np.empty(3)
         x = leaves[k]
         n = levels[k]
-        off = (4**n - 1) // 3
-        size = 1 << n
-        i, j = mra.demorton(x - off)
-        _node_value(s, sig_old, sparse, x, n, c)
-        if i + 1 < size:
-            _node_value(s, sig_old, sparse, off + mra.morton(i + 1, j), n, e)
-        else:
-            e[0], e[1], e[2], e[3] = ghost_bc(c[0], c[1], c[2], c[3], True, bc[1], eta_in, g)
-        if i > 0:
-            _node_value(s, sig_old, sparse, off + mra.morton(i - 1, j), n, w)
-        else:
-            w[0], w[1], w[2], w[3] = ghost_bc(c[0], c[1], c[2], c[3], True, bc[0], eta_in, g)
-        if j + 1 < size:
-            _node_value(s, sig_old, sparse, off + mra.morton(i, j + 1), n, no)
-        else:
-            no[0], no[1], no[2], no[3] = ghost_bc(c[0], c[1], c[2], c[3], False, bc[3],
-                                                  eta_in, g)
-        if j > 0:
-            _node_value(s, sig_old, sparse, off + mra.morton(i, j - 1), n, so)
-        else:
-            so[0], so[1], so[2], so[3] = ghost_bc(c[0], c[1], c[2], c[3], False, bc[2],
-                                                  eta_in, g)
-        fac = 2.0 ** (L - n)
-        cell_update(c, e, w, no, so, dx * fac, dy * fac, dt, g, n_manning, out)
+        _leaf_update(s, sig_old, sparse, x, n, L, dx, dy, dt, g, n_manning, bc, eta_in,
+                     c, e, w, no, so, out)
         newv[0, x] = out[0]
         newv[1, x] = out[1]
         newv[2, x] = out[2]
-        hn = out[0]
-        eta = hn + c[3]
-        if n == L or hn > 0.0:
-            part[0, k] = abs(eta)
-            if n < L and eta < zmax[x]:
-                part[3, k] = 1.0
-        else:
-            part[0, k] = zabs[x]
-            if zsub[x] > eps:
-                part[3, k] = 1.0
+        v, not_flat = _projection_check(out, c[3], x, n, L, zmax, zabs, zsub, eps)
+        part[0, k] = v
+        if not_flat:
+            part[3, k] = 1.0
         part[1, k] = abs(out[1])
         part[2, k] = abs(out[2])
     norm = np.ones(3)

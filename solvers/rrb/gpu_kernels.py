@@ -9,9 +9,9 @@ a neighbour past the edge of the level is loaded at the edge and its value repla
 0 (see ``node`` in :func:`gpu_kernels`; the Schur matvec keeps its bounds checks, see
 there).
 Compiled from the 3-D bodies with their bounds-checked loads, the level kernels were
-bound by their instructions and branches, not by memory (the level-1 back-substitution
-92 against 63 us at 4096^2 on an H200; docs/rrb.md, "Flat, branch-free level
-kernels"); the tests hold every kernel to the CPU bodies.
+bound by their instructions and branches (a branch and a signed 64-bit index chain per
+load), not by memory (docs/rrb.md, "Layout"); the tests hold every kernel to the CPU
+bodies.
 
 Inner products are fused into the kernel that produces their second factor (``p.Sp``
 into the Schur matvec, ``r.z`` into the last preconditioner kernel): grid-stride loops
@@ -32,16 +32,16 @@ preconditioner: with ``M = L D L^T``, ``r.z = y^T D^-1 y`` for ``y = L^-1 r``, s
 ``_sum`` kernels add it up on the way (each r2 kernel its r2 nodes and the next level's
 black nodes, the dense product the last level) and the dense product's last block
 runs the stopping rule.  When the prediction holds, the back-substitution of that
-iteration (~30 us of ~100 at 1.5 M unknowns) is never launched; when it does not, it
-runs afterwards (``GPUSolverState._resume``).
+iteration (about a third of one) is never launched; when it does not, it runs
+afterwards (``GPUSolverState._resume``).
 
 The last level (the stopping level ``k``) is solved exactly: its black step, the dense
 inverse of its red Schur complement by one kernel over the whole device (eight rows a
 block), its black back-substitution.  On the GPU the default ``k`` is the first level
 with at most ``solver.COARSE_NODES['gpu']`` nodes: one read of a dense inverse of
 ~3000 red nodes (int16 fixed point) costs less than the four dependent launches of each level it
-replaces (a small level's launch costs its latency, ~2 us, whatever its size), and the
-exact coarse solve saves CG iterations.
+replaces (a small level's step costs its latency whatever its size), and the exact
+coarse solve saves CG iterations.
 
 A whole solve is three kinds of CUDA graph: ``setup`` (natural -> quarter order, the
 black elimination, the first preconditioner application, the device stopping state),
@@ -54,7 +54,7 @@ On a real GPU the graphs' kernel-to-kernel edges are programmatic (PDL, compute
 capability 9.0): each kernel lets the next be scheduled at once, starts loading its
 (never written) factors into L1, then waits for its predecessors before it touches
 anything else; a launch and that prefetch overlap the previous kernel's tail
-(1.5 M unknowns: an iteration 111 -> 100 us on an H200; docs/rrb.md).
+(docs/rrb.md, "Layout").
 
 All arrays live on the device for the life of the solver; on a machine without a GPU
 the same kernels run in Numba's CUDA simulator (tests, tiny grids).
@@ -89,9 +89,8 @@ WARPS = TPB // 32  # warps of a TPB block (a constant: shared-array shapes)
 MV_TILE = (32, 8)  # threads (I, J) of a matvec block; MV_TILE[0] * MV_TILE[1] == TPB
 # Blocks of the reducing kernels (grid-stride loops) before their register count is
 # known (first launch, simulator); then exactly one wave: as many blocks as fit on
-# the device at once (an H200: 2 x 132 for the matvec's 92 registers a thread).  One
-# wave measured 14 us for the 1225^2 matvec against 23 us with 1024 blocks (the
-# partial last wave) on an H200.
+# the device at once (from the compiled kernel's register count): a partial last
+# wave leaves multiprocessors idle while it runs.
 RED_BLOCKS = 1024
 THEN_CHECK, THEN_START = 1, 2  # what r2_backward_dot's last block does after the sum
 # Slots of the CG scalars ``sc`` (the others: 0 r.z, 1 p.q, 2 the new r.z, 3 normb^2 of
@@ -105,8 +104,7 @@ DENSE_ROWS = 8  # rows of the dense last-level product per block (dense_last*)
 U0, U1, U2, U3, U4, U5, U6, U7, U8, U9, U16 = (np.uint64(v) for v in (*range(10), 16))
 # Levels of at most this many nodes a plane prefetch their factors into L1 before the
 # PDL wait (latency-bound small levels gain; on larger, bandwidth-bound ones the
-# prefetches cost: 4096^2 on an H200, level-1 r2 step 70 -> 48.5 us without them,
-# the whole preconditioner 326 -> 292 us)
+# prefetches only add requests and slow the kernel down)
 PREFETCH_NODES = 1 << 17
 KEYED_MAX = 8  # caller's array addresses with graphs of their own (GPUSolverState._direct)
 
@@ -198,7 +196,7 @@ def gpu_kernels():
         # The end of a dense_last* block: the sums of its DENSE_ROWS rows' partial
         # products ``s`` (a local array per thread) over the block -- within each warp
         # by shuffles, then across the warps in shared memory (one barrier; a tree in
-        # shared memory per row cost ~4 us of the 3042-row product on an H200) --
+        # shared memory per row was slower) --
         # scaled by d and stored into the last level's quarters (rows past m: computed,
         # not stored); every thread of the block must call it.  Returns the thread's
         # part of w . Xlast over the block's rows (the last level's share of r.z).
@@ -259,9 +257,9 @@ def gpu_kernels():
         # values of rows J - 1 and J + 1 over in registers: per node 12 first loads
         # (the minimum: S and x) and 8 side neighbours (I - 1, I + 1: L1 hits), against
         # 29 bounds-checked loads when every node reads its whole stencil.  Blocks of
-        # MV_TILE threads, grid-stride over the row segments.  (Without branches, the
-        # side neighbours loaded clamped as in the level kernels: slower, 10.7 -> 12.2
-        # us at 1225^2 on an H200; the kernel is bound by memory, its side loads hit L1.)
+        # MV_TILE threads, grid-stride over the row segments.  (Not branch-free like the
+        # level kernels: loading the side neighbours clamped was slower, the kernel is
+        # bound by memory and its side loads hit L1; docs/rrb.md, "Tried and not kept".)
         if g[0] != 0.0:
             return
         h, w = x.shape[1], x.shape[2]
@@ -341,8 +339,7 @@ def gpu_kernels():
     # neighbour past the edge is loaded at the edge and its value replaced by 0.
     # The arithmetic is that of the pointwise bodies in kernels.py, term by term.
     # (3-D indexing with bounds-checked loads made them bound by their instructions
-    # and branches: the level-1 back-substitution 92 -> 63 us at 4096^2 on an H200,
-    # 9.3 -> 5.5 us at 1225^2; docs/rrb.md.)  Every kernel loads before it stores.
+    # and branches; docs/rrb.md, "Layout".)  Every kernel loads before it stores.
 
     @cuda.jit(device=True)
     def node(k, hh, ww):
@@ -448,10 +445,8 @@ def gpu_kernels():
             # rows start coming into L1 (M is never written by a graph's kernels), so after
             # it the loop is bound by its instructions: unsigned indices (no negative-index
             # wrap-around code), the offset binary stored (no xor), fields made float64
-            # from 32-bit words (``fixed``) and one fused multiply-add an entry.  (H200,
-            # 3042 rows: 4 rows a block and a shared-memory tree per row 14.7 us; 8 rows,
-            # 256 threads, shuffles 10.1 us; 11-16 us in the solver's chain with 64-bit
-            # decoding, 8.8-9.2 us now; docs/rrb.md, "Below 0.5 ms".)
+            # from 32-bit words (``fixed``) and one fused multiply-add an entry (64-bit
+            # shifts and masks, or an int -> float conversion, made it compute-bound).
             pdl_trigger()
             m = M.shape[0]
             ng = uint64(M.shape[1])
@@ -623,9 +618,8 @@ def gpu_kernels():
         # stopping rule (then == THEN_CHECK, after an iteration) or sets up the
         # stopping state (THEN_START, after the first preconditioner application;
         # normb^2 in sc[nbslot]), so the scalars need no kernel of their own.
-        # (A column walk in 2D blocks as the matvec's: 111 against 102 us at 4096^2
-        # on an H200; one node a thread, the block sums added into 256 addresses
-        # and summed by the last block: 90-105 against 63 us; not kept.)
+        # (A column walk in 2D blocks as the matvec's, or one node a thread with the
+        # block sums added into 256 addresses, were slower; not kept.)
         if g[0] != 0.0:
             return
         h = uint64(hh)
@@ -1019,9 +1013,9 @@ class GPUSolverState:
         self.Minv = put(inv)
         self.Dlast = put(scale)
         self.Wlast_flat = self.Wlast.reshape(-1)  # read-only view for dense_last
-        # threads of a dense_last block: TPB (the fastest for 2048 and 3042 rows on an
-        # H200: 256 against 64 / 128); 4 in the simulator, where each thread is a
-        # Python thread
+        # threads of a dense_last block: TPB (faster than 64 or 128 for the last
+        # levels of the default stopping rule); 4 in the simulator, where each thread is
+        # a Python thread
         self.dense_tpb = 4 if self.sim else TPB
         # CG vectors (red quarters); r has two buffers, used in turn: iteration i reads
         # buffer i % 2 and writes the other (its first preconditioner kernel updates r
@@ -1057,7 +1051,8 @@ class GPUSolverState:
         self._read_on = 0  # the stream of the work queued last (``_replay``)
         # The setup, chunks of CG iterations (~5 + 4 x levels kernels each) and the
         # finish are captured once into CUDA graphs and replayed on one stream: a
-        # graph launch instead of ~30 Python dispatches of ~30-40 us each.  Off in
+        # graph launch instead of ~30 Python dispatches (each costs more than most of
+        # the kernels it launches).  Off in
         # the simulator; ``use_graph = False`` turns it off.
         self.use_graph = not self.sim
         # Kernel-to-kernel edges of the graphs made programmatic (every kernel here
@@ -1083,8 +1078,8 @@ class GPUSolverState:
         self.stat = self.xp.zeros(8 + max(int(maxiter), 1))
         # page-locked host memory mapped into the device's address space: the kernels
         # that change the state also write it there, so the host only waits for the
-        # stream (a copy of the state after each chunk cost ~9 us on an H200, as a
-        # host read or as a node of the graph alike)
+        # stream (a copy of the state after each chunk, as a host read or as a node of
+        # the graph, costs a copy's latency per chunk)
         n = self.stat.size
         self.stat_host = np.zeros(n) if self.sim else cuda.mapped_array(n, dtype=np.float64)
         self.st = self.stat[:8]
@@ -1134,8 +1129,8 @@ class GPUSolverState:
         forward sweep, with ``r . z = y^T D^-1 y`` summed on the way into
         ``sc[FSUM]`` and the stopping rule run on it by the dense product's last
         block; ``z`` is not computed (if the solve goes on, :meth:`backward` does it).
-        Saves the back-substitution of the last iteration (~30 us of ~100 at 1.5 M
-        unknowns)."""
+        Saves the back-substitution of the last iteration (about a third of an
+        iteration)."""
         v = self.v
         g = v(self.nogate if gate is None else gate)
         nl = len(self.P)
@@ -1451,7 +1446,7 @@ class GPUSolverState:
         xp = self.xp
         # The caller's arrays are read / written in place by graphs of their own once
         # their address comes back (``_direct``); otherwise copied through the solver's
-        # buffers (~16 us each way for 1.5 M unknowns on an H200).
+        # buffers (a device copy each way).
         rp, x0p, op = self._direct(rhs), self._direct(x0), self._direct(out)
         if rp is None:
             self.rhs_nat[...] = rhs
@@ -1469,7 +1464,7 @@ class GPUSolverState:
         warm = x0 is not None
         # chunks of ``check_every`` iterations with one host read of the state after each
         # the first chunk as long as the last solve took (no gated no-op iterations,
-        # ~25 us each at 1.5 M unknowns, when the solves of a run are alike)
+        # each of which still pays its launches, when the solves of a run are alike)
         kk = max(1, int(self.check_every))
         nit = min(kk, self._last_its) if self._last_its > 0 else kk
         ends = 0 < self._last_its <= kk  # this chunk is predicted to end the solve

@@ -34,11 +34,11 @@ __all__ = ["RRBSolver", "solve", "stencil_poisson", "apply_stencil", "COARSE_NOD
 
 # The default stopping level: the first level with at most this many nodes, solved
 # exactly (its black nodes eliminated, a dense inverse of the red Schur complement).
-# On the GPU a small level's four kernels cost their launch latency (~2 us each,
-# whatever the size), one read of a dense inverse of ~3000 red nodes (18.5 MB in
-# int16 fixed point) costs ~15 us, and the exact coarse solve saves iterations (1.5 M unknowns:
-# 4 instead of 5 at tol 1e-3, 16 instead of 20 at 1e-8 against <= 1024 nodes;
-# docs/rrb.md).  On the CPU the dense product costs its arithmetic.
+# On the GPU a small level's four kernels cost their latency whatever their size,
+# while one read of a dense inverse of a few thousand red nodes (int16 fixed point) is
+# one bandwidth-bound kernel, and the exact coarse solve saves iterations (1.5 M
+# unknowns: 4 instead of 5 at tol 1e-3, 16 instead of 20 at 1e-8 against <= 1024
+# nodes; docs/rrb.md).  On the CPU the dense product costs its arithmetic.
 COARSE_NODES = {"cpu": 64, "gpu": 6400}
 
 
