@@ -217,9 +217,9 @@ def segment(a, sim, comm, overlap):
         if overlap == "single":
             sim._rows_ok = False
         if overlap == "onestream":
-            from forestpy.parallel.exchange import _SideStream
+            from forestpy.parallel.exchange import SideStream
 
-            sim._side = _SideStream(False)  # its work stays on the default stream
+            sim._side = SideStream(False)  # its work stays on the default stream
         if overlap == "none":
             ex = sim.exchange
             halo = type(ex).halo

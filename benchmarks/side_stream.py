@@ -15,7 +15,7 @@ problem (``benchmarks/scaling.py``: shallow_roe, walls, uniform 64x64 patches):
 Variants, each timed ``--repeats`` times with CUDA events (median):
 ``nolate`` the two launches alone (the floor), ``onestream`` the late work queued on the
 default stream between them (the step before 2026-11-24), ``side`` the late work on the
-high-priority side stream as the step queues it now (``_SideStream``).  ``hidden`` =
+high-priority side stream as the step queues it now (``SideStream``).  ``hidden`` =
 (onestream - side) / (onestream - nolate): the share of the late work's cost that the
 side stream removes.  ``side_done_ms``: when the side stream's work was done, from the
 start of the first launch, against ``first_done_ms``, when the first launch was.
@@ -44,7 +44,7 @@ def main(argv=None):
     import cupy
 
     from forestpy import Domain, Simulation
-    from forestpy.parallel.distributed import _SideStream
+    from forestpy.parallel.exchange import SideStream
     from forestpy.patches import apply_physical_bc, build_ghost_plan, fill_ghosts
 
     def qinit(x, y):
@@ -113,8 +113,8 @@ def main(argv=None):
         done = cupy.cuda.get_elapsed_time(ev[0], ev[2]) if variant != "nolate" else None
         return got[1], got[0], done
 
-    streams = {"nolate": _SideStream(False), "onestream": _SideStream(False),
-               "side": _SideStream(True)}
+    streams = {"nolate": SideStream(False), "onestream": SideStream(False),
+               "side": SideStream(True)}
     results = {v: [] for v in streams}
     for _ in range(3):  # warm-up: the late fill's kernels, the stream
         for v, s in streams.items():

@@ -783,7 +783,7 @@ class Simulation:
         patches (too few to fill the device alone) run beside the remaining early
         ones instead of as an under-filled launch of their own.  On a real GPU the
         halo unpack and the late ghost fill go to a high-priority side stream
-        (:class:`~forestpy.parallel.exchange._SideStream`), so that they run beside the
+        (:class:`~forestpy.parallel.exchange.SideStream`), so that they run beside the
         first launch rather than queued after it.
 
         Otherwise, when the late patches are few (at most ``whole_range_fraction`` of

@@ -216,7 +216,7 @@ def test_patch_kernels_launch_on_the_stream_that_on_stream_sets(monkeypatch):
 
 @pytest.mark.skipif(GPU.simulator, reason="streams run concurrently on a real GPU only")
 def test_side_stream_orders_its_work_with_the_default_stream_and_runs_beside_it():
-    """The ordering the overlapped distributed step relies on (``_SideStream``): work
+    """The ordering the overlapped distributed step relies on (``SideStream``): work
     queued on the side stream after ``follow_default()`` sees the default stream's
     earlier work, work queued on the default stream after ``join_default()`` sees the
     side stream's, and the side stream does not wait for later default-stream work.
@@ -226,7 +226,7 @@ def test_side_stream_orders_its_work_with_the_default_stream_and_runs_beside_it(
     from numba import cuda
 
     from forestpy.cuda_device import launch_stream
-    from forestpy.parallel.distributed import _SideStream
+    from forestpy.parallel.exchange import SideStream
 
     @cuda.jit
     def slow_write(a, value, n):
@@ -246,7 +246,7 @@ def test_side_stream_orders_its_work_with_the_default_stream_and_runs_beside_it(
     copy[1, 1](e, e)
     d[...] = c  # CuPy's kernel too (a compilation would delay the host past the race)
     cupy.cuda.Device().synchronize()
-    side = _SideStream(True)
+    side = SideStream(True)
     assert side.stream.priority < cupy.cuda.Stream(non_blocking=True).priority
     # follow_default: the side stream waits for earlier default-stream work only
     slow_write[1, 1](a, 1.0, 5_000_000)  # default stream, ~50 ms

@@ -98,7 +98,7 @@ class Exchange:
 
     @staticmethod
     def side_stream(backend):
-        return _SideStream(False)
+        return SideStream(False)
 
 
 class MPIExchange(Exchange):
@@ -329,10 +329,10 @@ class MPIExchange(Exchange):
 
     @staticmethod
     def side_stream(backend):
-        return _SideStream(backend.is_gpu and not backend.simulator)
+        return SideStream(backend.is_gpu and not backend.simulator)
 
 
-class _SideStream:
+class SideStream:
     """A second CUDA stream whose work is ordered with the default stream's by events:
     ``follow_default()`` makes it wait for the default stream's work queued so far,
     ``active()`` sends CuPy work and forestpy's patch kernels to it, ``join_default()``
