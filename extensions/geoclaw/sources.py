@@ -310,6 +310,8 @@ class GeoClawSources:
             leftover, moved = comm.allreduce(np.array([float(leftover), float(moved)]))
             if leftover > 0.0:
                 volume = comm.allreduce(float(volume))
+        # volume is a host float after the reduction above: CuPy's where needs an array
+        volume = xp.asarray(volume)
         glob = 1.0 - leftover / xp.where(volume > 0.0, volume, 1.0)
         scale = (local * glob)[:, None, None]
         dry = neg < 0.0
