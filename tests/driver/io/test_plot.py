@@ -22,6 +22,8 @@ if subprocess.run([sys.executable, "-c", _PROBE], capture_output=True).returncod
     pytest.skip("no offscreen OpenGL here (make test installs Mesa's EGL)",
                 allow_module_level=True)
 
+from testsupport import ROOT  # noqa: E402
+
 from forestpy.io.plot import frame_files, leaf_blocks, render_frame, render_movie  # noqa: E402
 from forestpy.io.vtk import VTKOutput  # noqa: E402
 
@@ -92,12 +94,11 @@ def test_bad_inputs(run_dir, tmp_path):
 
 
 def test_cli_run_writes_frames_at_output_times_and_plot_renders_them(tmp_path, capsys):
-    from pathlib import Path
 
     from forestpy.cli import main
     from forestpy.io.vtk import read_pvd
 
-    demo = Path(__file__).resolve().parents[1] / "demos" / "radial_dam.py"
+    demo = ROOT / "demos" / "radial_dam.py"
     out = tmp_path / "run"
     small = ["--set", "mx=8", "--set", "min_level=2", "--set", "max_level=3"]
     assert main(["run", str(demo), *small, "--set", "t_final=0.2", "--vtk", "amr",

@@ -1,14 +1,14 @@
 """HWFV1: Haar MRA on the Z-order hierarchy, parallel traversal, FV1 update."""
 
 import importlib.util
-import pathlib
 
 import numpy as np
 import pytest
 from forestpy.solvers.hwfv1 import mra
 from forestpy.solvers.hwfv1.solver import HWFV1, stoker
+from testsupport import ROOT
 
-DEMOS = pathlib.Path(__file__).resolve().parents[1] / "demos" / "hwfv1"
+DEMOS = ROOT / "demos" / "hwfv1"
 
 
 def load(name):

@@ -1,4 +1,4 @@
-"""A callback shared by tests/test_mpi.py and run_demo.py: samples the depth along a
+"""A callback shared by tests/mpi/test_distributed.py and run_demo.py: samples the depth along a
 line after every step (in a distributed run: on rank 0, on the gathered state)."""
 
 import numpy as np

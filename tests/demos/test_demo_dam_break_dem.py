@@ -12,12 +12,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import load_demo
 from forestpy.extensions.geoclaw.rasters import read_esri_ascii, read_geotiff
+from testsupport import REGRESSION as REGRESSION_DIR
+from testsupport import load_demo
 
 from forestpy.options import OptionError
 
-REGRESSION = Path(__file__).parent / "regression" / "dam_break_dem.json"
+REGRESSION = REGRESSION_DIR / "dam_break_dem.json"
 REGEN = os.environ.get("FORESTPY_REGEN") == "1"
 T_FINAL = 240.0
 

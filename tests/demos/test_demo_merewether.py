@@ -3,24 +3,24 @@
 A coarse version (8 m / 4 m AMR, 150 s, walls on all sides) is pinned in
 ``tests/regression/merewether.json``: steps, regrids, patches per level, the volume
 balance and the peak stages at the observation points.  Regenerate after an intended
-change with ``FORESTPY_REGEN=1 pytest tests/test_demo_merewether.py`` and say why.
+change with ``FORESTPY_REGEN=1 pytest tests/demos/test_demo_merewether.py`` and say why.
 """
 
 import csv
 import json
 import math
 import os
-from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import load_demo
 from forestpy.extensions.geoclaw import datasets
 from forestpy.extensions.geoclaw.rasters import read_geotiff
+from testsupport import REGRESSION as REGRESSION_DIR
+from testsupport import load_demo
 
 from forestpy.options import OptionError
 
-REGRESSION = Path(__file__).parent / "regression" / "merewether.json"
+REGRESSION = REGRESSION_DIR / "merewether.json"
 REGEN = os.environ.get("FORESTPY_REGEN") == "1"
 COARSE = dict(mx=4, min_level=0, max_level=1, t_final=150.0, boundary="wall",
               fgmax_spacing=4.0, fgmax_every=5)

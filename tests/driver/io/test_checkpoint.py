@@ -12,12 +12,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from testsupport import ROOT
 
 from forestpy.callbacks import CheckpointEvery, Gauges, OutputTimes, Totals
 from forestpy.cli import main
 from forestpy.io.checkpoint import CheckpointError, read_checkpoint, write_checkpoint
 
-ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "demos" / "radial_dam.py"
 OPTS = dict(mx=8, min_level=1, max_level=3, t_final=1.0)
 SETS = [a for k, v in OPTS.items() for a in ("--set", f"{k}={v}")]

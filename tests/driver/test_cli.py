@@ -14,11 +14,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from testsupport import ROOT
 
 from forestpy.cli import main
 from forestpy.io.summary import to_jsonable, write_json_atomic
 
-ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "demos" / "radial_dam.py"
 SMALL = ["--set", "max_level=2", "--set", "min_level=2", "--set", "t_final=0.05", "--set", "mx=8"]
 SUMMARY_KEYS = {

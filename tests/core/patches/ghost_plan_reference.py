@@ -1,7 +1,7 @@
 """The ghost-plan builder as first written, in vectorised NumPy (one point location
 per ghost cell through ``Forest.locate_global``): the reference that the compiled
 builder of :mod:`forestpy.patches.ghost_plan` must reproduce entry for entry
-(``tests/test_ghost_fill.py``)."""
+(``tests/core/patches/test_ghost_fill.py``)."""
 
 from __future__ import annotations
 

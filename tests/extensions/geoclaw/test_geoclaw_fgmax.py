@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from forestpy.extensions.geoclaw.fgmax import FGMax
 from forestpy.extensions.geoclaw.rasters import read_raster
+from testsupport import load_demo
 
 from forestpy.io.checkpoint import write_checkpoint
-from tests.conftest import load_demo
 
 OPTS = dict(mx=8, min_level=1, max_level=3, t_final=0.6)
 

@@ -1,19 +1,19 @@
 """Regression of every demo on error norms, totals and AMR counts.
 
 The pinned values live in ``tests/regression/<demo>.json``.  After an intended change
-of results, regenerate them with ``FORESTPY_REGEN=1 pytest tests/test_regression.py``
+of results, regenerate them with ``FORESTPY_REGEN=1 pytest tests/demos/test_regression.py``
 and say why in the commit message.
 """
 
 import json
 import os
-from pathlib import Path
 
 import numpy as np
 import pytest
 from forestpy.extensions.reference import sample, solve_radial_dam
+from testsupport import REGRESSION
 
-HERE = Path(__file__).parent / "regression"
+HERE = REGRESSION
 REGEN = os.environ.get("FORESTPY_REGEN") == "1"
 
 

@@ -2,7 +2,7 @@
 
 Pinned values of a reduced run (finest cells 0.112 m instead of 0.014, three levels,
 to 22.5 s): ``tests/regression/okushiri.json``; regenerate with
-``FORESTPY_REGEN=1 pytest tests/test_demo_okushiri.py`` after an intended change.
+``FORESTPY_REGEN=1 pytest tests/demos/test_demo_okushiri.py`` after an intended change.
 """
 
 import json
@@ -11,11 +11,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import load_demo
+from testsupport import REGRESSION as REGRESSION_DIR
+from testsupport import load_demo
 
 from forestpy.options import OptionError
 
-REGRESSION = Path(__file__).parent / "regression" / "okushiri.json"
+REGRESSION = REGRESSION_DIR / "okushiri.json"
 REGEN = os.environ.get("FORESTPY_REGEN") == "1"
 REDUCED = dict(dx_finest=0.112, mx=4, max_level=2)
 

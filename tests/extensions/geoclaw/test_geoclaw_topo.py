@@ -1,6 +1,5 @@
 """Topography formats, precedence stacks, exact cell averages and seafloor deformation."""
 
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -29,11 +28,12 @@ from forestpy.extensions.geoclaw.topography import (
     cell_averages,
     make_setaux,
 )
+from testsupport import ROOT
 
 from forestpy.backend import get_backend
 
-SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
-VENDORED = Path(__file__).resolve().parents[1] / "demos" / "geoclaw" / "data"
+SHARED = ROOT / ".." / "shared" / "data"
+VENDORED = ROOT / "demos" / "geoclaw" / "data"
 
 
 def _sample(name):

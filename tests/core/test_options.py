@@ -1,8 +1,8 @@
 """Typed demo options: checks, parsing from the command line, the options table."""
 
-from pathlib import Path
 
 import pytest
+from testsupport import ROOT
 
 from forestpy.cli import main
 from forestpy.options import (
@@ -15,7 +15,7 @@ from forestpy.options import (
     standard_options,
 )
 
-DEMO = Path(__file__).resolve().parents[1] / "demos" / "radial_dam.py"
+DEMO = ROOT / "demos" / "radial_dam.py"
 
 SPEC = dict(
     level=Option(3, "finest level", min=0, max=10),

@@ -1,5 +1,5 @@
 """A small GeoClaw case with AMR for the distributed tests (the runup in a bowl of
-tests/test_geoclaw_solver.py): ``setup(**options)`` like a demo."""
+tests/extensions/geoclaw/test_geoclaw_solver.py): ``setup(**options)`` like a demo."""
 
 import numpy as np
 from forestpy.extensions.geoclaw.model import geoclaw_simulation

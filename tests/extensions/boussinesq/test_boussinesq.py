@@ -3,13 +3,12 @@ the sponge, the ship_wake demo, bad input."""
 
 import importlib.util
 import math
-import pathlib
 
 import numpy as np
 import pytest
 from forestpy.extensions.boussinesq import VBM, dispersion_omega, profile_coefficients
+from testsupport import ROOT
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 G = 9.81
 
 
@@ -124,7 +123,7 @@ def test_frame_passes_are_the_array_form_bitwise():
 def test_frame_passes_on_the_gpu_backend_match_the_cpu():
     """The same passes compiled for the GPU (the CUDA simulator in CI) on a random
     state with the ship on the grid (the psi solve is the RRB GPU solver's, tested in
-    tests/test_rrb_gpu.py)."""
+    tests/solvers/rrb/test_rrb_gpu.py)."""
     from forestpy.extensions.boussinesq.kernels import frame_args
 
     cpu, gpu = _harbour_like(ny=10, nx=16), _harbour_like("gpu", ny=10, nx=16)

@@ -4,12 +4,10 @@ volume ledger, dry land, the path, gauges, outputs."""
 import importlib.util
 import json
 import math
-import pathlib
 
 import numpy as np
 import pytest
-
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+from testsupport import ROOT
 
 
 def _demo():

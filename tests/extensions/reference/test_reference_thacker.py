@@ -2,11 +2,11 @@
 
 import importlib.util
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
 from forestpy.extensions.reference.thacker import ThackerPlanar
+from testsupport import ROOT
 
 
 def test_planar_solution_solves_the_shallow_water_equations():
@@ -57,7 +57,7 @@ def test_cell_averages_match_a_fine_midpoint_rule():
 def test_bad_parameters_are_refused():
     with pytest.raises(ValueError, match="eta < a"):
         ThackerPlanar(a=1.0, eta=1.0)
-    path = Path(__file__).resolve().parents[1] / "demos" / "geoclaw" / "thacker_planar.py"
+    path = ROOT / "demos" / "geoclaw" / "thacker_planar.py"
     spec = importlib.util.spec_from_file_location("thacker_planar", path)
     demo = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(demo)

@@ -1,6 +1,6 @@
 """Distributed runs (forestpy.parallel) against the serial run, launched with mpirun.
 
-Each test starts ``mpirun -n N python tests/mpi_scripts/run_demo.py`` (a subprocess
+Each test starts ``mpirun -n N python tests/mpi/scripts/run_demo.py`` (a subprocess
 with a timeout, so a deadlock fails the test instead of hanging CI) and compares rank
 0's gathered final state with the serial run done here: bitwise, since every patch
 does the same arithmetic whichever rank steps it.
@@ -19,8 +19,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "tests" / "mpi_scripts" / "run_demo.py"
+SCRIPT = pathlib.Path(__file__).resolve().parent / "scripts" / "run_demo.py"
 # FORESTPY_MPIRUN names the launcher where another MPI's mpirun comes first on PATH
 MPIRUN = os.environ.get("FORESTPY_MPIRUN") or shutil.which(
     "mpirun", path=str(pathlib.Path(sys.executable).parent)) or shutil.which("mpirun")

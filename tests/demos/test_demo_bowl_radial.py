@@ -1,7 +1,7 @@
 """demos/geoclaw/bowl_radial.py: Thacker's exact solution, convergence, symmetry, mass.
 
 Pinned values: ``tests/regression/bowl_radial.json`` (regenerate with
-``FORESTPY_REGEN=1 pytest tests/test_demo_bowl_radial.py`` after an intended change).
+``FORESTPY_REGEN=1 pytest tests/demos/test_demo_bowl_radial.py`` after an intended change).
 """
 
 import json
@@ -11,11 +11,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import load_demo
+from testsupport import REGRESSION as REGRESSION_DIR
+from testsupport import load_demo
 
 from forestpy.options import OptionError
 
-REGRESSION = Path(__file__).parent / "regression" / "bowl_radial.json"
+REGRESSION = REGRESSION_DIR / "bowl_radial.json"
 REGEN = os.environ.get("FORESTPY_REGEN") == "1"
 
 

@@ -1,4 +1,4 @@
-"""Launched by tests/test_mpi.py: ``mpirun -n N python run_demo.py OUT MODE [JSON]``.
+"""Launched by tests/mpi/test_distributed.py: ``mpirun -n N python run_demo.py OUT MODE [JSON]``.
 
 Builds ``demos/radial_dam.py``'s setup with the options in JSON, distributes it over
 the ranks and writes rank 0's gathered result to ``OUT/result.npz``.  MODE:
@@ -29,8 +29,8 @@ import tracemalloc
 
 import numpy as np
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from conftest import load_demo  # noqa: E402
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))  # tests/
+from testsupport import load_demo  # noqa: E402
 
 import forestpy.io.checkpoint  # noqa: E402, F401 - imported before memory is traced
 from forestpy.parallel import distribute, distributed_setup  # noqa: E402

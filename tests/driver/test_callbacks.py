@@ -1,16 +1,16 @@
 """Tests of the run callbacks: Progress, Gauges (+ read_gauges), Totals, OutputTimes."""
 
 import io
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from testsupport import ROOT
 
 from forestpy.callbacks import Gauges, OutputTimes, Progress, Totals, read_gauges
 from forestpy.cli import load_demo
 
-DEMO = Path(__file__).resolve().parents[1] / "demos" / "radial_dam.py"
+DEMO = ROOT / "demos" / "radial_dam.py"
 POINTS = {0: (0.0, 0.0), 1: (0.6, 0.0), "edge": (2.4, -2.4)}
 
 

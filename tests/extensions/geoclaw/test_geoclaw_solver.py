@@ -12,6 +12,7 @@ from forestpy.extensions.geoclaw.model import geoclaw_simulation, manning_field
 from forestpy.extensions.geoclaw.refinement import GeoClawRefinement, Region
 from forestpy.extensions.geoclaw.riemann import geoclaw, rpn2_geoclaw, rpt2_geoclaw
 from forestpy.extensions.geoclaw.sources import Coriolis, DischargeSource
+from testsupport import ROOT
 
 from forestpy import Domain
 from forestpy.vtable import get_riemann
@@ -789,9 +790,8 @@ def test_second_order_over_smooth_bathymetry():
 
 def _thacker_demo(name):
     import importlib.util
-    from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "demos" / "geoclaw" / f"{name}.py"
+    path = ROOT / "demos" / "geoclaw" / f"{name}.py"
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

@@ -12,7 +12,7 @@ volume, and the channel-grid FV1 on the GPU (CUDA simulator) equal to the CPU's.
 
 import numpy as np
 import pytest
-from conftest import load_demo
+from testsupport import load_demo
 
 from forestpy.callbacks import OutputTimes
 from forestpy.options import OptionError
