@@ -9,12 +9,11 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
-from testsupport import ROOT
+from testsupport import ROOT, demo_file
 
 from forestpy.cli import main
 from forestpy.io.summary import to_jsonable, write_json_atomic
@@ -51,36 +50,6 @@ def console_run(tmp_path_factory):
 
 def _read(path):
     return json.loads(Path(path).read_text())
-
-
-def _demo_file(tmp_path, body: str, name="bad_demo.py") -> Path:
-    """A tiny shallow-water demo whose ``qinit``/``src2`` come from ``body``."""
-    text = textwrap.dedent(
-        """
-        import numpy as np
-        from forestpy import Domain, Simulation
-        from forestpy.options import merge_options
-
-        OPTIONS = dict(mx=8, level=2, t_final=0.05, backend="cpu")
-
-        def qinit(x, y):
-            return np.stack([np.ones_like(x), np.zeros_like(x), np.zeros_like(x)])
-
-        src2 = None
-        """
-    ) + textwrap.dedent(body) + textwrap.dedent(
-        """
-        def setup(**overrides):
-            o = merge_options(OPTIONS, overrides, "bad_demo")
-            return Simulation("shallow_roe", qinit=qinit, domain=Domain((-1, -1), (1, 1)),
-                              bc="wall", params={"grav": 1.0}, mx=o["mx"],
-                              min_level=o["level"], max_level=o["level"], src2=src2,
-                              t_final=o["t_final"], backend=o["backend"], name="bad_demo")
-        """
-    )
-    path = tmp_path / name
-    path.write_text(text)
-    return path
 
 
 # --------------------------------------------------------------------------- run
@@ -179,7 +148,7 @@ def test_backend_needs_backend_option(tmp_path, capsys):
 
 
 def test_negative_depth_at_setup_fails_cleanly(tmp_path, capsys):
-    demo = _demo_file(
+    demo = demo_file(
         tmp_path,
         """
         def qinit(x, y):
@@ -198,7 +167,7 @@ def test_negative_depth_at_setup_fails_cleanly(tmp_path, capsys):
 
 
 def test_nan_during_run_fails_cleanly(tmp_path, capsys):
-    demo = _demo_file(
+    demo = demo_file(
         tmp_path,
         """
         def src2(q, aux, x, y, t, dt):
@@ -288,7 +257,7 @@ def test_plot_and_output_flags_reject_bad_input(tmp_path, capsys):
 
 # --------------------------------------------------------------------------- report, main, MPI
 def test_report_hook_is_called_after_the_run(tmp_path, capsys):
-    demo = _demo_file(tmp_path, """
+    demo = demo_file(tmp_path, """
         def report(sim, out):
             (out / "gauge.csv").write_text("t,h\\n")
             return {"mass": sim.totals()["h"], "t": sim.t}
@@ -304,7 +273,7 @@ def test_report_hook_is_called_after_the_run(tmp_path, capsys):
 
 
 def test_failing_report_is_reported_as_such(tmp_path, capsys):
-    demo = _demo_file(tmp_path, """
+    demo = demo_file(tmp_path, """
         def report(sim, out):
             raise ValueError("measured file missing")
         """, name="badreport.py")
@@ -357,63 +326,3 @@ def test_mpi_world_size_from_launcher_environment(monkeypatch):
     assert mpi_world_size() == 4
     monkeypatch.setenv("PMI_SIZE", "3")
     assert mpi_world_size() == 3
-
-
-def test_mpirun_forestpy_run_matches_the_serial_run(tmp_path):
-    import shutil
-
-    pytest.importorskip("mpi4py")
-    mpirun = shutil.which("mpirun", path=str(Path(sys.executable).parent))
-    if mpirun is None:
-        pytest.skip("mpirun not installed (pip install mpich)")
-    opts = [*SMALL[:-2], "--set", "mx=8", "--set", "max_level=4", "--quiet"]
-    serial, par = tmp_path / "serial", tmp_path / "par"
-    assert main(["run", str(DEMO), *opts, "--out", str(serial)]) == 0
-    env = {**os.environ, "NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(
-        [mpirun, "-n", "2", *_console_script(), "run", str(DEMO), *opts, "--out", str(par)],
-        capture_output=True, text=True, timeout=180, env=env)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.count("total wall") == 1  # rank 0 alone prints
-    s, p = _read(serial / "summary.json"), _read(par / "summary.json")
-    assert p["mpi_ranks"] == 2
-    assert p["steps"] == s["steps"] and p["patches_per_level"] == s["patches_per_level"]
-    assert p["totals_final"] == s["totals_final"]  # bitwise
-
-
-def test_mpirun_report_runs_on_rank_0_with_the_state_gathered_there(tmp_path):
-    # the final totals are a reduction over the ranks (no gathered state); the report
-    # runs on rank 0 alone, on the state gathered to rank 0 only: the serial values
-    import shutil
-
-    pytest.importorskip("mpi4py")
-    mpirun = shutil.which("mpirun", path=str(Path(sys.executable).parent))
-    if mpirun is None:
-        pytest.skip("mpirun not installed (pip install mpich)")
-    demo = _demo_file(tmp_path, """
-        def qinit(x, y):
-            h = 1.0 + 0.5 * np.exp(-20.0 * ((x - 0.2) ** 2 + y ** 2))
-            return np.stack([h, np.zeros_like(x), np.zeros_like(x)])
-
-        def report(sim, out):
-            rank = getattr(sim, "rank", 0)
-            (out / f"report_rank{rank}.txt").write_text("")
-            return {"mass": sim.totals()["h"], "hmax": float(sim.q[:, 0, 2:-2, 2:-2].max()),
-                    "rows": int(sim.q.shape[0]), "patches": int(sim.forest.n),
-                    "built_distributed": bool(getattr(sim, "built_distributed", False))}
-        """, name="reported_mpi.py")
-    opts = ["--set", "level=3", "--quiet"]
-    serial, par = tmp_path / "serial", tmp_path / "par"
-    assert main(["run", str(demo), *opts, "--out", str(serial)]) == 0
-    env = {**os.environ, "NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(
-        [mpirun, "-n", "3", *_console_script(), "run", str(demo), *opts, "--out", str(par)],
-        capture_output=True, text=True, timeout=180, env=env)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    s, p = _read(serial / "summary.json"), _read(par / "summary.json")
-    assert p["mpi_ranks"] == 3 and p["steps"] == s["steps"]
-    assert p["totals_initial"] == s["totals_initial"]  # the distributed build: bitwise
-    assert p["totals_final"] == s["totals_final"]
-    assert p["report"].pop("built_distributed") and not s["report"].pop("built_distributed")
-    assert p["report"] == s["report"] and p["report"]["rows"] == p["report"]["patches"] == 64
-    assert sorted(f.name for f in par.glob("report_rank*")) == ["report_rank0.txt"]

@@ -1,45 +1,35 @@
-"""Distributed runs (forestpy.parallel) against the serial run, launched with mpirun.
+"""Distributed runs (forestpy.parallel) against the serial run.
 
-Each test starts ``mpirun -n N python tests/mpi/scripts/run_demo.py`` (a subprocess
-with a timeout, so a deadlock fails the test instead of hanging CI) and compares rank
-0's gathered final state with the serial run done here: bitwise, since every patch
+The distributed runs are the scenarios of ``mpi_scenarios.py``, launched together, one
+``mpirun`` per rank count (tests/mpi/conftest.py); each test compares rank 0's gathered
+final state of its scenarios with the serial run done here: bitwise, since every patch
 does the same arithmetic whichever rank steps it.
 """
 
-import importlib.util
-import json
 import math
 import os
-import pathlib
-import shutil
-import subprocess
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from mpi_scenarios import (
+    AMR,
+    GAUGE_POINTS,
+    HAVE_VTK,
+    ONE_PATCH,
+    PATCHES_1024,
+    SCENARIOS,
+    UNIFORM,
+)
 
-SCRIPT = pathlib.Path(__file__).resolve().parent / "scripts" / "run_demo.py"
-# FORESTPY_MPIRUN names the launcher where another MPI's mpirun comes first on PATH
-MPIRUN = os.environ.get("FORESTPY_MPIRUN") or shutil.which(
-    "mpirun", path=str(pathlib.Path(sys.executable).parent)) or shutil.which("mpirun")
+sys.path.insert(0, str(Path(__file__).resolve().parent / "scripts"))
+import bowl  # noqa: E402
+from recorder import Recorder  # noqa: E402
 
-pytest.importorskip("mpi4py")
-pytestmark = pytest.mark.skipif(MPIRUN is None, reason="mpirun not installed (pip install mpich)")
-
-# regrids every 4 steps: between them the ranks step on halo exchanges alone
-AMR = dict(mx=8, min_level=2, max_level=5, t_final=0.3, regrid_interval=4)
-UNIFORM = dict(mx=8, min_level=3, max_level=3, t_final=0.3)
-
-
-def launch(n, out, mode, **opts):
-    cmd = [MPIRUN, "-n", str(n), sys.executable, str(SCRIPT), str(out), mode, json.dumps(opts)]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1"}
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    result = dict(np.load(out / "result.npz"))
-    assert len(result["owned"]) == n, "the ranks did not form one MPI job"
-    return result
+REAL_GPU = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM", "1") != "0",
+                              reason="a real GPU only (too slow in the CUDA simulator)")
 
 
 def serial(radial_dam, **opts):
@@ -76,19 +66,28 @@ def assert_local_layout(par):
     np.testing.assert_array_equal(setaux_rows, rows)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def serial_amr(radial_dam):
     sim = serial(radial_dam, **AMR)
     assert sim.regrids >= 4 and len(sim.patches_per_level()) == 3  # forest changes
     return sim
 
 
-@pytest.mark.parametrize("overlap, whole", [(True, 0.25), (True, 1.0), (False, 0.25)])
-def test_uniform_grid_is_bitwise_the_serial_run(tmp_path, radial_dam, overlap, whole):
+@pytest.fixture(scope="session")
+def serial_bowl():
+    sim = bowl.setup().run()
+    assert sim.regrids >= 10 and len(sim.patches_per_level()) == 2
+    return sim
+
+
+@pytest.mark.mpi("uniform_overlap_3", "uniform_overlap_whole_range_3", "uniform_no_overlap_3")
+@pytest.mark.parametrize("name", ["uniform_overlap_3", "uniform_overlap_whole_range_3",
+                                  "uniform_no_overlap_3"])
+def test_uniform_grid_is_bitwise_the_serial_run(mpi, radial_dam, name):
     # no regrid, so no gather: only the halo exchange feeds the ghost cells; with
     # overlap the patches needing no remote data step before the halo is waited for
     # (gathered, or with whole=1.0 the whole owned range, then the late ones again)
-    par = launch(3, tmp_path, "run", overlap=overlap, whole_range_fraction=whole, **UNIFORM)
+    par = mpi(name)
     assert par["gathers"] == 0
     assert (par["split"][:, 1] > 0).all() and par["split"].sum() == 64  # late patches
     # the halo exchange moves boundary strips: the 2-cell ring inside each 8 x 8 patch
@@ -98,10 +97,11 @@ def test_uniform_grid_is_bitwise_the_serial_run(tmp_path, radial_dam, overlap, w
     assert_same_state(par, serial(radial_dam, **UNIFORM))
 
 
+@pytest.mark.mpi("amr_2", "amr_3")
 @pytest.mark.parametrize("n", [2, 3])
-def test_radial_dam_amr_is_bitwise_the_serial_run(tmp_path, serial_amr, n):
+def test_radial_dam_amr_is_bitwise_the_serial_run(mpi, serial_amr, n):
     # regrids move only the old patches each new owner needs: the state is never gathered
-    par = launch(n, tmp_path, "run", **AMR)
+    par = mpi(f"amr_{n}")
     assert (par["owned"] > 0).all() and par["owned"].sum() == serial_amr.geom.npatch
     assert par["gathers"] == 0
     early, late = par["split"].T
@@ -112,23 +112,20 @@ def test_radial_dam_amr_is_bitwise_the_serial_run(tmp_path, serial_amr, n):
     assert_same_state(par, serial_amr)
 
 
-def test_geoclaw_bowl_with_amr_is_bitwise_the_serial_run(tmp_path):
+@pytest.mark.mpi("bowl_2")
+def test_geoclaw_bowl_with_amr_is_bitwise_the_serial_run(mpi, serial_bowl):
     # wet/dry shallow water over a bottom: surface-aware ghost fill, source hook, regrids
     # that transfer the surface; the state never gathered
-    sys.path.insert(0, str(SCRIPT.parent))
-    import bowl
-
-    sim = bowl.setup().run()
-    assert sim.regrids >= 10 and len(sim.patches_per_level()) == 2
-    par = launch(2, tmp_path, "run", demo="bowl")
+    par = mpi("bowl_2")
     assert par["gathers"] == 0 and (par["split"][:, 1] > 0).all()
     assert_local_layout(par)
-    assert_same_state(par, sim)
+    assert_same_state(par, serial_bowl)
 
 
+@pytest.mark.mpi("distributed_build_2", "distributed_build_3")
 @pytest.mark.parametrize("n", [2, 3])
-def test_distributed_initial_build_is_bitwise_the_serial_run(tmp_path, radial_dam,
-                                                             serial_amr, monkeypatch, n):
+def test_distributed_initial_build_is_bitwise_the_serial_run(mpi, radial_dam, serial_amr,
+                                                             monkeypatch, n):
     # distributed_setup: the initial refinement (levels 2..5) runs on the ranks, each
     # evaluating qinit/setaux on its owned + halo patches only; the initial state, its
     # totals and the run are bitwise the serial ones
@@ -138,7 +135,7 @@ def test_distributed_initial_build_is_bitwise_the_serial_run(tmp_path, radial_da
                         lambda x, y: serial_cells.append(x.size) or qinit(x, y))
     built = radial_dam.setup(**AMR)
     assert len(serial_cells) >= 3  # the initial levels
-    par = launch(n, tmp_path, "run", build="distributed", **AMR)
+    par = mpi(f"distributed_build_{n}")
     flag, cells = par["build"].T
     assert (flag == 1).all()
     assert (cells > 0).all() and (cells < 0.8 * sum(serial_cells)).all()
@@ -151,44 +148,38 @@ def test_distributed_initial_build_is_bitwise_the_serial_run(tmp_path, radial_da
     assert_same_state(par, serial_amr)
 
 
-def test_distributed_initial_build_of_a_geoclaw_case(tmp_path):
+@pytest.mark.mpi("bowl_distributed_build_3")
+def test_distributed_initial_build_of_a_geoclaw_case(mpi, serial_bowl):
     # setaux (the bottom) and qinit on the local rows, surface-aware ghost fill and
     # tagging of the owned patches during the initial refinement
-    sys.path.insert(0, str(SCRIPT.parent))
-    import bowl
-
-    sim = bowl.setup().run()
-    par = launch(3, tmp_path, "run", demo="bowl", build="distributed")
+    par = mpi("bowl_distributed_build_3")
     assert (par["build"][:, 0] == 1).all() and par["gathers"] == 0
-    np.testing.assert_array_equal(par["totals_initial"], list(sim.totals_initial.values()))
+    np.testing.assert_array_equal(par["totals_initial"],
+                                  list(serial_bowl.totals_initial.values()))
     assert_local_layout(par)
-    assert_same_state(par, sim)
+    assert_same_state(par, serial_bowl)
 
 
-def test_geoclaw_discharge_sources_on_3_ranks_are_bitwise_the_serial_run(tmp_path):
+@pytest.mark.mpi("bowl_sources_3")
+def test_geoclaw_discharge_sources_on_3_ranks_are_bitwise_the_serial_run(mpi):
     # the source hook runs on the owned patches of each rank (every rank, also one
     # holding none of the source cells): each rank selects its cells, the area is summed
     # over all ranks in patch order, the point source's cell lies on one rank only
-    sys.path.insert(0, str(SCRIPT.parent))
-    import bowl
-
     sim = bowl.setup(sources=bowl.sources(), t_final=1.0).run()
     assert sim.geoclaw_sources.volume_added > 0
-    par = launch(3, tmp_path, "run", demo="bowl", sources=True, t_final=1.0)
+    par = mpi("bowl_sources_3")
     assert par["gathers"] == 0
     assert_local_layout(par)
     assert_same_state(par, sim)
 
 
-def test_callbacks_see_the_whole_state_after_every_step(tmp_path, radial_dam):
-    sys.path.insert(0, str(SCRIPT.parent))
-    from recorder import Recorder
-
+@pytest.mark.mpi("record_2")
+def test_callbacks_see_the_whole_state_after_every_step(mpi, radial_dam):
     rec = Recorder()
     sim = radial_dam.setup(**AMR)
     sim.callbacks = [rec]
     sim.run()
-    par = launch(2, tmp_path, "run", record=True, **AMR)
+    par = mpi("record_2")
     assert len(rec.rows) == sim.steps > 0
     np.testing.assert_array_equal(par["record"], np.array(rec.rows))
     # the state is gathered to rank 0 only (Gatherv), once per step, and rank 0 holds
@@ -197,31 +188,33 @@ def test_callbacks_see_the_whole_state_after_every_step(tmp_path, radial_dam):
     assert (par["memory"][:, 4] == 0).all()
 
 
-def test_ranks_owning_no_patch_do_not_deadlock(tmp_path, serial_amr):
+@pytest.mark.mpi("first_rank_heavy_3")
+def test_ranks_owning_no_patch_do_not_deadlock(mpi, serial_amr):
     # weights put every leaf on the last rank, through every regrid (repartition)
-    par = launch(3, tmp_path, "run", weights="first_rank_heavy", **AMR)
+    par = mpi("first_rank_heavy_3")
     assert list(par["owned"][:2]) == [0, 0]
     assert list(par["layout"][:2, 0]) == [0, 0]  # no patch, no halo: empty arrays
     assert_local_layout(par)
     assert_same_state(par, serial_amr)
 
 
-def test_repartition_after_every_regrid_keeps_the_data(tmp_path, serial_amr):
+@pytest.mark.mpi("alternating_weights_2")
+def test_repartition_after_every_regrid_keeps_the_data(mpi, serial_amr):
     # weights that alternate between regrids: half of the leaves change owner each time,
     # so the migration (not only the halo) must bring each new owner its old patches
-    par = launch(2, tmp_path, "run", weights="alternating", **AMR)
+    par = mpi("alternating_weights_2")
     assert par["migrated"] > serial_amr.geom.npatch and par["gathers"] == 0
     assert_local_layout(par)
     assert_same_state(par, serial_amr)
 
 
-def test_each_rank_holds_only_its_patches_and_halo(tmp_path, radial_dam):
+@pytest.mark.mpi("patches_1024_3")
+def test_each_rank_holds_only_its_patches_and_halo(mpi, radial_dam):
     # per-rank memory: 1024 patches on 3 ranks; each rank allocates its ~341 owned
     # patches plus a one-patch-deep halo (tens), not 1024 rows (the rows of all ranks
     # together were 3 x 1024 with global indexing); the state is bitwise the serial one
-    opts = dict(mx=8, min_level=5, max_level=5, t_final=0.02)
-    par = launch(3, tmp_path, "run", **opts)
-    sim = serial(radial_dam, **opts)
+    par = mpi("patches_1024_3")
+    sim = serial(radial_dam, **PATCHES_1024)
     assert sim.geom.npatch == 1024 and par["gathers"] == 0
     assert_local_layout(par)
     rows, owned, halo = par["layout"][:, 0], par["layout"][:, 3], par["layout"][:, 4]
@@ -231,10 +224,12 @@ def test_each_rank_holds_only_its_patches_and_halo(tmp_path, radial_dam):
     assert_no_global_state_in_summary(par)
 
 
-def test_totals_are_a_reduction_of_per_patch_integrals(tmp_path, serial_amr):
+@pytest.mark.mpi("amr_3")
+def test_totals_are_a_reduction_of_per_patch_integrals(mpi, serial_amr):
     # AMR (patches of several sizes), 3 ranks: summary()'s totals are bitwise the serial
-    # totals without gathering the state to any rank
-    par = launch(3, tmp_path, "run", **AMR)
+    # totals without gathering the state to any rank (the run of
+    # test_radial_dam_amr_is_bitwise_the_serial_run[3], the same launch options)
+    par = mpi("amr_3")
     assert_no_global_state_in_summary(par)
     assert_same_state(par, serial_amr)
 
@@ -261,24 +256,25 @@ def test_per_patch_integrals_do_not_depend_on_the_batch(radial_dam):
     assert list(sim.totals().values()) == [math.fsum(full[:, k]) for k in range(full.shape[1])]
 
 
+@pytest.mark.mpi("one_patch_3", "one_patch_distributed_3")
 @pytest.mark.parametrize("build", ["serial", "distributed"])
-def test_more_ranks_than_patches(tmp_path, radial_dam, build):
+def test_more_ranks_than_patches(mpi, radial_dam, build):
     # distributed build: ranks holding no patch do not call qinit, and do not deadlock
-    opts = dict(mx=8, min_level=0, max_level=0, t_final=0.2)
-    par = launch(3, tmp_path, "run", build=build, **opts)
+    par = mpi("one_patch_distributed_3" if build == "distributed" else "one_patch_3")
     assert sorted(par["owned"]) == [0, 0, 1]
     assert sorted(par["build"][:, 1]) == ([0, 0, 144] if build == "distributed" else [0, 0, 0])
-    assert_same_state(par, serial(radial_dam, **opts))
+    assert_same_state(par, serial(radial_dam, **ONE_PATCH))
 
 
-def test_checkpoint_written_on_2_ranks_restarts_on_3(tmp_path, serial_amr):
-    first = launch(2, tmp_path, "save", max_steps=6, **AMR)
+@pytest.mark.mpi("checkpoint_save_2", "checkpoint_restore_3")
+def test_checkpoint_written_on_2_ranks_restarts_on_3(mpi, serial_amr):
+    first = mpi("checkpoint_save_2")
     assert 0 < first["t"] < AMR["t_final"]
     # the state is gathered to rank 0 only: rank 1 allocates nothing of the global size
     _, _, save_peak, global_bytes, _, _ = first["memory"].T
     assert save_peak[0] > global_bytes[0] and save_peak[1] < 0.5 * global_bytes[1]
     assert_no_global_state_in_summary(first)
-    par = launch(3, tmp_path, "restore", **AMR)
+    par = mpi("checkpoint_restore_3")
     assert_same_state(par, serial_amr)
 
 
@@ -302,37 +298,48 @@ def _read_amr(path):
     return blocks
 
 
+@pytest.fixture(scope="session")
+def serial_vtk_gauges(radial_dam, tmp_path_factory):
+    """The serial run with gauges (and VTK frames, where vtk is installed)."""
+    from forestpy.callbacks import Gauges
+    from forestpy.io.vtk import VTKOutput
+
+    out = tmp_path_factory.mktemp("serial_vtk_gauges")
+    sim = radial_dam.setup(**AMR)
+    sim.callbacks = [Gauges(GAUGE_POINTS, path=out / "serial.csv")]
+    if HAVE_VTK:
+        sim.callbacks.append(VTKOutput(out / "serial", interval=0.1, coarse_levels=False))
+    sim.run()
+    return sim, out
+
+
+@pytest.mark.mpi("vtk_gauges_3", "vtk_gauges_distributed_3")
 @pytest.mark.parametrize("build", ["serial", "distributed"])
-def test_vtk_frames_and_gauges_are_written_without_gathering(tmp_path, radial_dam, build):
+def test_vtk_frames_and_gauges_are_written_without_gathering(mpi, serial_vtk_gauges, build):
     # VTK: each rank writes its own blocks, rank 0 the .vthb and .pvd; every frame holds
     # the serial run's leaves at the same time, block for block.  Gauges: each rank
     # samples those in its own patches, rank 0 writes the file, byte for byte the serial
     # one.  The state is never gathered.
-    from forestpy.callbacks import Gauges, read_gauges
-    from forestpy.io.vtk import VTKOutput, read_pvd
+    from forestpy.callbacks import read_gauges
+    from forestpy.io.vtk import read_pvd
 
-    vtk = importlib.util.find_spec("vtk") is not None  # optional: then gauges alone
-    points = [(0.0, 0.0), (0.5, 0.3), (-1.2, 0.7), (1.9, -1.9)]  # as in run_demo.py
-    sim = radial_dam.setup(**AMR)
-    sim.callbacks = [Gauges(points, path=tmp_path / "serial.csv")]
-    if vtk:
-        sim.callbacks.append(VTKOutput(tmp_path / "serial", interval=0.1, coarse_levels=False))
-    sim.run()
-    par = launch(3, tmp_path, "run", vtk=vtk, gauges=True, build=build, **AMR)
+    sim, ser = serial_vtk_gauges
+    name = "vtk_gauges_distributed_3" if build == "distributed" else "vtk_gauges_3"
+    par, out = mpi(name), mpi.out(name)
     assert par["gathers"] == 0
     assert_local_layout(par)
     assert_same_state(par, sim)
-    want = read_gauges(tmp_path / "serial.csv")
+    want = read_gauges(ser / "serial.csv")
     assert len(want) == 4 and len(want[0]["t"]) == sim.steps + 1
-    assert (tmp_path / "gauges.csv").read_bytes() == (tmp_path / "serial.csv").read_bytes()
-    if not vtk:
+    assert (out / "gauges.csv").read_bytes() == (ser / "serial.csv").read_bytes()
+    if not HAVE_VTK:
         return
-    frames = read_pvd(tmp_path / "vtk" / "frame.pvd")
-    ref_frames = read_pvd(tmp_path / "serial" / "frame.pvd")
+    frames = read_pvd(out / "vtk" / "frame.pvd")
+    ref_frames = read_pvd(ser / "serial" / "frame.pvd")
     assert len(frames) == 4 and [t for t, _ in frames] == [t for t, _ in ref_frames]
     for (_, got_file), (_, want_file) in zip(frames, ref_frames):
-        got = _read_amr(tmp_path / "vtk" / got_file)
-        ref = _read_amr(tmp_path / "serial" / want_file)
+        got = _read_amr(out / "vtk" / got_file)
+        ref = _read_amr(ser / "serial" / want_file)
         assert got.keys() == ref.keys() and len(got) >= 64
         for key, fields in ref.items():
             assert fields.keys() == got[key].keys()
@@ -340,56 +347,51 @@ def test_vtk_frames_and_gauges_are_written_without_gathering(tmp_path, radial_da
                 np.testing.assert_array_equal(got[key][name], values)
 
 
-def test_serial_checkpoint_restarts_on_2_ranks(tmp_path, radial_dam, serial_amr):
-    sim = radial_dam.setup(**AMR)
-    sim.run(max_steps=6)
-    sim.save_checkpoint(tmp_path / "ck.npz")
-    par = launch(2, tmp_path, "restore", **AMR)
+@pytest.mark.mpi("serial_checkpoint_restore_2")
+def test_serial_checkpoint_restarts_on_2_ranks(mpi, serial_amr):
+    # the checkpoint: 6 steps of the serial run (mpi_scenarios.serial_checkpoint)
+    par = mpi("serial_checkpoint_restore_2")
     assert_same_state(par, serial_amr)
 
 
 @pytest.mark.slow
+@pytest.mark.mpi("gpu_level_1_2", "gpu_level_2_2")
 @pytest.mark.parametrize("level", [1, 2])
-def test_gpu_backend_is_bitwise_the_serial_run(tmp_path, radial_dam, level):
+def test_gpu_backend_is_bitwise_the_serial_run(mpi, radial_dam, level):
     # the GPU path (device arrays, buffers staged through the host), uniform grid; in CI in
     # Numba's CUDA simulator (~20 s), on a GPU machine with NUMBA_ENABLE_CUDASIM=0.  Level
     # 1: 4 patches, all late; level 2: 16, early and late ones, so both patch-list
     # launches of the overlapped step hold patches
-    mx, t_final = (8, 0.1) if level == 1 else (4, 0.5)  # 1 step; 3 steps
-    opts = dict(mx=mx, min_level=level, max_level=level, t_final=t_final, backend="gpu")
-    par = launch(2, tmp_path, "run", **opts)
-    sim = serial(radial_dam, **opts)
+    name = f"gpu_level_{level}_2"
+    par = mpi(name)
+    sim = serial(radial_dam, **SCENARIOS[name]["opts"])
     assert (par["owned"] > 0).all()
     assert_same_state(par, sim)
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM", "1") != "0",
-                    reason="a real GPU only (too slow in the CUDA simulator)")
-def test_gpu_backend_with_amr_is_bitwise_the_serial_run(tmp_path, radial_dam):
+@REAL_GPU
+@pytest.mark.mpi("gpu_amr_2")
+def test_gpu_backend_with_amr_is_bitwise_the_serial_run(mpi, radial_dam):
     # device ghost fill split early/late, staged exchanges, coarse-fine time sync across
     # ranks on device arrays, migration at every regrid
-    opts = dict(AMR, backend="gpu")
-    par = launch(2, tmp_path, "run", **opts)
-    sim = serial(radial_dam, **opts)
+    par = mpi("gpu_amr_2")
+    sim = serial(radial_dam, **AMR, backend="gpu")
     assert_local_layout(par)
     assert par["gathers"] == 0 and sim.regrids >= 4
     assert_same_state(par, sim)
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM", "1") != "0",
-                    reason="a real GPU only (too slow in the CUDA simulator)")
-def test_gpu_geoclaw_bowl_with_amr_is_bitwise_the_serial_run(tmp_path):
+@REAL_GPU
+@pytest.mark.mpi("gpu_bowl_2")
+def test_gpu_geoclaw_bowl_with_amr_is_bitwise_the_serial_run(mpi):
     # the surface-aware ghost fill of the late patches on the side stream beside the
     # first launch (it also re-extrapolates aux on the physical sides of every patch),
     # the source hook and regrids on device arrays
-    sys.path.insert(0, str(SCRIPT.parent))
-    import bowl
-
     sim = bowl.setup(backend="gpu").run()
     assert sim.regrids >= 10
-    par = launch(2, tmp_path, "run", demo="bowl", backend="gpu")
+    par = mpi("gpu_bowl_2")
     assert par["gathers"] == 0
     assert_same_state(par, sim)
 
