@@ -1,28 +1,16 @@
 """demos/geoclaw/bowl_radial.py: Thacker's exact solution, convergence, symmetry, mass.
 
-Pinned values: ``tests/regression/bowl_radial.json`` (regenerate with
-``FORESTPY_REGEN=1 pytest tests/demos/test_demo_bowl_radial.py`` after an intended change).
+The runs (``bowl``, ``thacker_runs``, ``hump_amr``) are in tests/demos/conftest.py; their
+pinned values (``tests/regression/bowl_radial.json``) are checked by test_regression.py.
 """
 
-import json
 import math
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
-from testsupport import REGRESSION as REGRESSION_DIR
-from testsupport import load_demo
 
 from forestpy.options import OptionError
-
-REGRESSION = REGRESSION_DIR / "bowl_radial.json"
-REGEN = os.environ.get("FORESTPY_REGEN") == "1"
-
-
-@pytest.fixture(scope="module")
-def bowl():
-    return load_demo("geoclaw/bowl_radial")
 
 
 def test_thacker_solution_satisfies_shallow_water(bowl):
@@ -63,24 +51,6 @@ def test_bowl_bottom_is_the_exact_cell_average(bowl):
     X, Y = np.meshgrid(x + d * s, y + d * s)
     assert bowl.bowl_bottom(x, y, d, d) == pytest.approx(
         np.mean(0.01 * (X**2 + Y**2) - 80), abs=1e-6)  # midpoint rule: O(1e-7) off
-
-
-@pytest.fixture(scope="module")
-def thacker_runs(bowl):
-    """Thacker to half a period (the largest runup): uniform grids of 32^2, 64^2 and
-    128^2 cells, and an adaptive grid with levels 2-4 (finest as the last uniform)."""
-    half = bowl.Thacker(0.1).period / 2
-    runs = {}
-    for name, lo, hi in (("L2", 2, 2), ("L3", 3, 3), ("L4", 4, 4), ("amr", 2, 4)):
-        sim = bowl.setup(case="thacker", min_level=lo, max_level=hi, t_final=half).run()
-        runs[name] = (sim, bowl.thacker_errors(sim, bowl.Thacker(0.1)))
-    return runs
-
-
-@pytest.fixture(scope="module")
-def hump_amr(bowl):
-    """The hump on levels 2-4 until it has run up the shore."""
-    return bowl.setup(min_level=2, max_level=4, t_final=5.0).run()
 
 
 @pytest.fixture(scope="module")
@@ -163,35 +133,3 @@ def test_bad_options(bowl):
         bowl.setup(min_level=3, max_level=2)
     with pytest.raises(ValueError, match="A must be"):
         bowl.Thacker(1.5)
-
-
-def _record(bowl, hump, thk, t_rec):
-    return {
-        "hump": {"steps": hump.steps, "regrids": hump.regrids,
-                 "patches_per_level": {str(k): v for k, v in hump.patches_per_level().items()},
-                 "norms": {"volume": hump.totals()["h"], **{
-                     k: v for k, v in bowl.symmetry(hump).items()
-                     if k in ("ring_spread_max", "ring_spread_mean")}}},
-        "thacker": {"steps": thk.steps, "regrids": thk.regrids,
-                    "patches_per_level": {str(k): v for k, v in thk.patches_per_level().items()},
-                    "norms": {"volume": thk.totals()["h"],
-                              "l1_depth_error": t_rec["l1_depth_error"],
-                              "shoreline_radius_0.5m": t_rec["shoreline_radius_0.5m"],
-                              "shoreline_radius_0.01m": t_rec["shoreline_radius_0.01m"]}},
-    }
-
-
-def test_regression(bowl, hump_amr, thacker_runs):
-    """AMR counts and error norms of both cases (levels 2-4) against the pinned file."""
-    record = _record(bowl, hump_amr, *thacker_runs["amr"])
-    if REGEN:
-        REGRESSION.write_text(json.dumps(record, indent=2) + "\n")
-        pytest.skip(f"regenerated {REGRESSION.name}")
-    expected = json.loads(REGRESSION.read_text())
-    for case in ("hump", "thacker"):
-        got, want = record[case], expected[case]
-        assert got["steps"] == want["steps"], case
-        assert got["regrids"] == want["regrids"], case
-        assert got["patches_per_level"] == want["patches_per_level"], case
-        for k, v in want["norms"].items():
-            assert got["norms"][k] == pytest.approx(v, rel=1e-9, abs=1e-12), (case, k)

@@ -2,39 +2,18 @@
 
 Coarse versions (20 m finest cells, 240 s): the reservoir set-up, volume balance,
 positivity, arrival times increasing down the channel, adaptive versus uniform flooded
-area, the fgmax rasters and the picture.  Pinned values:
-``tests/regression/dam_break_dem.json`` (``FORESTPY_REGEN=1`` regenerates them).
+area, the fgmax rasters and the picture.  The runs (``dam_runs``) are in
+tests/demos/conftest.py; their pinned values (``tests/regression/dam_break_dem.json``)
+are checked by test_regression.py.
 """
 
-import json
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 from forestpy.extensions.geoclaw.rasters import read_esri_ascii, read_geotiff
-from testsupport import REGRESSION as REGRESSION_DIR
-from testsupport import load_demo
 
 from forestpy.options import OptionError
-
-REGRESSION = REGRESSION_DIR / "dam_break_dem.json"
-REGEN = os.environ.get("FORESTPY_REGEN") == "1"
-T_FINAL = 240.0
-
-
-@pytest.fixture(scope="module")
-def dam():
-    return load_demo("geoclaw/dam_break_dem")
-
-
-@pytest.fixture(scope="module")
-def runs(dam):
-    """The coarse flood on an adaptive grid (levels 1-2, 40 m and 20 m) and on the
-    uniform level-2 grid."""
-    amr = dam.setup(min_level=1, max_level=2, t_final=T_FINAL).run()
-    uni = dam.setup(min_level=2, max_level=2, t_final=T_FINAL).run()
-    return amr, uni
 
 
 def test_reservoir_is_the_connected_water_body_behind_the_dam(dam):
@@ -77,9 +56,9 @@ def test_bad_options(dam):
         dam.setup(min_level=3, max_level=2)
 
 
-def test_flood_conserves_volume_and_follows_the_channel(dam, runs):
-    amr, uni = runs
-    for sim in runs:
+def test_flood_conserves_volume_and_follows_the_channel(dam, dam_runs):
+    amr, uni = dam_runs
+    for sim in dam_runs:
         assert abs(dam.volume_balance(sim)["volume_change_relative"]) < 1e-12
         assert sim.q[:, 0].min() >= 0.0
         assert dam.boundary_depth(sim) == 0.0  # the flood is far from the walls
@@ -92,11 +71,11 @@ def test_flood_conserves_volume_and_follows_the_channel(dam, runs):
         assert res["max_depth_outside_reservoir"] < 28.0 - 10.0
 
 
-def test_adaptive_flood_matches_uniform(dam, runs):
+def test_adaptive_flood_matches_uniform(dam, dam_runs):
     """AMR follows the front: the same flooded area (within 5 %) and arrival times
     (within 10 %) as the uniform finest grid, with fewer cell updates; refinement
     happened (the dam region and the front at level 2)."""
-    amr, uni = runs
+    amr, uni = dam_runs
     a, u = dam.flood_results(amr), dam.flood_results(uni)
     assert a["flooded_area_m2"] == pytest.approx(u["flooded_area_m2"], rel=0.05)
     ta = np.array([np.nan if v is None else v for v in a["axis_arrival_s"]], float)
@@ -107,8 +86,8 @@ def test_adaptive_flood_matches_uniform(dam, runs):
     assert amr.cell_updates < uni.cell_updates
 
 
-def test_report_writes_rasters_and_picture(dam, runs, tmp_path):
-    amr, _ = runs
+def test_report_writes_rasters_and_picture(dam, dam_runs, tmp_path):
+    amr, _ = dam_runs
     rec = dam.report(amr, tmp_path)
     res = amr.fgmax.results()
     assert rec["flooded_area_m2"] > 3e5
@@ -126,27 +105,3 @@ def test_report_writes_rasters_and_picture(dam, runs, tmp_path):
     assert np.load(tmp_path / "fgmax.npz")["max_depth"].shape == res["max_depth"].shape
     png = Path(rec["png"])
     assert png.is_file() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-
-
-def test_regression(dam, runs):
-    amr, _ = runs
-    res = dam.flood_results(amr)
-    record = {
-        "steps": amr.steps,
-        "regrids": amr.regrids,
-        "patches_per_level": {str(k): v for k, v in amr.patches_per_level().items()},
-        "norms": {"volume": amr.totals()["h"], "flooded_area_m2": res["flooded_area_m2"],
-                  "max_depth_outside_reservoir": res["max_depth_outside_reservoir"],
-                  **{f"arrival_{k}": t for k, t in enumerate(res["axis_arrival_s"])
-                     if t is not None}},
-    }
-    if REGEN:
-        REGRESSION.write_text(json.dumps(record, indent=2) + "\n")
-        pytest.skip(f"regenerated {REGRESSION.name}")
-    expected = json.loads(REGRESSION.read_text())
-    assert record["steps"] == expected["steps"]
-    assert record["regrids"] == expected["regrids"]
-    assert record["patches_per_level"] == expected["patches_per_level"]
-    assert set(record["norms"]) == set(expected["norms"])
-    for k, v in expected["norms"].items():
-        assert record["norms"][k] == pytest.approx(v, rel=1e-9, abs=1e-12), k

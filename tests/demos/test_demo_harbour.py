@@ -1,26 +1,21 @@
 """The harbour demo (ship entering a harbour over variable depth) on a coarse grid:
 volume ledger, dry land, the path, gauges, outputs."""
 
-import importlib.util
 import json
 import math
 
 import numpy as np
 import pytest
-from testsupport import ROOT
+from testsupport import load_demo
 
 
-def _demo():
-    spec = importlib.util.spec_from_file_location(
-        "harbour_demo", ROOT / "demos" / "boussinesq" / "harbour.py"
-    )
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+@pytest.fixture(scope="module")
+def harbour():
+    return load_demo("boussinesq/harbour")
 
 
-def test_geometry_and_path():
-    h = _demo()
+def test_geometry_and_path(harbour):
+    h = harbour
     depth, x, y = h.bathymetry(10.0)
     X, Y = np.meshgrid(x, y)
     # coast, basin, breakwaters, entrance
@@ -45,8 +40,8 @@ def test_geometry_and_path():
         h.setup(dxx=3.0)
 
 
-def test_coarse_harbour_run(tmp_path):
-    h = _demo()
+def test_coarse_harbour_run(harbour, tmp_path):
+    h = harbour
     res = h.main(out=tmp_path, dx=20.0, t_final=140.0)
     # the fluxes conserve sum(zeta): volume + sponge-removed volume = 0 at every frame
     assert res["volume_ledger_rel"] < 1e-12
@@ -66,10 +61,10 @@ def test_coarse_harbour_run(tmp_path):
 
 @pytest.mark.parametrize("bad", [{"speed": -1.0}, {"tol": 0.0}, {"rrb_level": 1},
                                  {"backend": "tpu"}])
-def test_options_are_typed_and_checked(bad):
+def test_options_are_typed_and_checked(harbour, bad):
     from forestpy.options import OptionError
 
     with pytest.raises(OptionError, match=next(iter(bad))):
-        _demo().setup(**bad)
+        harbour.setup(**bad)
     with pytest.raises(KeyError, match="sped"):
-        _demo().setup(sped=3.0)
+        harbour.setup(sped=3.0)

@@ -1,43 +1,25 @@
 """The Merewether urban flash-flood demo (demos/geoclaw/merewether.py).
 
-A coarse version (8 m / 4 m AMR, 150 s, walls on all sides) is pinned in
-``tests/regression/merewether.json``: steps, regrids, patches per level, the volume
-balance and the peak stages at the observation points.  Regenerate after an intended
-change with ``FORESTPY_REGEN=1 pytest tests/demos/test_demo_merewether.py`` and say why.
+A coarse version (8 m / 4 m AMR, 150 s, walls on all sides: ``merewether_coarse`` in
+tests/demos/conftest.py) is pinned in ``tests/regression/merewether.json`` (steps,
+regrids, patches per level, the volume balance and the peak stages at the observation
+points), checked by test_regression.py.
 """
 
 import csv
 import json
 import math
-import os
 
 import numpy as np
 import pytest
 from forestpy.extensions.geoclaw import datasets
 from forestpy.extensions.geoclaw.rasters import read_geotiff
-from testsupport import REGRESSION as REGRESSION_DIR
-from testsupport import load_demo
 
 from forestpy.options import OptionError
 
-REGRESSION = REGRESSION_DIR / "merewether.json"
-REGEN = os.environ.get("FORESTPY_REGEN") == "1"
-COARSE = dict(mx=4, min_level=0, max_level=1, t_final=150.0, boundary="wall",
-              fgmax_spacing=4.0, fgmax_every=5)
 
-
-@pytest.fixture(scope="module")
-def demo():
-    return load_demo("geoclaw/merewether")
-
-
-@pytest.fixture(scope="module")
-def coarse_run(demo):
-    return demo.setup(**COARSE).run()
-
-
-def test_local_grid_is_the_dem_without_its_first_column(demo):
-    bed, rough, (x0, y0) = demo.local_grid(3.0)
+def test_local_grid_is_the_dem_without_its_first_column(merewether):
+    bed, rough, (x0, y0) = merewether.local_grid(3.0)
     dem = datasets.merewether_dem()
     topo = datasets.merewether_topography(3.0)
     assert bed.z.shape == (416, 320)
@@ -52,19 +34,19 @@ def test_local_grid_is_the_dem_without_its_first_column(demo):
     np.testing.assert_array_equal(raised[~houses], 0.0)
     # Manning raster: the road polygon at the DEM cell centres
     X, Y = np.meshgrid(dem.x[1:], dem.y)
-    n = demo.manning_raster(rough, 0.02, 0.04)(X - x0, Y - y0)
+    n = merewether.manning_raster(rough, 0.02, 0.04)(X - x0, Y - y0)
     np.testing.assert_array_equal(n, datasets.merewether_manning(X, Y))
     assert 0.05 < np.mean(n == 0.02) < 0.2  # the road: ~8 % of the rectangle
 
 
-def test_setup_grid_bed_and_manning(demo):
-    sim = demo.setup(mx=16, min_level=1, max_level=1, t_final=0.0)
+def test_setup_grid_bed_and_manning(merewether):
+    sim = merewether.setup(mx=16, min_level=1, max_level=1, t_final=0.0)
     b = sim.mbc
     assert sim.patches_per_level() == {1: 4 * 130}  # 10 x 13 trees
     assert np.allclose(sim.geom.dx, 0.99993681000029, rtol=0, atol=1e-12)
     # finest cells coincide with the DEM cells: the exact average of the bilinear
     # interpolant is a 3x3 smoothing of the DEM values (1/64 [1 6 1]^2 ... 36/64 centre)
-    bed, _, _ = demo.local_grid(3.0)
+    bed, _, _ = merewether.local_grid(3.0)
     x, y = sim.geom.cell_centers(ghosts=False)
     i = np.floor(x / bed.dx).astype(int)
     j = np.floor(y / bed.dy).astype(int)
@@ -80,8 +62,8 @@ def test_setup_grid_bed_and_manning(demo):
     assert float(sim.q[:, 0].max()) == 0.0  # dry bed
 
 
-def test_coarse_run_volume_and_regression(demo, coarse_run):
-    sim = coarse_run
+def test_coarse_run_conserves_volume(merewether, merewether_coarse):
+    sim = merewether_coarse
     injected = sim.geoclaw_sources.volume_added
     assert injected == pytest.approx(19.7 * 150.0, rel=1e-13)
     stored = sim.totals()["h"]
@@ -89,39 +71,16 @@ def test_coarse_run_volume_and_regression(demo, coarse_run):
     assert abs(stored - injected) <= 1e-12 * injected
     assert float(sim.q[:, 0].min()) >= 0.0
     assert sim.regrids > 0 and set(sim.patches_per_level()) == {0, 1}
-    peaks = sim.merewether["peaks"].results()["max_surface"]
-    record = {
-        "steps": sim.steps,
-        "regrids": sim.regrids,
-        "patches_per_level": {str(k): v for k, v in sim.patches_per_level().items()},
-        "volume_in_domain": stored,
-        "volume_injected": injected,
-        "peak_stage": [None if math.isnan(p) else float(p) for p in peaks],
-        "max_depth_sum": float(np.sum(sim.merewether["flood"].results()["max_depth"])),
-    }
-    if REGEN:
-        REGRESSION.write_text(json.dumps(record, indent=2) + "\n")
-        pytest.skip(f"regenerated {REGRESSION.name}")
-    expected = json.loads(REGRESSION.read_text())
-    assert record["steps"] == expected["steps"]
-    assert record["regrids"] == expected["regrids"]
-    assert record["patches_per_level"] == expected["patches_per_level"]
-    assert record["volume_in_domain"] == pytest.approx(expected["volume_in_domain"], rel=1e-12)
-    for got, want in zip(record["peak_stage"], expected["peak_stage"]):
-        assert (got is None) == (want is None)
-        if want is not None:
-            assert got == pytest.approx(want, abs=1e-6)
-    assert record["max_depth_sum"] == pytest.approx(expected["max_depth_sum"], rel=1e-9)
 
 
-def test_report_writes_table_and_map(demo, coarse_run, tmp_path):
-    result = demo.report(coarse_run, tmp_path)
+def test_report_writes_table_and_map(merewether, merewether_coarse, tmp_path):
+    result = merewether.report(merewether_coarse, tmp_path)
     rows = list(csv.DictReader(open(tmp_path / "peak_stages.csv")))
     obs = datasets.merewether_observations()
     assert [int(r["id"]) for r in rows] == obs["id"].tolist()
     assert [float(r["observed"]) for r in rows] == obs["stage_observed"].tolist()
     assert [float(r["tuflow"]) for r in rows] == obs["stage_tuflow"].tolist()
-    peaks = coarse_run.merewether["peaks"].results()["max_surface"]
+    peaks = merewether_coarse.merewether["peaks"].results()["max_surface"]
     for row, p, r in zip(rows, peaks, result["peak_stages"]):
         assert float(row["x"]) == pytest.approx(r["x"], abs=1e-3)
         assert math.isnan(p) == math.isnan(r["modelled_at_point"])
@@ -130,14 +89,14 @@ def test_report_writes_table_and_map(demo, coarse_run, tmp_path):
             assert float(row["modelled"]) == pytest.approx(p, abs=1e-4)
         if not math.isnan(r["modelled"]):
             assert r["modelled_minus_observed"] == r["modelled"] - r["observed"]
-            assert r["distance_m"] <= demo.NEAR_RADIUS
+            assert r["distance_m"] <= merewether.NEAR_RADIUS
     assert result["volume_injected"] == pytest.approx(19.7 * 150.0, rel=1e-13)
     assert abs(result["volume_outflow"]) <= 1e-12 * result["volume_injected"]
     assert (tmp_path / "fgmax.npz").is_file() and (tmp_path / "fgmax_max_depth.asc").is_file()
     # the georeferenced copy: UTM 56 coordinates, same values as the local fgmax map
     geo = read_geotiff(tmp_path / "max_depth_utm56.tif")
-    res = coarse_run.merewether["flood"].results()
-    x0, y0 = coarse_run.merewether["origin"]
+    res = merewether_coarse.merewether["flood"].results()
+    x0, y0 = merewether_coarse.merewether["origin"]
     assert geo.x[0] == pytest.approx(res["x"][0, 0] + x0, abs=1e-6)
     assert geo.y[0] == pytest.approx(res["y"][0, 0] + y0, abs=1e-6)
     np.testing.assert_allclose(geo.z, res["max_depth"], rtol=1e-6, atol=1e-6)
@@ -146,7 +105,7 @@ def test_report_writes_table_and_map(demo, coarse_run, tmp_path):
     json.dumps(result)  # the CLI writes it as JSON
 
 
-def test_peak_at_points_takes_the_nearest_wet_peak(demo):
+def test_peak_at_points_takes_the_nearest_wet_peak(merewether):
     class Maxima:  # the results() of an FGMax
         def __init__(self, **fields):
             self.fields = fields
@@ -160,7 +119,7 @@ def test_peak_at_points_takes_the_nearest_wet_peak(demo):
     x = np.array([9.2, 4.0, 0.5, 7.0])
     y = np.array([7.1, 4.0, 0.5, 6.0])
     at_point = np.array([21.5, np.nan, np.nan, np.nan])
-    stage, dist = demo.peak_at_points(Maxima(max_surface=at_point), flood, x, y, radius=3.0)
+    stage, dist = merewether.peak_at_points(Maxima(max_surface=at_point), flood, x, y, radius=3.0)
     assert stage[0] == 21.5 and dist[0] == 0.0
     assert np.isnan(stage[2]) and np.isnan(dist[2])  # nothing wet within 3 m
     for k in (1, 3):  # brute force over the wet points
@@ -170,11 +129,11 @@ def test_peak_at_points_takes_the_nearest_wet_peak(demo):
         assert dist[k] == pytest.approx(d[n]) and stage[k] == surface[n]
 
 
-def test_peak_tracker_sees_the_surface_maximum(demo, coarse_run):
+def test_peak_tracker_sees_the_surface_maximum(merewether, merewether_coarse):
     """The fgmax at the observation points equals the surface of the wet cell there when
     the flow is steady (the last sample is below the running maximum)."""
-    sim = coarse_run
-    obs = demo.observations()
+    sim = merewether_coarse
+    obs = merewether.observations()
     q, aux = sim.sample(obs["x"], obs["y"], aux=True)
     peaks = sim.merewether["peaks"].results()["max_surface"]
     wet = q[:, 0] > 1e-3
@@ -182,12 +141,12 @@ def test_peak_tracker_sees_the_surface_maximum(demo, coarse_run):
     assert np.all(peaks[wet] >= q[wet, 0] + aux[wet, 0] - 1e-12)
 
 
-def test_uniform_option_and_bad_input(demo):
-    sim = demo.setup(mx=4, min_level=0, max_level=1, uniform=True, t_final=0.0)
+def test_uniform_option_and_bad_input(merewether):
+    sim = merewether.setup(mx=4, min_level=0, max_level=1, uniform=True, t_final=0.0)
     assert sim.patches_per_level() == {1: 520}
     with pytest.raises(KeyError, match="unknown option"):
-        demo.setup(house_heigth=2.0)
+        merewether.setup(house_heigth=2.0)
     with pytest.raises(OptionError, match="boundary"):
-        demo.setup(boundary="open")
+        merewether.setup(boundary="open")
     with pytest.raises(OptionError, match="discharge"):
-        demo.setup(discharge=-1.0)
+        merewether.setup(discharge=-1.0)

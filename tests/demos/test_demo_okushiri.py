@@ -1,34 +1,16 @@
 """demos/geoclaw/okushiri.py: the Monai valley tank against the measured gauges.
 
-Pinned values of a reduced run (finest cells 0.112 m instead of 0.014, three levels,
-to 22.5 s): ``tests/regression/okushiri.json``; regenerate with
-``FORESTPY_REGEN=1 pytest tests/demos/test_demo_okushiri.py`` after an intended change.
+A reduced run (finest cells 0.112 m instead of 0.014, three levels, to 22.5 s:
+``okushiri_reduced`` in tests/demos/conftest.py); its pinned values
+(``tests/regression/okushiri.json``) are checked by test_regression.py.
 """
 
-import json
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
-from testsupport import REGRESSION as REGRESSION_DIR
-from testsupport import load_demo
 
 from forestpy.options import OptionError
-
-REGRESSION = REGRESSION_DIR / "okushiri.json"
-REGEN = os.environ.get("FORESTPY_REGEN") == "1"
-REDUCED = dict(dx_finest=0.112, mx=4, max_level=2)
-
-
-@pytest.fixture(scope="module")
-def okushiri():
-    return load_demo("geoclaw/okushiri")
-
-
-@pytest.fixture(scope="module")
-def reduced_run(okushiri):
-    return okushiri.setup(**REDUCED).run()
 
 
 def test_bathymetry_is_node_registered_over_the_tank(okushiri):
@@ -102,47 +84,24 @@ def test_bad_options(okushiri):
         okushiri.setup(mx=6)
 
 
-def test_reduced_run_regression(okushiri, reduced_run, tmp_path):
+def test_reduced_run_follows_the_gauges(okushiri_report):
     """A coarse run to 22.5 s (finest 0.112 m): the gauges follow the measurement
-    (RMS below 8 mm, peaks within 5 mm and 0.8 s; the full 0.014 m run: docs/okushiri.md),
-    the report writes the CSV, and gauge errors, runup, mass and AMR counts are pinned."""
-    sim = reduced_run
-    rep = okushiri.report(sim, tmp_path, plot=False)
+    (RMS below 8 mm, peaks within 5 mm and 0.8 s; the full 0.014 m run: docs/okushiri.md)
+    and the report writes the CSV (gauge errors, runup, mass and AMR counts are pinned:
+    test_regression.py)."""
+    sim, rep, out = okushiri_report
     assert sim.t == pytest.approx(22.5)
-    rows = (tmp_path / "gauges.csv").read_text().splitlines()
+    rows = (out / "gauges.csv").read_text().splitlines()
     assert rows[0] == "t,ch5_model,ch5_measured,ch7_model,ch7_measured,ch9_model,ch9_measured"
     assert len(rows) == 1 + 451
     for g, e in rep["gauges"].items():
         assert e["rms"] < 0.008, g
         assert abs(e["peak_error"]) < 0.005, g
         assert abs(e["peak_time_error"]) < 0.8, g
-    record = {
-        "steps": sim.steps,
-        "regrids": sim.regrids,
-        "patches_per_level": {str(k): v for k, v in sim.patches_per_level().items()},
-        "totals_final": sim.totals(),
-        "gauges": {g: {k: e[k] for k in ("rms", "peak_error", "peak_time_error")}
-                   for g, e in rep["gauges"].items()},
-        "runup": rep["runup"],
-    }
-    if REGEN:
-        REGRESSION.write_text(json.dumps(record, indent=2) + "\n")
-        pytest.skip(f"regenerated {REGRESSION.name}")
-    expected = json.loads(REGRESSION.read_text())
-    assert record["steps"] == expected["steps"]
-    assert record["regrids"] == expected["regrids"]
-    assert record["patches_per_level"] == expected["patches_per_level"]
-    for k, v in expected["totals_final"].items():
-        assert record["totals_final"][k] == pytest.approx(v, rel=1e-8, abs=1e-10), k
-    for g, e in expected["gauges"].items():
-        for k, v in e.items():
-            assert record["gauges"][g][k] == pytest.approx(v, rel=1e-6, abs=1e-9), (g, k)
-    for k, v in expected["runup"].items():
-        assert record["runup"][k] == pytest.approx(v, rel=1e-9, abs=1e-12), k
 
 
-def test_report_plot(okushiri, reduced_run, tmp_path):
+def test_report_plot(okushiri, okushiri_reduced, tmp_path):
     pytest.importorskip("pyvista")
-    rep = okushiri.report(reduced_run, tmp_path)
+    rep = okushiri.report(okushiri_reduced, tmp_path)
     png = Path(rep["png"])
     assert png.stat().st_size > 10_000

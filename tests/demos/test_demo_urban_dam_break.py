@@ -205,10 +205,10 @@ def test_uniform_fv1_conserves_volume_on_both_grids(hw):
     assert abs(res["volume_change_relative"]) < 1e-4
 
 
-def test_channel_fv1_on_the_gpu_equals_the_cpu():
+def test_channel_fv1_on_the_gpu_equals_the_cpu(hw):
     """The channel-grid FV1 through HWFV1GPU's uniform path (CUDA simulator in CI) equals
     the CPU kernels to round-off on a small wet/dry rectangle with friction."""
-    hwd = load_demo("hwfv1/urban_dam_break")
+    hwd = hw
     ny, nx = 6, 20
     z = np.zeros((ny, nx))
     z[2:4, 12:14] = 2.0  # a dry block

@@ -1,13 +1,12 @@
 """Linearised VBM: discrete dispersion relation, mass conservation with walls and land,
 the sponge, the ship_wake demo, bad input."""
 
-import importlib.util
 import math
 
 import numpy as np
 import pytest
 from forestpy.extensions.boussinesq import VBM, dispersion_omega, profile_coefficients
-from testsupport import ROOT
+from testsupport import load_demo
 
 G = 9.81
 
@@ -162,11 +161,7 @@ def test_sponge_absorbs():
 
 
 def test_ship_wake_demo_measures_an_angle(tmp_path):
-    spec = importlib.util.spec_from_file_location(
-        "demo_ship_wake", ROOT / "demos" / "boussinesq" / "ship_wake.py"
-    )
-    demo = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(demo)
+    demo = load_demo("boussinesq/ship_wake")
     res = demo.main(
         cells_per_wavelength=8,
         length_wavelengths=16.0,
@@ -204,11 +199,7 @@ def test_polar_wake_angle_recovers_a_known_angle(alpha):
     """A synthetic Kelvin-like field: cusp waves of amplitude r^-1/3 concentrated on the
     rays at +-alpha (width 1.5 degrees), transverse waves r^-1/2 inside the wedge,
     divergent waves outside it decaying fast, noise; the ship at (900, 300)."""
-    spec = importlib.util.spec_from_file_location(
-        "demo_ship_wake2", ROOT / "demos" / "boussinesq" / "ship_wake.py"
-    )
-    demo = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(demo)
+    demo = load_demo("boussinesq/ship_wake")
     dx, lam = 1.0, 16.0
     x = (np.arange(1000) + 0.5) * dx
     y = (np.arange(600) + 0.5) * dx

@@ -12,7 +12,7 @@ from forestpy.extensions.geoclaw.model import geoclaw_simulation, manning_field
 from forestpy.extensions.geoclaw.refinement import GeoClawRefinement, Region
 from forestpy.extensions.geoclaw.riemann import geoclaw, rpn2_geoclaw, rpt2_geoclaw
 from forestpy.extensions.geoclaw.sources import Coriolis, DischargeSource
-from testsupport import ROOT
+from testsupport import load_demo
 
 from forestpy import Domain
 from forestpy.vtable import get_riemann
@@ -788,29 +788,19 @@ def test_second_order_over_smooth_bathymetry():
     assert _wave_channel_order("geoclaw_hr") < 1.6
 
 
-def _thacker_demo(name):
-    import importlib.util
-
-    path = ROOT / "demos" / "geoclaw" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_thacker_errors_no_worse_than_geoclaw():
     """Relative L1 depth errors at half a period on 128^2 against GeoClaw 5.14 on the
     same grids (exact cell-averaged bottoms, MC, CFL 0.9; docs/geoclaw_solver.md):
     curved surface (bowl_radial) 0.0021031 (forestpy: the same to 5 digits), planar
     surface (thacker_planar, dry tolerance 1e-5) 0.01666 (forestpy 0.0151).  The
     hydrostatic solver was 3x (curved) and 6x (planar) worse."""
-    bowl = _thacker_demo("bowl_radial")
+    bowl = load_demo("geoclaw/bowl_radial")
     exact = bowl.Thacker(0.1)
     sim = bowl.setup(case="thacker", min_level=4, max_level=4, t_final=0.5 * exact.period).run()
     curved = bowl.thacker_errors(sim, exact)["l1_depth_error_relative"]
     assert curved <= 0.0021031 * 1.0001
     assert abs(bowl.mass(sim)["volume_change_relative"]) < 1e-12
-    planar = _thacker_demo("thacker_planar")
+    planar = load_demo("geoclaw/thacker_planar")
     sim = planar.setup(min_level=4, max_level=4).run()
     rep = planar.report(sim, None)
     assert rep["l1_depth_error_relative"] <= 0.01666

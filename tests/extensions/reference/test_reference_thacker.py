@@ -1,12 +1,11 @@
 """Thacker's planar solution (forestpy.extensions.reference.thacker) and its demo."""
 
-import importlib.util
 import math
 
 import numpy as np
 import pytest
 from forestpy.extensions.reference.thacker import ThackerPlanar
-from testsupport import ROOT
+from testsupport import load_demo
 
 
 def test_planar_solution_solves_the_shallow_water_equations():
@@ -57,9 +56,6 @@ def test_cell_averages_match_a_fine_midpoint_rule():
 def test_bad_parameters_are_refused():
     with pytest.raises(ValueError, match="eta < a"):
         ThackerPlanar(a=1.0, eta=1.0)
-    path = ROOT / "demos" / "geoclaw" / "thacker_planar.py"
-    spec = importlib.util.spec_from_file_location("thacker_planar", path)
-    demo = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(demo)
+    demo = load_demo("geoclaw/thacker_planar")
     with pytest.raises(ValueError, match="reach the walls"):
         demo.setup(eta=1.2)

@@ -1,21 +1,15 @@
 """HWFV1: Haar MRA on the Z-order hierarchy, parallel traversal, FV1 update."""
 
-import importlib.util
 
 import numpy as np
 import pytest
 from forestpy.solvers.hwfv1 import mra
 from forestpy.solvers.hwfv1.solver import HWFV1, stoker
-from testsupport import ROOT
-
-DEMOS = ROOT / "demos" / "hwfv1"
+from testsupport import load_demo
 
 
 def load(name):
-    spec = importlib.util.spec_from_file_location(f"hwfv1_{name}", DEMOS / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_demo(f"hwfv1/{name}")
 
 
 def hierarchy(a):
