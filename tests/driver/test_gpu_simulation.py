@@ -49,6 +49,9 @@ def adaptive_shallow_water(backend):
                       params={"grav": 1.0}, backend=backend)
 
 
+# slow: 2 steps of 16 patches take 20-45 s in the CUDA simulator (its patch_status and step
+# kernels start hundreds of Python threads a launch)
+@pytest.mark.slow
 def test_adaptive_time_sync_and_regrid():
     cpu = adaptive_shallow_water("cpu")
     gpu = adaptive_shallow_water("gpu")
@@ -67,11 +70,17 @@ def test_radial_dam_walls(radial_dam):
     assert gpu.totals()["h"] == pytest.approx(gpu.totals_initial["h"], rel=1e-13)
 
 
+# slow: 5-7 s in the CUDA simulator (whole runs on the GPU backend stay in the fast suite:
+# the radial dam)
+@pytest.mark.slow
 def test_swirl_aux_b4step(swirl):
     kw = dict(mx=4, min_level=1, max_level=1, t_final=0.05)
     compare(swirl.setup(**kw, backend="cpu").run(), swirl.setup(**kw, backend="gpu").run())
 
 
+# slow: 7-16 s in the CUDA simulator (whole runs on the GPU backend stay in the fast suite:
+# the radial dam)
+@pytest.mark.slow
 def test_euler_quadrants(euler_quadrants):
     kw = dict(mx=4, min_level=1, max_level=1, t_final=0.03)
     cpu = euler_quadrants.setup(**kw, backend="cpu").run()
@@ -79,6 +88,9 @@ def test_euler_quadrants(euler_quadrants):
     compare(cpu, gpu)
 
 
+# slow: 7-16 s in the CUDA simulator (whole runs on the GPU backend stay in the fast suite:
+# the radial dam)
+@pytest.mark.slow
 def test_one_transfer_per_step(radial_dam):
     """Per step only the Courant number (with the state checks) reaches the host."""
     sim = radial_dam.setup(**TINY, regrid_interval=0, backend="gpu")
@@ -93,6 +105,9 @@ def test_one_transfer_per_step(radial_dam):
         assert type(sim.q).__module__.startswith("cupy")
 
 
+# slow: 7-16 s in the CUDA simulator (whole runs on the GPU backend stay in the fast suite:
+# the radial dam)
+@pytest.mark.slow
 def test_float32_storage_close_to_float64(radial_dam):
     kw = dict(**TINY, t_final=0.05, regrid_interval=0)
     f64 = radial_dam.setup(**kw, backend="gpu").run()
@@ -112,6 +127,9 @@ def test_float32_is_a_gpu_option():
         Simulation("advection", qinit=lambda x, y: (0 * x)[None], dtype="float32")
 
 
+# slow: 5-7 s in the CUDA simulator (whole runs on the GPU backend stay in the fast suite:
+# the radial dam)
+@pytest.mark.slow
 def test_nan_on_gpu_is_reported(radial_dam):
     from forestpy.simulation import StateError
 

@@ -77,7 +77,8 @@ def swirl_error(swirl, sim):
     return float(np.sum(e * (sim.geom.dx * sim.geom.dy)[:, None, None]))
 
 
-@pytest.mark.parametrize("amr", [False, True])
+# the adaptive study (levels up to 5, ~30-45 s) is slow; the uniform one stays fast
+@pytest.mark.parametrize("amr", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_swirl_smooth_blob_converges_at_second_order(swirl, amr):
     errors = []
     for level in (1, 2, 3):

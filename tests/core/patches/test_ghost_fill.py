@@ -8,8 +8,10 @@ against their index-level definition.
 
 from __future__ import annotations
 
+import forests
 import numpy as np
 import pytest
+from forests import interior_mask
 
 from forestpy.forest import Brick, Forest
 from forestpy.patches import (
@@ -31,21 +33,10 @@ SIZES = [(8, 8, 2), (8, 6, 2), (4, 4, 2), (8, 8, 3)]
 
 
 def random_forest(conn, seed, base=1, rounds=3, frac=0.3):
-    """A random 2:1-balanced forest: refine random leaves a few times, then balance."""
-    rng = np.random.default_rng(seed)
-    f = Forest.new(conn, base)
-    for _ in range(rounds):
-        f = f.refine(rng.random(f.n) < frac)
-    f = f.balance()
+    """A random 2:1-balanced forest of at least two levels (forests.random_forest)."""
+    f = forests.random_forest(conn, seed, base, rounds, frac)
     assert f.is_balanced() and len(np.unique(f.level)) >= 2
     return f
-
-
-def interior_mask(geom):
-    m = np.zeros(geom.shape, dtype=bool)
-    b = geom.mbc
-    m[b : b + geom.my, b : b + geom.mx] = True
-    return m
 
 
 def in_domain_mask(geom):

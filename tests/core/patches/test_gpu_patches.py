@@ -35,6 +35,8 @@ def _gpu_backend_or_skip():
 
 GPU = _gpu_backend_or_skip()
 
+from forests import interior_mask, refined_forest  # noqa: E402
+
 from forestpy.backend import CPUBackend  # noqa: E402
 from forestpy.forest import Brick, Forest  # noqa: E402
 from forestpy.patches import (  # noqa: E402
@@ -74,20 +76,9 @@ def assert_same(gpu_array, cpu_array):
 
 def small_forest(conn, seed, base=1, nrefine=1):
     """``base``-level uniform forest with ``nrefine`` random leaves refined, balanced."""
-    rng = np.random.default_rng(seed)
-    f = Forest.new(conn, base)
-    flags = np.zeros(f.n, dtype=bool)
-    flags[rng.choice(f.n, nrefine, replace=False)] = True
-    f = f.refine(flags).balance()
+    f = refined_forest(conn, seed, base, nrefine)
     assert len(np.unique(f.level)) == 2
     return f
-
-
-def interior_mask(geom):
-    m = np.zeros(geom.shape, dtype=bool)
-    b = geom.mbc
-    m[b : b + geom.my, b : b + geom.mx] = True
-    return m
 
 
 # --------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from forests import random_forest
 
 from forestpy.forest import Brick, Forest
 from forestpy.patches import (
@@ -21,13 +22,6 @@ BRICKS = {
     "2x1": Brick(2, 1, lower=(-1.0, 0.0), upper=(1.0, 1.0)),
     "per_xy": Brick(2, 2, periodic_x=True, periodic_y=True),
 }
-
-
-def random_forest(conn, rng, base=1, rounds=2, frac=0.3):
-    f = Forest.new(conn, base)
-    for _ in range(rounds):
-        f = f.refine(rng.random(f.n) < frac)
-    return f.balance()
 
 
 def geom_of(f):
@@ -72,7 +66,7 @@ def refined(f, rng, frac=0.3):
 @pytest.mark.parametrize("brick", list(BRICKS))
 def test_refine_keeps_totals(brick):
     rng = np.random.default_rng(1)
-    f = random_forest(BRICKS[brick], rng)
+    f = random_forest(BRICKS[brick], rng, rounds=2)
     gf = geom_of(f)
     q = filled(f, gf, fields(gf, rng))
     g = refined(f, rng)
@@ -89,7 +83,7 @@ def test_refine_keeps_totals(brick):
 @pytest.mark.parametrize("brick", list(BRICKS))
 def test_refine_then_coarsen_round_trip(brick):
     rng = np.random.default_rng(2)
-    f = random_forest(BRICKS[brick], rng)
+    f = random_forest(BRICKS[brick], rng, rounds=2)
     gf = geom_of(f)
     q = filled(f, gf, fields(gf, rng))
     g = refined(f, rng, frac=0.5)
@@ -108,7 +102,7 @@ def test_round_trip_bitwise_for_piecewise_constant(brick):
     """Data constant on every coarse patch has zero limited slopes: children get the
     parent value exactly and their average is exact."""
     rng = np.random.default_rng(3)
-    f = random_forest(BRICKS[brick], rng)
+    f = random_forest(BRICKS[brick], rng, rounds=2)
     gf = geom_of(f)
     per_leaf = 1.0 / 3.0 + rng.random((f.n, 2))
     q = filled(f, gf, np.broadcast_to(per_leaf[:, :, None, None], (f.n, 2) + gf.shape).copy())
@@ -121,7 +115,7 @@ def test_round_trip_bitwise_for_piecewise_constant(brick):
 
 def test_linear_data_interpolated_exactly():
     rng = np.random.default_rng(4)
-    f = random_forest(BRICKS["2x1"], rng)
+    f = random_forest(BRICKS["2x1"], rng, rounds=2)
     gf = geom_of(f)
 
     def lin(x, y):
@@ -159,7 +153,7 @@ def test_linear_data_interpolated_exactly():
 
 def test_unchanged_leaves_copied_bitwise():
     rng = np.random.default_rng(5)
-    f = random_forest(BRICKS["2x1"], rng)
+    f = random_forest(BRICKS["2x1"], rng, rounds=2)
     gf = geom_of(f)
     q = filled(f, gf, rng.standard_normal((f.n, 2) + gf.shape))
     g = refined(f, rng)

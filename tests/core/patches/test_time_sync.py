@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from forestpy.solvers.clawpack.solver import ClawpackSolver
+from forests import refined_forest
 
 from forestpy.forest import Brick, Forest
 from forestpy.patches import (
@@ -28,11 +29,7 @@ MBC = 2
 
 
 def two_level_forest(conn, seed, nrefine=4):
-    rng = np.random.default_rng(seed)
-    f = Forest.new(conn, 2)
-    flags = np.zeros(f.n, dtype=bool)
-    flags[rng.choice(f.n, nrefine, replace=False)] = True
-    return f.refine(flags).balance()
+    return refined_forest(conn, seed, base=2, nrefine=nrefine)
 
 
 # --------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from forestpy.solvers.clawpack import LIMITERS, make_fluctuation_kernel, make_step_kernel
 from forestpy.solvers.clawpack.limiters import limiter_apply
+from fwave_advection import fwave_advection
 
 from forestpy.vtable import RiemannSolver, get_riemann
 
@@ -23,38 +24,9 @@ from forestpy.vtable import RiemannSolver, get_riemann
 ACOUSTICS = get_riemann("acoustics")
 
 
-def rpn2_fwave_adv(ixy, ql, qr, auxl, auxr, params, wave, s, amdq, apdq):
-    """Conservative advection q_t + (u q)_x + (v q)_y = 0 with cell velocities in aux."""
-    ul = auxl[ixy - 1]
-    ur = auxr[ixy - 1]
-    f = ur * qr[0] - ul * ql[0]
-    wave[0, 0] = f
-    s[0] = 0.5 * (ul + ur)
-    if s[0] < 0.0:
-        amdq[0] = f
-        apdq[0] = 0.0
-    else:
-        amdq[0] = 0.0
-        apdq[0] = f
-
-
-def rpt2_fwave_adv(ixy, imp, ql, qr, aux1, aux2, aux3, params, asdq, bmasdq, bpasdq):
-    it = 2 - ixy  # transverse velocity component
-    vm = 0.5 * (aux1[it] + aux2[it])
-    vp = 0.5 * (aux2[it] + aux3[it])
-    bmasdq[0] = min(vm, 0.0) * asdq[0]
-    bpasdq[0] = max(vp, 0.0) * asdq[0]
-
-
-FWAVE_ADV = RiemannSolver(
-    name="test_fwave_advection",
-    num_eqn=1,
-    num_waves=1,
-    rpn2=rpn2_fwave_adv,
-    rpt2=rpt2_fwave_adv,
-    num_aux=2,
-    fwave=True,
-)
+# conservative advection with cell velocities in aux, in f-wave form (fwave_advection.py,
+# shared with test_gpu_kernel.py)
+FWAVE_ADV = fwave_advection("test_fwave_advection", num_aux=2)
 
 # --------------------------------------------------------------------------------------
 # pure-Python reference: one grid, Clawpack 4.x formulas in the plainest loop form

@@ -16,8 +16,9 @@ from forestpy.solvers.clawpack.gpu_kernel import (
     make_gpu_step_kernel,
     plan_tiles,
 )
+from fwave_advection import fwave_advection
 
-from forestpy.vtable import RiemannSolver, get_riemann
+from forestpy.vtable import get_riemann
 
 if not numba.config.ENABLE_CUDASIM:
     from numba import cuda
@@ -26,40 +27,9 @@ if not numba.config.ENABLE_CUDASIM:
         pytest.skip("no GPU and the CUDA simulator is off", allow_module_level=True)
 
 
-# A user-defined solver, written here in plain Python with no CUDA code: conservative
-# advection with cell velocities in aux, in f-wave form.
-def rpn2_user(ixy, ql, qr, auxl, auxr, params, wave, s, amdq, apdq):
-    ul = auxl[ixy - 1]
-    ur = auxr[ixy - 1]
-    f = ur * qr[0] - ul * ql[0]
-    wave[0, 0] = f
-    s[0] = 0.5 * (ul + ur)
-    if s[0] < 0.0:
-        amdq[0] = f
-        apdq[0] = 0.0
-    else:
-        amdq[0] = 0.0
-        apdq[0] = f
-
-
-def rpt2_user(ixy, imp, ql, qr, aux1, aux2, aux3, params, asdq, bmasdq, bpasdq):
-    it = 2 - ixy
-    vm = 0.5 * (aux1[it] + aux2[it])
-    vp = 0.5 * (aux2[it] + aux3[it])
-    bmasdq[0] = min(vm, 0.0) * asdq[0]
-    bpasdq[0] = max(vp, 0.0) * asdq[0]
-
-
-USER = RiemannSolver(
-    name="test_gpu_user_fwave",
-    num_eqn=1,
-    num_waves=1,
-    rpn2=rpn2_user,
-    rpt2=rpt2_user,
-    num_aux=3,  # u, v, capacity
-    field_names=("q",),
-    fwave=True,
-)
+# a user-defined solver in plain Python with no CUDA code (fwave_advection.py): conservative
+# advection with cell velocities in aux, in f-wave form, and a capacity
+USER = fwave_advection("test_gpu_user_fwave", num_aux=3, field_names=("q",))  # u, v, capacity
 
 
 def make_data(solver, mx, my, mbc, npatch, seed):

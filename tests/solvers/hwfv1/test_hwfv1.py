@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from forestpy.solvers.hwfv1 import mra
 from forestpy.solvers.hwfv1.solver import HWFV1, stoker
+from hwfv1_states import beach_state, circular_state, tree_masks
 from testsupport import load_demo
 
 
@@ -178,22 +179,6 @@ def test_okushiri_coarse_level_against_measured_gauges():
         assert r["rms"] < 0.008, (g, r)
 
 
-def _dam_over_rough_hump(n=32):
-    """A dam break over a rough bed with a dry hump: wet/dry leaves."""
-    x = (np.arange(n) + 0.5) * 32.0 / n
-    X, Y = np.meshgrid(x, x)
-    z = (0.3 * np.exp(-((X - 20.0) ** 2 + (Y - 16.0) ** 2) / 30.0)
-         + 0.002 * np.random.default_rng(3).random((n, n)))
-    h = np.maximum(0.0, np.where(X < 8.0, 1.0, 0.25) - z)
-    return h, z, (0.0, 32.0, 0.0, 32.0)
-
-
-def _circular(n=32):
-    c = -20.0 + (np.arange(n) + 0.5) * 40.0 / n
-    h = np.where(np.hypot(c[None, :], c[:, None]) < 2.5, 2.5, 0.5)
-    return h, np.zeros_like(h), (-20.0, 20.0, -20.0, 20.0)
-
-
 @pytest.mark.parametrize("case, n, eps, t_final, sparse", [
     ("circular", 64, 1e-3, 1.0, True),  # wet, flat bed: every step after the first O(nodes)
     ("hump", 32, 1e-2, 1.5, True),      # wet/dry leaves with flat projections
@@ -206,7 +191,7 @@ def test_tree_node_cpu_step_equals_the_full_finest_algorithm(case, n, eps, t_fin
     the same states to round-off."""
     from forestpy.solvers.hwfv1.solver import HWFV1Tree
 
-    h, z, ext = _circular(n) if case == "circular" else _dam_over_rough_hump(n)
+    h, z, ext = circular_state(n) if case == "circular" else beach_state(n)
     zero = np.zeros_like(h)
     kw = dict(extent=ext, eps=eps, bc="wall", n_manning=0.02)
     ref = HWFV1(h, zero, zero, z, **kw).run(t_final)
@@ -233,13 +218,7 @@ def test_tree_node_cpu_step_never_reads_nodes_outside_the_tree_and_keeps_inflow(
     tree.run(4.0)
     L = tree.L
     sig = tree.sigs[0]
-    in_tree = np.zeros(mra.ntotal(L), dtype=bool)
-    in_tree[0] = True
-    for n in range(1, L + 1):
-        o, op = mra.offset(n), mra.offset(n - 1)
-        in_tree[o:o + 4**n] = np.repeat(sig[op:op + 4 ** (n - 1)], 4)
-    leaf = in_tree.copy()
-    leaf[:mra.offset(L)] &= ~sig
+    in_tree, leaf = tree_masks(sig, L)
     assert 0 < leaf.sum() == tree.nleaves < 4**L
     tree.s[:3, ~in_tree] = np.nan
     tree.newv[:, ~leaf] = np.nan

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from forestpy.solvers.hwfv1.gpu import HWFV1GPU
 from forestpy.solvers.hwfv1.solver import HWFV1
+from hwfv1_states import beach_state, circular_state, tree_masks
 
 
 def humps_state(n=8):
@@ -34,7 +35,8 @@ def test_gpu_kernels_match_cpu(eps):
     assert np.abs(cpu.state()[1]).max() > 0.1  # the flow moved
 
 
-@pytest.mark.parametrize("eps", [None, 1e-3])
+# the adaptive run (~7 s in the CUDA simulator) is slow; the uniform one stays fast
+@pytest.mark.parametrize("eps", [None, pytest.param(1e-3, marks=pytest.mark.slow)])
 def test_gpu_run_batches_steps_on_the_device_and_matches_cpu(eps):
     """``run`` launches several steps between clock read-backs (dt, t, leaf counts stay
     on the device); steps launched after t_final must do nothing."""
@@ -54,22 +56,8 @@ def test_gpu_run_batches_steps_on_the_device_and_matches_cpu(eps):
         np.testing.assert_allclose(b, a, rtol=0, atol=1e-12)
 
 
-def circular_state(n=32):
-    c = -20.0 + (np.arange(n) + 0.5) * 40.0 / n
-    h = np.where(np.hypot(c[None, :], c[:, None]) < 2.5, 2.5, 0.5)
-    return h, np.zeros_like(h), (-20.0, 20.0, -20.0, 20.0)
-
-
-def beach_state(n=32):
-    """A dam break over a rough bed with a dry hump: wet/dry leaves."""
-    x = (np.arange(n) + 0.5) * 32.0 / n
-    X, Y = np.meshgrid(x, x)
-    z = (0.3 * np.exp(-((X - 20.0) ** 2 + (Y - 16.0) ** 2) / 30.0)
-         + 0.002 * np.random.default_rng(3).random((n, n)))
-    h = np.maximum(0.0, np.where(X < 8.0, 1.0, 0.25) - z)
-    return h, z, (0.0, 32.0, 0.0, 32.0)
-
-
+# slow: runs of many steps at L = 5 in the CUDA simulator (8-25 s each)
+@pytest.mark.slow
 @pytest.mark.parametrize("case, eps, t_final, sparse", [
     ("circular", 1e-2, 0.6, True),  # wet, flat bed: every step after the first O(nodes)
     ("beach", 1e-2, 1.0, True),     # wet/dry leaves whose projection stays flat
@@ -96,11 +84,12 @@ def test_tree_node_mra_equals_the_full_finest_algorithm(case, eps, t_final, spar
         np.testing.assert_allclose(b, a, rtol=0, atol=1e-12)
 
 
+# slow: ~8-10 s in the CUDA simulator
+@pytest.mark.slow
 def test_nodes_outside_the_tree_are_never_read():
     """After a few steps, poison (NaN) the coefficients and leaf values of every node
     that is not a leaf or an ancestor of a leaf; the next O(nodes) steps must not see
     them (the result equals the CPU's)."""
-    from forestpy.solvers.hwfv1 import mra
     from forestpy.solvers.hwfv1.gpu import MODE, PAR, SPARSE
 
     h, z, ext = circular_state()
@@ -115,13 +104,7 @@ def test_nodes_outside_the_tree_are_never_read():
     assert ctl[MODE] == SPARSE
     L = gpu.L
     sig = gpu.sigs.copy_to_host()[ctl[PAR]].astype(bool)
-    in_tree = np.zeros(mra.ntotal(L), dtype=bool)
-    in_tree[0] = True
-    for n in range(1, L + 1):
-        o, op = mra.offset(n), mra.offset(n - 1)
-        in_tree[o:o + 4**n] = np.repeat(sig[op:op + 4 ** (n - 1)], 4)
-    leaf = in_tree.copy()
-    leaf[:mra.offset(L)] &= ~sig
+    in_tree, leaf = tree_masks(sig, L)
     assert 0 < leaf.sum() == gpu.nleaves < 4**L
     s = gpu.s.copy_to_host()
     s[:3, ~in_tree] = np.nan

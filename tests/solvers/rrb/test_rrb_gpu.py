@@ -17,6 +17,8 @@ def _stencil(nx, ny, seed=0):
     return c, -kx, -ky
 
 
+# slow: whole solves in the CUDA simulator (~15-40 s each: 256 Python threads per launch)
+@pytest.mark.slow
 @pytest.mark.parametrize("nx,ny,level", [(9, 7, 3)])
 def test_gpu_matches_cpu(nx, ny, level):
     st = _stencil(nx, ny)
@@ -39,6 +41,8 @@ def test_gpu_matches_cpu(nx, ny, level):
 
 # k = 3: chunks end before, at and after the stopping iteration (k = 1 is the old path,
 # covered by test_gpu_matches_cpu); one k keeps the simulator time down (~35 s per k)
+# slow: whole solves in the CUDA simulator (~15-40 s each: 256 Python threads per launch)
+@pytest.mark.slow
 @pytest.mark.parametrize("k", [3])
 def test_gpu_check_every_k_iterations(k):
     """Checking convergence on the device every k iterations (iterations past the
@@ -80,6 +84,8 @@ def test_every_stopping_level_matches_cpu(level):
     assert np.allclose(gpu.precondition(b), cpu.precondition(b), rtol=1e-12, atol=1e-13)
 
 
+# slow: whole solves in the CUDA simulator (~15-40 s each: 256 Python threads per launch)
+@pytest.mark.slow
 @pytest.mark.parametrize("nx,ny", [(2, 33), (33, 2), (1, 17)])
 def test_thin_grids_match_cpu(nx, ny):
     """Grids one or two cells wide, every level down to the last: each level's quarter
@@ -99,6 +105,8 @@ def test_thin_grids_match_cpu(nx, ny):
     assert np.abs(gpu.backend.to_host(xg) - xc).max() < 1e-11 * np.abs(xc).max()
 
 
+# slow: whole solves in the CUDA simulator (~15-40 s each: 256 Python threads per launch)
+@pytest.mark.slow
 def test_first_chunk_follows_the_last_solve():
     """The first graph of iterations is as long as the last solve took (no gated no-op
     iterations when solves are alike); whatever its length, the iterate, count and
@@ -142,6 +150,8 @@ def test_default_stopping_level_per_backend():
     assert rrb.RRBSolver(st, level=3, backend="gpu").levels == 3
 
 
+# slow: whole solves in the CUDA simulator (~15-40 s each: 256 Python threads per launch)
+@pytest.mark.slow
 def test_non_finite_input_is_refused_and_the_solver_stays_usable():
     """NaN or inf in rhs or x0: one clear error, on the CPU and on the GPU (flagged by
     the conversion kernel, read with the first chunk's state); the GPU's level buffers
@@ -234,6 +244,8 @@ def test_next_chunk_is_a_power_of_two_not_past_the_prediction():
     assert _next_chunk(h, 1e-8, 1) == (1, False)
 
 
+# slow: whole solves in the CUDA simulator (~15-40 s each: 256 Python threads per launch)
+@pytest.mark.slow
 def test_fixed_point_last_level_matches_cpu(monkeypatch):
     """The int16 fixed-point dense inverse (forced here on a small level: 2 x 15 = 30
     red rows, so the int64 words of four entries end in a padded one) gives the CPU's
@@ -255,6 +267,8 @@ def test_fixed_point_last_level_matches_cpu(monkeypatch):
     assert np.abs(gpu.backend.to_host(xg) - xc).max() < 1e-11 * np.abs(xc).max()
 
 
+# slow: whole solves in the CUDA simulator (~15-40 s each: 256 Python threads per launch)
+@pytest.mark.slow
 def test_out_receives_the_solution_and_an_input_error_leaves_it_unchanged():
     """``out=`` gets the same bits as a returned x, on the CPU and the GPU, also when it
     is ``x0`` (in-place warm start) and when the same rhs / out come back solve after
@@ -383,6 +397,8 @@ def test_forward_sweep_sum_is_r_dot_z():
     assert rz > 0 and abs(float(g.sc[FSUM]) - rz) < 1e-13 * rz
 
 
+# slow: whole solves in the CUDA simulator (~15-40 s each: 256 Python threads per launch)
+@pytest.mark.slow
 def test_predicted_last_iteration_skips_its_back_substitution():
     """A solve predicted to end in its first chunk (as long as the last solve): its
     last iteration runs only the forward sweep (one level-1 back-substitution fewer
