@@ -6,20 +6,8 @@ import os
 # on the device
 os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
-import pytest  # noqa: E402
-from testsupport import load_demo  # noqa: E402
+from testsupport import demo_fixture  # noqa: E402
 
-
-@pytest.fixture(scope="session")
-def radial_dam():
-    return load_demo("radial_dam")
-
-
-@pytest.fixture(scope="session")
-def swirl():
-    return load_demo("advection_swirl")
-
-
-@pytest.fixture(scope="session")
-def euler_quadrants():
-    return load_demo("euler_quadrants")
+radial_dam = demo_fixture("radial_dam")
+swirl = demo_fixture("advection_swirl")
+euler_quadrants = demo_fixture("euler_quadrants")

@@ -33,11 +33,15 @@ def load_demo(name: str):
     return module
 
 
-def interior(sim, a=None):
-    """The interior cells (no ghost frame) of ``a`` (default: the state ``sim.q``)."""
-    b = sim.mbc
-    a = sim.backend.to_host(sim.q if a is None else a)
-    return a[..., b:-b, b:-b]
+def demo_fixture(name: str):
+    """A session fixture returning ``load_demo(name)``."""
+
+    @pytest.fixture(scope="session")
+    def fixture():
+        return load_demo(name)
+
+    fixture.__doc__ = f"demos/{name}.py"
+    return fixture
 
 
 # --------------------------------------------------------------------------------------
@@ -151,8 +155,3 @@ def mpirun() -> str | None:
     ``FORESTPY_MPIRUN`` names it where another MPI's mpirun comes first on PATH."""
     return os.environ.get("FORESTPY_MPIRUN") or shutil.which(
         "mpirun", path=str(Path(sys.executable).parent)) or shutil.which("mpirun")
-
-
-def assert_png(path):
-    assert Path(path).is_file() and Path(path).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-

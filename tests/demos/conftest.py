@@ -2,27 +2,12 @@
 (test_demo_*.py) and the pinned values (test_regression.py) share one run."""
 
 import pytest
-from testsupport import load_demo
+from testsupport import demo_fixture
 
-
-@pytest.fixture(scope="session")
-def bowl():
-    return load_demo("geoclaw/bowl_radial")
-
-
-@pytest.fixture(scope="session")
-def dam():
-    return load_demo("geoclaw/dam_break_dem")
-
-
-@pytest.fixture(scope="session")
-def merewether():
-    return load_demo("geoclaw/merewether")
-
-
-@pytest.fixture(scope="session")
-def okushiri():
-    return load_demo("geoclaw/okushiri")
+bowl = demo_fixture("geoclaw/bowl_radial")
+dam = demo_fixture("geoclaw/dam_break_dem")
+merewether = demo_fixture("geoclaw/merewether")
+okushiri = demo_fixture("geoclaw/okushiri")
 
 
 # --------------------------------------------------------------------------------------
