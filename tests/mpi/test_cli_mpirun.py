@@ -9,6 +9,8 @@ from mpi_scenarios import CLI_REPORT, CLI_RUN, DEMO
 
 from forestpy.cli import main
 
+pytest.importorskip("mpi4py")
+
 
 def _read(path):
     return json.loads(Path(path).read_text())

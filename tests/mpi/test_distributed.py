@@ -24,6 +24,7 @@ from mpi_scenarios import (
     UNIFORM,
 )
 
+pytest.importorskip("mpi4py")
 sys.path.insert(0, str(Path(__file__).resolve().parent / "scripts"))
 import bowl  # noqa: E402
 from recorder import Recorder  # noqa: E402
