@@ -4,9 +4,9 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 OUT    ?= out/radial_dam
 
-.PHONY: demo test lint bench clean gl
+.PHONY: demo test test-slow lint bench clean gl
 
-# Offscreen rendering (forestpy plot, tests/test_plot.py) needs Mesa's EGL; a bare
+# Offscreen rendering (forestpy plot, tests/driver/io/test_plot.py) needs Mesa's EGL; a bare
 # Debian machine lacks it.  Best effort: without it the plot tests skip with a reason.
 gl:
 	@ldconfig -p 2>/dev/null | grep -q libEGL_mesa.so.0 || { \
@@ -24,9 +24,17 @@ $(VENV)/.installed: pyproject.toml
 demo: $(VENV)/.installed
 	$(VENV)/bin/forestpy run demos/radial_dam.py --out $(OUT)
 
+# the fast tests (a few minutes on 2 cores); the ones marked slow (whole solves and runs
+# in the CUDA simulator, end-to-end convergence runs) by `make test-slow`: CI runs both
 test: $(VENV)/.installed gl
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -m "not slow"
+
+# pytest's exit code 5 (no test collected: a renamed marker, a bad -k) fails like any other
+test-slow: $(VENV)/.installed gl
+	@$(PY) -m pytest -q -m slow; rc=$$?; \
+	  if [ $$rc -eq 5 ]; then echo "test-slow: no slow test was collected" >&2; exit 1; fi; \
+	  exit $$rc
 
 bench: $(VENV)/.installed
 	$(PY) benchmarks/radial_dam.py

@@ -1,10 +1,10 @@
 """Step-kernel cost of the wet/dry Riemann solvers, one JSON record per solver.
 
-The 40 m hump in the 80 m bowl (tests/test_geoclaw_solver.py's ``bowl``) on a uniform
-grid (mx 8, level 5: 256^2 cells), a few steps of warm-up, then ``--steps`` steps timed
-by the ``step`` timer; solvers interleaved over ``--repeats`` rounds.  Reports
-nanoseconds per cell update of the step kernel (best and all rounds) and the ratio to
-the first solver.  Set ``NUMBA_NUM_THREADS`` before starting it.
+The 40 m hump in the 80 m bowl (tests/extensions/geoclaw/test_geoclaw_solver.py's
+``bowl``) on a uniform grid (mx 8, level 5: 256^2 cells), a few steps of warm-up, then
+``--steps`` steps timed by the ``step`` timer; solvers interleaved over ``--repeats``
+rounds.  Reports nanoseconds per cell update of the step kernel (best and all rounds) and
+the ratio to the first solver.  Set ``NUMBA_NUM_THREADS`` before starting it.
 
     NUMBA_NUM_THREADS=1 python benchmarks/geoclaw_solvers.py
 """

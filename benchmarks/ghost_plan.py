@@ -24,7 +24,7 @@ from forestpy.patches import PatchGeometry, build_ghost_plan, build_time_sync_pl
 
 def reference(forest, base) -> dict:
     """With ``--reference``: the NumPy builder the compiled one replaced
-    (``tests/ghost_plan_reference.py``), once, on forests up to ``base`` 7."""
+    (``tests/core/patches/ghost_plan_reference.py``), once, on forests up to ``base`` 7."""
     if "--reference" not in sys.argv or base > 7:
         return {}
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))

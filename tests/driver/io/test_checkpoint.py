@@ -1,0 +1,231 @@
+"""Checkpoint and restart: a run restarted half way is bitwise the uninterrupted run;
+unreadable or unfitting checkpoints give one clear CheckpointError (CLI: exit code 2).
+
+Ghost cells of the state after a step are unset memory (``empty_like``) in any run, so
+final states are compared after ``fill_ghosts()`` (every ghost then has a defined
+value) and, separately, on the interiors.
+"""
+
+import json
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from testsupport import ROOT
+
+from forestpy.callbacks import CheckpointEvery, Gauges, OutputTimes, Totals
+from forestpy.cli import main
+from forestpy.io.checkpoint import CheckpointError, read_checkpoint, write_checkpoint
+
+DEMO = ROOT / "demos" / "radial_dam.py"
+OPTS = dict(mx=8, min_level=1, max_level=3, t_final=1.0)
+SETS = [a for k, v in OPTS.items() for a in ("--set", f"{k}={v}")]
+GAUGES = [(0.0, 0.0), (1.0, 0.3), (-2.0, 1.5)]
+
+
+def _build(radial_dam, gauge_path=None, **kw):
+    sim = radial_dam.setup(**{**OPTS, **kw})
+    gauges, totals = Gauges(GAUGES, path=gauge_path), Totals()
+    outputs = OutputTimes(0.25, lambda s: None)
+    sim.callbacks += [gauges, totals, outputs]
+    return sim, gauges, totals, outputs
+
+
+def _interior(sim):
+    b = sim.mbc
+    return sim.backend.to_host(sim.q)[:, :, b:-b, b:-b]
+
+
+@pytest.fixture(scope="module")
+def reference(radial_dam, tmp_path_factory):
+    """The uninterrupted run, its callbacks and its gauge file."""
+    path = tmp_path_factory.mktemp("ref") / "gauges.csv"
+    sim, gauges, totals, outputs = _build(radial_dam, gauge_path=path)
+    sim.run()
+    assert sim.steps >= 10 and sim.regrids >= 1  # the restart crosses a regrid
+    sim.fill_ghosts()
+    return sim, gauges, totals, outputs, path
+
+
+def test_restart_half_way_is_bitwise(radial_dam, reference, tmp_path):
+    ref, ref_gauges, ref_totals, ref_outputs, ref_csv = reference
+    half = ref.steps // 2
+    first, *_ = _build(radial_dam, gauge_path=tmp_path / "first.csv")
+    first.run(max_steps=half)
+    assert first.steps == half and first.t < ref.t and first.regrids < ref.regrids
+    ck = first.save_checkpoint(tmp_path / "ck.npz")
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["ck.npz", "first.csv", "first.vtp"]  # no temporary file left behind
+
+    sim, gauges, totals, outputs = _build(radial_dam, gauge_path=tmp_path / "gauges.csv")
+    sim.load_checkpoint(ck)
+    assert sim.t == first.t and sim.dt == first.dt and sim.forest == first.forest
+    sim.run()
+    sim.fill_ghosts()
+
+    assert np.array_equal(sim.backend.to_host(sim.q), ref.backend.to_host(ref.q))
+    assert np.array_equal(_interior(sim), _interior(ref))
+    assert np.array_equal(sim.aux, ref.aux)
+    assert sim.forest == ref.forest and np.array_equal(sim.forest.x, ref.forest.x)
+    for key in ("t", "steps", "rejected_steps", "regrids", "cell_updates", "dt"):
+        assert getattr(sim, key) == getattr(ref, key), key
+    s, r = sim.summary(), ref.summary()
+    for key in ("totals_initial", "totals_final", "patches_per_level", "steps", "t_final"):
+        assert s[key] == r[key], key
+    assert gauges.times == ref_gauges.times
+    assert all(np.array_equal(a, b) for a, b in zip(gauges._values, ref_gauges._values))
+    assert (tmp_path / "gauges.csv").read_bytes() == ref_csv.read_bytes()
+    assert totals.times == ref_totals.times and totals.history == ref_totals.history
+    assert outputs.fired == ref_outputs.fired and outputs.calls == ref_outputs.calls
+
+
+def test_checkpoint_contents(radial_dam, tmp_path):
+    sim, gauges, _, _ = _build(radial_dam)
+    sim.run(max_steps=3)
+    path = write_checkpoint(sim, tmp_path / "sub" / "ck.npz", meta={"note": "x"})
+    data = read_checkpoint(path)
+    assert data["version"] == 1 and data["extra"] == {"note": "x"}
+    assert data["riemann"] == "shallow_roe" and data["steps"] == 3 and data["t"] == sim.t
+    assert data["forest"] == sim.forest and np.array_equal(data["q"], sim.q)
+    assert data["options"]["mx"] == 8 and "callbacks" not in data["options"]
+    assert [c["class"] for c in data["callbacks"]] == ["Gauges", "Totals", "OutputTimes"]
+    assert np.array_equal(data["callbacks"][0]["state"]["times"], gauges.times)
+    with zipfile.ZipFile(path) as z:  # plain npy members, no pickles
+        assert all(n.endswith(".npy") for n in z.namelist())
+
+
+def test_checkpoint_every_keeps_last_and_latest(radial_dam, tmp_path):
+    sim = radial_dam.setup(**OPTS)
+    every = CheckpointEvery(tmp_path, 4)
+    sim.callbacks.append(every)
+    sim.run(max_steps=13)
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["checkpoint_000012.npz", "checkpoint_000013.npz", "checkpoint_latest.npz"]
+    assert read_checkpoint(tmp_path / "checkpoint_latest.npz")["steps"] == 13
+    assert read_checkpoint(tmp_path / "checkpoint_000012.npz")["steps"] == 12
+
+
+# --------------------------------------------------------------------------- bad files
+@pytest.fixture(scope="module")
+def good_checkpoint(radial_dam, tmp_path_factory):
+    sim = radial_dam.setup(**OPTS)
+    return sim.save_checkpoint(tmp_path_factory.mktemp("good") / "ck.npz")
+
+
+def _corrupt(kind, good: Path, tmp_path: Path) -> Path:
+    path = tmp_path / f"{kind}.npz"
+    raw = good.read_bytes()
+    if kind == "truncated":
+        path.write_bytes(raw[: len(raw) // 2])
+    elif kind == "random":
+        path.write_bytes(np.random.default_rng(0).bytes(4096))
+    elif kind == "empty":
+        path.write_bytes(b"")
+    elif kind == "missing_key":
+        with np.load(good) as z:
+            arrays = {k: z[k] for k in z.files if k != "q"}
+        np.savez(path, **arrays)
+    elif kind == "version":
+        with np.load(good) as z:
+            arrays = {k: z[k] for k in z.files}
+        arrays["version"] = np.array(99)
+        np.savez(path, **arrays)
+    elif kind == "npy":
+        with open(path, "wb") as f:
+            np.save(f, np.zeros(3))
+    elif kind == "missing":
+        pass
+    return path
+
+
+BAD = {
+    "truncated": "truncated or corrupt",
+    "random": "truncated or corrupt",
+    "empty": "truncated or corrupt",
+    "missing_key": "missing member(s) ['q']",
+    "version": "format version 99",
+    "missing": "no such file",
+    "npy": "not an npz archive",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BAD))
+def test_bad_checkpoint_files(kind, good_checkpoint, tmp_path):
+    path = _corrupt(kind, good_checkpoint, tmp_path)
+    with pytest.raises(CheckpointError) as info:
+        read_checkpoint(path)
+    msg = str(info.value)
+    assert str(path) in msg and BAD[kind] in msg and "\n" not in msg
+    assert isinstance(info.value, ValueError)
+
+
+def test_mismatched_simulation(radial_dam, good_checkpoint):
+    data = read_checkpoint(good_checkpoint)
+    other = radial_dam.setup(**{**OPTS, "solver": "hlle"})
+    with pytest.raises(CheckpointError, match="riemann='shallow_roe'.*shallow_hlle"):
+        other.restore(data)
+    with pytest.raises(CheckpointError, match="mx=8"):
+        radial_dam.setup(**{**OPTS, "mx": 4}).load_checkpoint(good_checkpoint)
+    sim, *_ = _build(radial_dam)  # stateful callbacks the checkpoint does not have
+    t, forest = sim.t, sim.forest
+    with pytest.raises(CheckpointError, match="stateful callbacks differ"):
+        sim.restore(data)
+    assert sim.t == t and sim.forest is forest  # left unchanged
+
+
+# --------------------------------------------------------------------------- CLI
+def _summary(folder: Path) -> dict:
+    return json.loads((folder / "summary.json").read_text())
+
+
+def test_cli_checkpoint_and_restart(tmp_path, capsys):
+    full, a, b = tmp_path / "full", tmp_path / "A", tmp_path / "B"
+    assert main(["run", DEMO, *SETS, "--quiet", "--out", full]) == 0
+    ref = _summary(full)
+    assert main(["run", DEMO, *SETS, "--quiet", "--out", a, "--checkpoint-interval", "3",
+                 "--checkpoint-keep", "100"]) == 0
+    steps = sorted(int(p.stem.split("_")[1]) for p in a.glob("checkpoint_0*.npz"))
+    assert steps[:3] == [3, 6, 9] and steps[-1] == ref["steps"]
+    mid = min(steps, key=lambda s: abs(s - ref["steps"] // 2))
+    capsys.readouterr()
+    assert main(["run", DEMO, *SETS, "--quiet", "--out", b,
+                 "--restart", a / f"checkpoint_{mid:06d}.npz"]) == 0
+    assert "restarting from" in capsys.readouterr().err
+    for out in (a, b):
+        got = _summary(out)
+        for key in ("steps", "rejected_steps", "regrids", "cell_updates", "t_final",
+                    "totals_initial", "totals_final", "patches_per_level"):
+            assert got[key] == ref[key], (out.name, key)
+    assert _summary(b)["restart"]["steps"] == mid
+    assert not list(b.glob("checkpoint_*"))
+
+
+def test_cli_default_keep(tmp_path):
+    assert main(["run", DEMO, *SETS, "--quiet", "--out", tmp_path,
+                 "--checkpoint-interval", "4"]) == 0
+    assert len(list(tmp_path.glob("checkpoint_0*.npz"))) == 2
+    assert (tmp_path / "checkpoint_latest.npz").is_file()
+
+
+@pytest.mark.parametrize("kind", ["truncated", "random", "missing", "solver"])
+def test_cli_bad_restart(kind, good_checkpoint, tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "summary.json").write_text('{"keep": true}')
+    sets = SETS
+    if kind == "solver":
+        path, sets = good_checkpoint, [*SETS, "--set", "solver=hlle"]
+    else:
+        path = _corrupt(kind, good_checkpoint, tmp_path)
+    capsys.readouterr()
+    assert main(["run", DEMO, *sets, "--quiet", "--out", out, "--restart", path]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "error: --restart: checkpoint" in err[0], err
+    assert str(path) in err[0]
+    assert (out / "summary.json").read_text() == '{"keep": true}'
+    assert sorted(p.name for p in out.iterdir()) == ["summary.json"]
+
+
+def test_cli_bad_checkpoint_interval(tmp_path):
+    assert main(["run", DEMO, *SETS, "--out", tmp_path, "--checkpoint-interval", "0"]) == 2

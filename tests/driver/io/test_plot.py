@@ -1,0 +1,119 @@
+"""Offscreen pictures of output frames (pyvista), PNG and animated GIF."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pyvista")
+imageio = pytest.importorskip("imageio.v2")
+
+_PROBE = (
+    "from vtkmodules.vtkRenderingCore import vtkRenderWindow, vtkRenderer\n"
+    "import vtkmodules.vtkRenderingOpenGL2\n"
+    "w = vtkRenderWindow(); w.SetOffScreenRendering(1); w.AddRenderer(vtkRenderer());"
+    " w.Render()\n"
+)
+# a crash of the OpenGL set-up must not take pytest down: probe in a subprocess
+if subprocess.run([sys.executable, "-c", _PROBE], capture_output=True).returncode != 0:
+    pytest.skip("no offscreen OpenGL here (make test installs Mesa's EGL)",
+                allow_module_level=True)
+
+from testsupport import ROOT  # noqa: E402
+
+from forestpy.io.plot import frame_files, leaf_blocks, render_frame, render_movie  # noqa: E402
+from forestpy.io.vtk import VTKOutput  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory, radial_dam):
+    out = tmp_path_factory.mktemp("frames")
+    sim = radial_dam.setup(mx=8, min_level=2, max_level=3, t_final=0.3)
+    sim.callbacks.append(VTKOutput(out, interval=0.1))
+    sim.run()
+    flat = tmp_path_factory.mktemp("flat")
+    sim2 = radial_dam.setup(mx=8, min_level=2, max_level=3, t_final=0.05)
+    sim2.callbacks.append(VTKOutput(flat, kind="flat", interval=0.1))
+    sim2.run()
+    return out, flat, sim
+
+
+def test_leaf_blocks_are_the_forest_leaves(run_dir):
+    out, flat, sim = run_dir
+    frames = frame_files(out)
+    blocks = leaf_blocks(frames[-1][1])
+    assert len(blocks) == sim.geom.npatch  # covered ancestors are dropped
+    assert sum(b.n_cells for b in blocks) == sim.geom.npatch * sim.mx * sim.my
+    depth = np.concatenate([np.asarray(b.cell_data["depth"]) for b in blocks])
+    b = sim.mbc
+    assert depth.min() == pytest.approx(sim.q[:, 0, b:-b, b:-b].min())
+    assert depth.max() == pytest.approx(sim.q[:, 0, b:-b, b:-b].max())
+    assert len(leaf_blocks(frame_files(flat)[0][1])) > 0
+
+
+def test_png_field_outlines_contour(run_dir, tmp_path):
+    out, _, _ = run_dir
+    frame = frame_files(out)[-1][1]
+    plain = imageio.imread(render_frame(frame, "depth", tmp_path / "a.png", outlines=False,
+                                        window_size=(320, 240)))
+    assert plain.shape[:2] == (240, 320)
+    assert plain.reshape(-1, plain.shape[-1]).std(axis=0).max() > 10  # not a blank image
+    lines = imageio.imread(render_frame(frame, "depth", tmp_path / "b.png",
+                                        window_size=(320, 240)))
+    contour = imageio.imread(render_frame(frame, "depth", tmp_path / "c.png", outlines=False,
+                                          contour=[1.1], window_size=(320, 240)))
+    assert np.abs(lines.astype(int) - plain).sum() > 0  # patch outlines drawn
+    assert np.abs(contour.astype(int) - plain).sum() > 0  # contour drawn
+
+
+def test_movie_has_every_frame(run_dir, tmp_path):
+    out, _, _ = run_dir
+    gif = render_movie(out, "speed", tmp_path / "m.gif", window_size=(200, 160))
+    frames = imageio.mimread(gif)
+    assert len(frames) == len(frame_files(out)) >= 4
+
+
+def test_bad_inputs(run_dir, tmp_path):
+    out, _, _ = run_dir
+    frame = frame_files(out)[0][1]
+    with pytest.raises(ValueError, match="no cell field 'nope'.*depth"):
+        render_frame(frame, "nope", tmp_path / "x.png")
+    with pytest.raises(FileNotFoundError):
+        render_frame(tmp_path / "missing.vthb", "depth", tmp_path / "x.png")
+    with pytest.raises(FileNotFoundError, match="no .pvd"):
+        frame_files(tmp_path)
+    with pytest.raises(ValueError, match=".gif or .mp4"):
+        render_movie(out, "depth", tmp_path / "m.avi")
+    bad = tmp_path / "bad.vthb"
+    bad.write_text("<VTKFile broken")
+    with pytest.raises(ValueError, match="no cells"):
+        render_frame(bad, "depth", tmp_path / "x.png")
+
+
+def test_cli_run_writes_frames_at_output_times_and_plot_renders_them(tmp_path, capsys):
+
+    from forestpy.cli import main
+    from forestpy.io.vtk import read_pvd
+
+    demo = ROOT / "demos" / "radial_dam.py"
+    out = tmp_path / "run"
+    small = ["--set", "mx=8", "--set", "min_level=2", "--set", "max_level=3"]
+    assert main(["run", str(demo), *small, "--set", "t_final=0.2", "--vtk", "amr",
+                 "--output-times", "0.05,0.125", "--out", str(out), "--quiet"]) == 0
+    times = [t for t, _ in read_pvd(out / "frame.pvd")]
+    assert times == pytest.approx([0.0, 0.05, 0.125, 0.2], abs=1e-12)  # steps land on them
+    capsys.readouterr()
+    assert main(["plot", str(out), "--frame", "1", "--contour", "1.2"]) == 0
+    png = out / "frame_0001_depth.png"
+    assert png.is_file() and str(png) in capsys.readouterr().out
+    assert imageio.imread(png).ndim == 3
+    assert main(["plot", str(out), "--field", "hu", "--movie", "hu.gif"]) == 0
+    assert len(imageio.mimread(out / "hu.gif")) == 4
+    for bad, match in [(["--field", "nope"], "no cell field 'nope'"),
+                       (["--frame", "9"], "the run has 4 frames"),
+                       (["--contour", "a,b"], "--contour expects")]:
+        assert main(["plot", str(out), *bad]) == 2
+        assert match in capsys.readouterr().err

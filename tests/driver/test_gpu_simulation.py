@@ -1,0 +1,159 @@
+"""Whole simulations on the GPU backend against the CPU backend.
+
+Without a GPU the GPU backend runs its CUDA kernels in Numba's CUDA simulator (set up
+by conftest.py), so these cases are tiny; ``benchmarks/gpu_parity.py`` runs the demos
+at full size on a real GPU.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+import pytest
+
+from forestpy import Domain, Simulation
+
+if not numba.config.ENABLE_CUDASIM:
+    from numba import cuda
+
+    if not cuda.is_available():
+        pytest.skip("no GPU and the CUDA simulator is off", allow_module_level=True)
+
+TINY = dict(mx=4, min_level=1, max_level=1)
+
+
+def host(sim, a):
+    return sim.backend.to_host(a)
+
+
+def compare(cpu, gpu, rtol=1e-12):
+    assert gpu.steps == cpu.steps and gpu.regrids == cpu.regrids
+    assert gpu.forest == cpu.forest
+    b = cpu.mbc
+    qc = cpu.q[:, :, b:-b, b:-b]
+    qg = host(gpu, gpu.q)[:, :, b:-b, b:-b]
+    assert np.abs(qg - qc).max() <= rtol * np.abs(qc).max()
+    for k, v in cpu.totals().items():
+        assert gpu.totals()[k] == pytest.approx(v, rel=1e-13, abs=1e-13)
+
+
+def hump(x, y):
+    h = 1.0 + 0.5 * np.exp(-60.0 * ((x - 0.3) ** 2 + (y - 0.35) ** 2))
+    return np.stack([h, 0.4 * h, 0.1 * h])
+
+
+def adaptive_shallow_water(backend):
+    return Simulation("shallow_roe", qinit=hump, domain=Domain((0, 0), (1, 1)),
+                      bc=("wall", "extrap", "extrap", "wall"), mx=4, min_level=1,
+                      max_level=2, regrid_interval=1, refine_threshold=0.02, t_final=0.06,
+                      params={"grav": 1.0}, backend=backend)
+
+
+# slow: 2 steps of 16 patches take 20-45 s in the CUDA simulator (its patch_status and step
+# kernels start hundreds of Python threads a launch)
+@pytest.mark.slow
+def test_adaptive_time_sync_and_regrid():
+    cpu = adaptive_shallow_water("cpu")
+    gpu = adaptive_shallow_water("gpu")
+    assert len(cpu.patches_per_level()) == 2  # coarse-fine faces: the time sync acts
+    cpu.run()
+    gpu.run()
+    assert cpu.regrids > 0
+    compare(cpu, gpu)
+
+
+def test_radial_dam_walls(radial_dam):
+    kw = dict(**TINY, t_final=0.1)
+    cpu = radial_dam.setup(**kw, backend="cpu").run()
+    gpu = radial_dam.setup(**kw, backend="gpu").run()
+    compare(cpu, gpu)
+    assert gpu.totals()["h"] == pytest.approx(gpu.totals_initial["h"], rel=1e-13)
+
+
+# slow: 5-7 s in the CUDA simulator (whole runs on the GPU backend stay in the fast suite:
+# the radial dam)
+@pytest.mark.slow
+def test_swirl_aux_b4step(swirl):
+    kw = dict(mx=4, min_level=1, max_level=1, t_final=0.05)
+    compare(swirl.setup(**kw, backend="cpu").run(), swirl.setup(**kw, backend="gpu").run())
+
+
+# slow: 7-16 s in the CUDA simulator (whole runs on the GPU backend stay in the fast suite:
+# the radial dam)
+@pytest.mark.slow
+def test_euler_quadrants(euler_quadrants):
+    kw = dict(mx=4, min_level=1, max_level=1, t_final=0.03)
+    cpu = euler_quadrants.setup(**kw, backend="cpu").run()
+    gpu = euler_quadrants.setup(**kw, backend="gpu").run()
+    compare(cpu, gpu)
+
+
+# slow: 7-16 s in the CUDA simulator (whole runs on the GPU backend stay in the fast suite:
+# the radial dam)
+@pytest.mark.slow
+def test_one_transfer_per_step(radial_dam):
+    """Per step only the Courant number (with the state checks) reaches the host."""
+    sim = radial_dam.setup(**TINY, regrid_interval=0, backend="gpu")
+    sim.run(max_steps=1)  # compiles, estimates dt
+    before = sim.backend.host_transfers
+    for _ in range(2):
+        accepted, _ = sim.step(0.5 * sim.dt)
+        assert accepted
+    assert sim.backend.host_transfers - before == 2
+    assert type(sim.q).__module__.split(".")[0] in ("cupy", "numpy")
+    if not numba.config.ENABLE_CUDASIM:
+        assert type(sim.q).__module__.startswith("cupy")
+
+
+# slow: 7-16 s in the CUDA simulator (whole runs on the GPU backend stay in the fast suite:
+# the radial dam)
+@pytest.mark.slow
+def test_float32_storage_close_to_float64(radial_dam):
+    kw = dict(**TINY, t_final=0.05, regrid_interval=0)
+    f64 = radial_dam.setup(**kw, backend="gpu").run()
+    f32 = radial_dam.setup(**kw, backend="gpu", dtype="float32").run()
+    assert f32.q.dtype == np.float32
+    # interiors only: after a step the ghost cells hold whatever the step's new array
+    # held (filled at the start of the next step), which in float32 may be a
+    # signalling NaN whose cast warns
+    b = f32.mbc
+    a = host(f64, f64.q)[:, :, b:-b, b:-b]
+    c = host(f32, f32.q)[:, :, b:-b, b:-b].astype(np.float64)
+    assert np.abs(a - c).max() < 1e-5
+
+
+def test_float32_is_a_gpu_option():
+    with pytest.raises(ValueError, match="float32"):
+        Simulation("advection", qinit=lambda x, y: (0 * x)[None], dtype="float32")
+
+
+# slow: 5-7 s in the CUDA simulator (whole runs on the GPU backend stay in the fast suite:
+# the radial dam)
+@pytest.mark.slow
+def test_nan_on_gpu_is_reported(radial_dam):
+    from forestpy.simulation import StateError
+
+    sim = radial_dam.setup(**TINY, regrid_interval=0, backend="gpu")
+    q = host(sim, sim.q).copy()
+    q[0, 1, 3, 3] = np.nan
+    sim.q = sim.backend.to_device(q)
+    with pytest.raises(StateError, match="NaN"):
+        sim.step(1e-3)
+
+
+@pytest.mark.parametrize("backend", ["cpu", "gpu"])
+def test_patch_status_matches_numpy(backend):
+    from forestpy.backend import get_backend
+    from forestpy.patches.status import patch_status
+
+    be = get_backend(backend)
+    rng = np.random.default_rng(3)
+    q = rng.uniform(-1, 1, (3, 3, 9, 8))
+    q[1, :, 0, 0] = np.nan  # ghost cells are ignored
+    out = be.to_host(patch_status(be.to_device(q), 2, (0, 2), be))
+    inner = q[:, :, 2:-2, 2:-2]
+    assert np.allclose(out[:, 0], inner.sum(axis=(1, 2, 3)), rtol=1e-13)
+    assert np.array_equal(out[:, 1], inner[:, 0].min(axis=(1, 2)))
+    assert np.array_equal(out[:, 2], inner[:, 2].min(axis=(1, 2)))
+    q[2, 1, 4, 4] = np.inf
+    assert not np.isfinite(be.to_host(patch_status(be.to_device(q), 2, (0,), be))[2, 0])

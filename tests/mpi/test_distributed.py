@@ -1,0 +1,418 @@
+"""Distributed runs (forestpy.parallel) against the serial run.
+
+The distributed runs are the scenarios of ``mpi_scenarios.py``, launched together, one
+``mpirun`` per rank count (tests/mpi/conftest.py); each test compares rank 0's gathered
+final state of its scenarios with the serial run done here: bitwise, since every patch
+does the same arithmetic whichever rank steps it.
+"""
+
+import math
+import os
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from mpi_scenarios import (
+    AMR,
+    GAUGE_POINTS,
+    HAVE_VTK,
+    ONE_PATCH,
+    PATCHES_1024,
+    SCENARIOS,
+    UNIFORM,
+)
+
+pytest.importorskip("mpi4py")
+sys.path.insert(0, str(Path(__file__).resolve().parent / "scripts"))
+import bowl  # noqa: E402
+from recorder import Recorder  # noqa: E402
+
+REAL_GPU = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM", "1") != "0",
+                              reason="a real GPU only (too slow in the CUDA simulator)")
+
+
+def serial(radial_dam, **opts):
+    return radial_dam.setup(**opts).run()
+
+
+def assert_same_state(par, sim):
+    b = sim.mbc
+    assert par["t"] == sim.t
+    assert par["steps"] == sim.steps and par["regrids"] == sim.regrids
+    np.testing.assert_array_equal(par["level"], sim.forest.level)
+    # ghost cells of the last step are unset in both runs: compare the interiors
+    q = sim.backend.to_host(sim.q)
+    np.testing.assert_array_equal(par["q"][:, :, b:-b, b:-b], q[:, :, b:-b, b:-b])
+    np.testing.assert_array_equal(par["totals"], list(sim.totals().values()))
+
+
+def assert_no_global_state_in_summary(par):
+    # summary() (the totals) gathers per-patch integrals, not the state: no rank gathers,
+    # allocates anything near a global-size state array, or leaves the local layout
+    gathered, peak, _, global_bytes, _, rows = par["memory"].T
+    assert (gathered == 0).all()
+    assert (peak < 0.5 * global_bytes).all(), (peak, global_bytes)
+    np.testing.assert_array_equal(rows, par["layout"][:, 0])
+
+
+def assert_local_layout(par):
+    # each rank's patch arrays (q, aux, aux_setaux) hold exactly its owned patches and
+    # its halo, in the compact local layout, not one row per patch of the forest
+    rows, aux_rows, setaux_rows, owned, halo, full = par["layout"].T
+    assert (full == 0).all()
+    np.testing.assert_array_equal(rows, owned + halo)
+    np.testing.assert_array_equal(aux_rows, rows)
+    np.testing.assert_array_equal(setaux_rows, rows)
+
+
+@pytest.fixture(scope="session")
+def serial_amr(radial_dam):
+    sim = serial(radial_dam, **AMR)
+    assert sim.regrids >= 4 and len(sim.patches_per_level()) == 3  # forest changes
+    return sim
+
+
+@pytest.fixture(scope="session")
+def serial_bowl():
+    sim = bowl.setup().run()
+    assert sim.regrids >= 10 and len(sim.patches_per_level()) == 2
+    return sim
+
+
+@pytest.mark.mpi("uniform_overlap_3", "uniform_overlap_whole_range_3", "uniform_no_overlap_3")
+@pytest.mark.parametrize("name", ["uniform_overlap_3", "uniform_overlap_whole_range_3",
+                                  "uniform_no_overlap_3"])
+def test_uniform_grid_is_bitwise_the_serial_run(mpi, radial_dam, name):
+    # no regrid, so no gather: only the halo exchange feeds the ghost cells; with
+    # overlap the patches needing no remote data step before the halo is waited for
+    # (gathered, or with whole=1.0 the whole owned range, then the late ones again)
+    par = mpi(name)
+    assert par["gathers"] == 0
+    assert (par["split"][:, 1] > 0).all() and par["split"].sum() == 64  # late patches
+    # the halo exchange moves boundary strips: the 2-cell ring inside each 8 x 8 patch
+    # (48 of the 144 padded cells), not whole patches
+    np.testing.assert_array_equal(par["strips"], [[48, 144]] * 3)
+    assert_local_layout(par)
+    assert_same_state(par, serial(radial_dam, **UNIFORM))
+
+
+@pytest.mark.mpi("amr_2", "amr_3")
+@pytest.mark.parametrize("n", [2, 3])
+def test_radial_dam_amr_is_bitwise_the_serial_run(mpi, serial_amr, n):
+    # regrids move only the old patches each new owner needs: the state is never gathered
+    par = mpi(f"amr_{n}")
+    assert (par["owned"] > 0).all() and par["owned"].sum() == serial_amr.geom.npatch
+    assert par["gathers"] == 0
+    early, late = par["split"].T
+    assert (late > 0).all() and (early > 0).all()
+    assert_local_layout(par)
+    assert par["layout"][:, 0].sum() < 0.8 * n * serial_amr.geom.npatch
+    assert not par["centres_made"].any()  # nothing here asks for the cell centres
+    assert_same_state(par, serial_amr)
+
+
+@pytest.mark.mpi("bowl_2")
+def test_geoclaw_bowl_with_amr_is_bitwise_the_serial_run(mpi, serial_bowl):
+    # wet/dry shallow water over a bottom: surface-aware ghost fill, source hook, regrids
+    # that transfer the surface; the state never gathered
+    par = mpi("bowl_2")
+    assert par["gathers"] == 0 and (par["split"][:, 1] > 0).all()
+    assert_local_layout(par)
+    assert_same_state(par, serial_bowl)
+
+
+@pytest.mark.mpi("distributed_build_2", "distributed_build_3")
+@pytest.mark.parametrize("n", [2, 3])
+def test_distributed_initial_build_is_bitwise_the_serial_run(mpi, radial_dam, serial_amr,
+                                                             monkeypatch, n):
+    # distributed_setup: the initial refinement (levels 2..5) runs on the ranks, each
+    # evaluating qinit/setaux on its owned + halo patches only; the initial state, its
+    # totals and the run are bitwise the serial ones
+    serial_cells = []
+    qinit = radial_dam.qinit
+    monkeypatch.setattr(radial_dam, "qinit",
+                        lambda x, y: serial_cells.append(x.size) or qinit(x, y))
+    built = radial_dam.setup(**AMR)
+    assert len(serial_cells) >= 3  # the initial levels
+    par = mpi(f"distributed_build_{n}")
+    flag, cells = par["build"].T
+    assert (flag == 1).all()
+    assert (cells > 0).all() and (cells < 0.8 * sum(serial_cells)).all()
+    # owned + halo rows only: well below n x the serial cells (few patches: halo large)
+    assert cells.sum() < 0.7 * n * sum(serial_cells)
+    np.testing.assert_array_equal(par["totals_initial"], list(built.totals_initial.values()))
+    assert par["gathers"] == 0
+    assert_local_layout(par)
+    assert_no_global_state_in_summary(par)
+    assert_same_state(par, serial_amr)
+
+
+@pytest.mark.mpi("bowl_distributed_build_3")
+def test_distributed_initial_build_of_a_geoclaw_case(mpi, serial_bowl):
+    # setaux (the bottom) and qinit on the local rows, surface-aware ghost fill and
+    # tagging of the owned patches during the initial refinement
+    par = mpi("bowl_distributed_build_3")
+    assert (par["build"][:, 0] == 1).all() and par["gathers"] == 0
+    np.testing.assert_array_equal(par["totals_initial"],
+                                  list(serial_bowl.totals_initial.values()))
+    assert_local_layout(par)
+    assert_same_state(par, serial_bowl)
+
+
+@pytest.mark.mpi("bowl_sources_3")
+def test_geoclaw_discharge_sources_on_3_ranks_are_bitwise_the_serial_run(mpi):
+    # the source hook runs on the owned patches of each rank (every rank, also one
+    # holding none of the source cells): each rank selects its cells, the area is summed
+    # over all ranks in patch order, the point source's cell lies on one rank only
+    sim = bowl.setup(sources=bowl.sources(), t_final=1.0).run()
+    assert sim.geoclaw_sources.volume_added > 0
+    par = mpi("bowl_sources_3")
+    assert par["gathers"] == 0
+    assert_local_layout(par)
+    assert_same_state(par, sim)
+
+
+@pytest.mark.mpi("record_2")
+def test_callbacks_see_the_whole_state_after_every_step(mpi, radial_dam):
+    rec = Recorder()
+    sim = radial_dam.setup(**AMR)
+    sim.callbacks = [rec]
+    sim.run()
+    par = mpi("record_2")
+    assert len(rec.rows) == sim.steps > 0
+    np.testing.assert_array_equal(par["record"], np.array(rec.rows))
+    # the state is gathered to rank 0 only (Gatherv), once per step, and rank 0 holds
+    # its local layout again after the callbacks: no rank keeps the global state
+    assert par["gathers"] == sim.steps
+    assert (par["memory"][:, 4] == 0).all()
+
+
+@pytest.mark.mpi("first_rank_heavy_3")
+def test_ranks_owning_no_patch_do_not_deadlock(mpi, serial_amr):
+    # weights put every leaf on the last rank, through every regrid (repartition)
+    par = mpi("first_rank_heavy_3")
+    assert list(par["owned"][:2]) == [0, 0]
+    assert list(par["layout"][:2, 0]) == [0, 0]  # no patch, no halo: empty arrays
+    assert_local_layout(par)
+    assert_same_state(par, serial_amr)
+
+
+@pytest.mark.mpi("alternating_weights_2")
+def test_repartition_after_every_regrid_keeps_the_data(mpi, serial_amr):
+    # weights that alternate between regrids: half of the leaves change owner each time,
+    # so the migration (not only the halo) must bring each new owner its old patches
+    par = mpi("alternating_weights_2")
+    assert par["migrated"] > serial_amr.geom.npatch and par["gathers"] == 0
+    assert_local_layout(par)
+    assert_same_state(par, serial_amr)
+
+
+@pytest.mark.mpi("patches_1024_3")
+def test_each_rank_holds_only_its_patches_and_halo(mpi, radial_dam):
+    # per-rank memory: 1024 patches on 3 ranks; each rank allocates its ~341 owned
+    # patches plus a one-patch-deep halo (tens), not 1024 rows (the rows of all ranks
+    # together were 3 x 1024 with global indexing); the state is bitwise the serial one
+    par = mpi("patches_1024_3")
+    sim = serial(radial_dam, **PATCHES_1024)
+    assert sim.geom.npatch == 1024 and par["gathers"] == 0
+    assert_local_layout(par)
+    rows, owned, halo = par["layout"][:, 0], par["layout"][:, 3], par["layout"][:, 4]
+    assert owned.sum() == 1024 and (halo > 0).all() and (halo < 0.3 * owned).all()
+    assert rows.sum() < 1.25 * sim.geom.npatch  # far below 3 x 1024
+    assert_same_state(par, sim)  # the totals too, bitwise
+    assert_no_global_state_in_summary(par)
+
+
+@pytest.mark.mpi("amr_3")
+def test_totals_are_a_reduction_of_per_patch_integrals(mpi, serial_amr):
+    # AMR (patches of several sizes), 3 ranks: summary()'s totals are bitwise the serial
+    # totals without gathering the state to any rank (the run of
+    # test_radial_dam_amr_is_bitwise_the_serial_run[3], the same launch options)
+    par = mpi("amr_3")
+    assert_no_global_state_in_summary(par)
+    assert_same_state(par, serial_amr)
+
+
+def test_per_patch_integrals_do_not_depend_on_the_batch(radial_dam):
+    # what makes the distributed totals bitwise: a patch's integral is the same whether
+    # computed with all patches or with any subset (rows of a local array)
+    sim = radial_dam.setup(**AMR)
+    sim.run(max_steps=5)
+    full = sim._patch_totals(slice(None), sim.geom)
+    n = sim.geom.npatch
+    for lo, hi in ((0, 1), (3, n // 2), (n // 3, n), (n - 1, n)):
+        ids = np.arange(lo, hi)
+        geom = SimpleNamespace(dx=sim.geom.dx[ids], dy=sim.geom.dy[ids])
+        np.testing.assert_array_equal(sim._patch_totals(ids, geom), full[lo:hi])
+        local = np.concatenate([ids, np.arange(0, lo)])  # owned rows first, then others
+        sim_q = sim.q
+        try:
+            sim.q = sim_q[local]
+            np.testing.assert_array_equal(sim._patch_totals(slice(0, hi - lo), geom),
+                                          full[lo:hi])
+        finally:
+            sim.q = sim_q
+    assert list(sim.totals().values()) == [math.fsum(full[:, k]) for k in range(full.shape[1])]
+
+
+@pytest.mark.mpi("one_patch_3", "one_patch_distributed_3")
+@pytest.mark.parametrize("build", ["serial", "distributed"])
+def test_more_ranks_than_patches(mpi, radial_dam, build):
+    # distributed build: ranks holding no patch do not call qinit, and do not deadlock
+    par = mpi("one_patch_distributed_3" if build == "distributed" else "one_patch_3")
+    assert sorted(par["owned"]) == [0, 0, 1]
+    assert sorted(par["build"][:, 1]) == ([0, 0, 144] if build == "distributed" else [0, 0, 0])
+    assert_same_state(par, serial(radial_dam, **ONE_PATCH))
+
+
+@pytest.mark.mpi("checkpoint_save_2", "checkpoint_restore_3")
+def test_checkpoint_written_on_2_ranks_restarts_on_3(mpi, serial_amr):
+    first = mpi("checkpoint_save_2")
+    assert 0 < first["t"] < AMR["t_final"]
+    # the state is gathered to rank 0 only: rank 1 allocates nothing of the global size
+    _, _, save_peak, global_bytes, _, _ = first["memory"].T
+    assert save_peak[0] > global_bytes[0] and save_peak[1] < 0.5 * global_bytes[1]
+    assert_no_global_state_in_summary(first)
+    par = mpi("checkpoint_restore_3")
+    assert_same_state(par, serial_amr)
+
+
+def _read_amr(path):
+    """{(level, block origin, dimensions): {field: cell values}} of a .vthb frame."""
+    vtk = pytest.importorskip("vtk")
+    from vtk.util.numpy_support import vtk_to_numpy
+
+    reader = vtk.vtkXMLUniformGridAMRReader()
+    reader.SetFileName(str(path))
+    reader.SetMaximumLevelsToReadByDefault(0)
+    reader.Update()
+    amr, blocks = reader.GetOutput(), {}
+    for lev in range(amr.GetNumberOfLevels()):
+        for j in range(amr.GetNumberOfBlocks(lev)):
+            block = amr.GetDataSetAsImageData(lev, j)
+            cd = block.GetCellData()
+            key = (lev, block.GetOrigin(), block.GetDimensions())
+            blocks[key] = {cd.GetArrayName(k): vtk_to_numpy(cd.GetArray(k)).copy()
+                           for k in range(cd.GetNumberOfArrays())}
+    return blocks
+
+
+@pytest.fixture(scope="session")
+def serial_vtk_gauges(radial_dam, tmp_path_factory):
+    """The serial run with gauges (and VTK frames, where vtk is installed)."""
+    from forestpy.callbacks import Gauges
+    from forestpy.io.vtk import VTKOutput
+
+    out = tmp_path_factory.mktemp("serial_vtk_gauges")
+    sim = radial_dam.setup(**AMR)
+    sim.callbacks = [Gauges(GAUGE_POINTS, path=out / "serial.csv")]
+    if HAVE_VTK:
+        sim.callbacks.append(VTKOutput(out / "serial", interval=0.1, coarse_levels=False))
+    sim.run()
+    return sim, out
+
+
+@pytest.mark.mpi("vtk_gauges_3", "vtk_gauges_distributed_3")
+@pytest.mark.parametrize("build", ["serial", "distributed"])
+def test_vtk_frames_and_gauges_are_written_without_gathering(mpi, serial_vtk_gauges, build):
+    # VTK: each rank writes its own blocks, rank 0 the .vthb and .pvd; every frame holds
+    # the serial run's leaves at the same time, block for block.  Gauges: each rank
+    # samples those in its own patches, rank 0 writes the file, byte for byte the serial
+    # one.  The state is never gathered.
+    from forestpy.callbacks import read_gauges
+    from forestpy.io.vtk import read_pvd
+
+    sim, ser = serial_vtk_gauges
+    name = "vtk_gauges_distributed_3" if build == "distributed" else "vtk_gauges_3"
+    par, out = mpi(name), mpi.out(name)
+    assert par["gathers"] == 0
+    assert_local_layout(par)
+    assert_same_state(par, sim)
+    want = read_gauges(ser / "serial.csv")
+    assert len(want) == 4 and len(want[0]["t"]) == sim.steps + 1
+    assert (out / "gauges.csv").read_bytes() == (ser / "serial.csv").read_bytes()
+    if not HAVE_VTK:
+        return
+    frames = read_pvd(out / "vtk" / "frame.pvd")
+    ref_frames = read_pvd(ser / "serial" / "frame.pvd")
+    assert len(frames) == 4 and [t for t, _ in frames] == [t for t, _ in ref_frames]
+    for (_, got_file), (_, want_file) in zip(frames, ref_frames):
+        got = _read_amr(out / "vtk" / got_file)
+        ref = _read_amr(ser / "serial" / want_file)
+        assert got.keys() == ref.keys() and len(got) >= 64
+        for key, fields in ref.items():
+            assert fields.keys() == got[key].keys()
+            for name, values in fields.items():
+                np.testing.assert_array_equal(got[key][name], values)
+
+
+@pytest.mark.mpi("serial_checkpoint_restore_2")
+def test_serial_checkpoint_restarts_on_2_ranks(mpi, serial_amr):
+    # the checkpoint: 6 steps of the serial run (mpi_scenarios.serial_checkpoint)
+    par = mpi("serial_checkpoint_restore_2")
+    assert_same_state(par, serial_amr)
+
+
+@pytest.mark.slow
+@pytest.mark.mpi("gpu_level_1_2", "gpu_level_2_2")
+@pytest.mark.parametrize("level", [1, 2])
+def test_gpu_backend_is_bitwise_the_serial_run(mpi, radial_dam, level):
+    # the GPU path (device arrays, buffers staged through the host), uniform grid; in CI in
+    # Numba's CUDA simulator (~20 s), on a GPU machine with NUMBA_ENABLE_CUDASIM=0.  Level
+    # 1: 4 patches, all late; level 2: 16, early and late ones, so both patch-list
+    # launches of the overlapped step hold patches
+    name = f"gpu_level_{level}_2"
+    par = mpi(name)
+    sim = serial(radial_dam, **SCENARIOS[name]["opts"])
+    assert (par["owned"] > 0).all()
+    assert_same_state(par, sim)
+
+
+@pytest.mark.slow
+@REAL_GPU
+@pytest.mark.mpi("gpu_amr_2")
+def test_gpu_backend_with_amr_is_bitwise_the_serial_run(mpi, radial_dam):
+    # device ghost fill split early/late, staged exchanges, coarse-fine time sync across
+    # ranks on device arrays, migration at every regrid
+    par = mpi("gpu_amr_2")
+    sim = serial(radial_dam, **AMR, backend="gpu")
+    assert_local_layout(par)
+    assert par["gathers"] == 0 and sim.regrids >= 4
+    assert_same_state(par, sim)
+
+
+@pytest.mark.slow
+@REAL_GPU
+@pytest.mark.mpi("gpu_bowl_2")
+def test_gpu_geoclaw_bowl_with_amr_is_bitwise_the_serial_run(mpi):
+    # the surface-aware ghost fill of the late patches on the side stream beside the
+    # first launch (it also re-extrapolates aux on the physical sides of every patch),
+    # the source hook and regrids on device arrays
+    sim = bowl.setup(backend="gpu").run()
+    assert sim.regrids >= 10
+    par = mpi("gpu_bowl_2")
+    assert par["gathers"] == 0
+    assert_same_state(par, sim)
+
+
+def test_first_gpu_launch_is_whole_waves():
+    """The overlapped GPU step's first patch-list launch holds ``early_split`` of the
+    early patches rounded to whole waves of the device; the second the late patches
+    first, then the other early ones: every owned patch once."""
+    from forestpy.parallel.layout import Layout
+
+    be = SimpleNamespace(to_device=np.asarray, is_gpu=True, simulator=False)
+    sim = SimpleNamespace(_early_rows=np.arange(4032), _late_rows=np.arange(4032, 4096),
+                          early_split=0.5, backend=be)
+    plan = Layout.plan_two_launches
+    plan(sim, 132)
+    assert len(sim.first_rows) == 1980 and sim._wave_planned  # 15 waves, nearest to 2016
+    assert list(sim.second_rows[:64]) == list(range(4032, 4096))
+    rows = np.concatenate([sim.first_rows, sim.second_rows])
+    np.testing.assert_array_equal(np.sort(rows), np.arange(4096))
+    plan(sim, None)  # kernel not compiled yet: plain split, planned again later
+    assert len(sim.first_rows) == 2016 and not sim._wave_planned
+    plan(sim, 5000)  # fewer early patches than one wave: plain split
+    assert len(sim.first_rows) == 2016
