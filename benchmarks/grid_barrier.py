@@ -9,8 +9,8 @@ a CUDA graph (GPU only).  One JSON record a line:
 * ``gated-off kernel in graph``: the bare cost of a graph kernel that returns at once.
 
 It answers whether the RRB preconditioner's ~25 dependent level steps per CG iteration
-would be cheaper inside one persistent kernel (docs/rrb.md, "Where the rest of the
-time goes").
+would be cheaper inside one persistent kernel (docs/rrb.md, "Performance" and "Tried
+and not kept").
 
 Usage::
 
