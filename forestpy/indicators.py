@@ -24,7 +24,7 @@ from __future__ import annotations
 from .backend import array_module
 
 __all__ = ["haar_details", "indicator_undivided_difference", "indicator_wavelet",
-           "tag_undivided_difference", "threshold_tagging", "undivided_difference"]
+           "threshold_tagging", "undivided_difference"]
 
 
 def undivided_difference(q, field: int, mbc: int):
@@ -64,12 +64,6 @@ def threshold_tagging(indicator, refine_threshold: float, coarsen_threshold: flo
         return indicator(q, aux, geom, t) < coarsen_threshold
 
     return tag4refinement, tag4coarsening
-
-
-def tag_undivided_difference(field: int, threshold: float):
-    """Tagging function: refine where :func:`undivided_difference` of ``q[field]``
-    exceeds ``threshold``."""
-    return threshold_tagging(indicator_undivided_difference(field), threshold, None)[0]
 
 
 def haar_details(f):

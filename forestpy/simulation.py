@@ -254,7 +254,7 @@ class Simulation:
             qinit=qinit,
             setaux=opts["setaux"],
             step=self.solver.step,
-            time_sync=self.solver.time_sync,
+            time_sync=getattr(self.solver, "time_sync", None),  # optional for a method
             b4step=opts["b4step"],
             src2=opts["src2"],
             tag4refinement=tag4refinement,

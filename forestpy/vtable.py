@@ -251,7 +251,8 @@ def register_method(name: str, factory: Callable | str, *, replace: bool = False
     """Register a numerical method (a solver that turns a Riemann solver into batched
     step kernels) under ``name``.  ``factory`` is called as
     ``factory(riemann, backend=..., **method_options)`` and returns an object with
-    ``step``, ``time_sync``, ``set_params`` and ``capacity_index``
+    ``step``, ``set_params`` and ``capacity_index``, and optionally ``time_sync``
+    (without it the coarse-fine conservation fix is skipped)
     (see :class:`forestpy.solvers.clawpack.solver.ClawpackSolver`); it may be given
     as ``"module:attribute"``, imported on first use."""
     old = _METHODS.get(name)

@@ -82,3 +82,16 @@ def test_bad_arguments():
         indicator_wavelet(3)(q, None, geom, 0.0)
     with pytest.raises(ValueError, match="power-of-two"):
         haar_details(np.zeros((1, 6, 6)))
+
+
+def test_threshold_tagging_gives_both_flags_from_one_indicator():
+    from forestpy.indicators import indicator_undivided_difference, threshold_tagging
+
+    q = np.zeros((3, 1, 8, 8))
+    q[1, 0, 4:, :] = 0.05  # a small jump inside patch 1
+    q[2, 0, 4:, :] = 1.0  # a large one inside patch 2
+    geom = types.SimpleNamespace(mbc=2)
+    refine, coarsen = threshold_tagging(indicator_undivided_difference(0), 0.1, 0.01)
+    assert refine(q, None, geom, 0.0).tolist() == [False, False, True]
+    assert coarsen(q, None, geom, 0.0).tolist() == [True, False, False]
+    assert threshold_tagging(indicator_undivided_difference(0), 0.1, None)[1] is None

@@ -297,3 +297,75 @@ def test_setaux_must_return_the_documented_shape(swirl):
     with pytest.raises(ValueError, match="setaux returned shape"):
         Simulation("advection_variable", qinit=lambda x, y: (0 * x)[None], setaux=patch_first,
                    mx=8, min_level=1)
+
+
+def _advection_blob(**options):
+    return Simulation(
+        "advection",
+        qinit=lambda x, y: np.exp(-60 * ((x - 0.4) ** 2 + (y - 0.4) ** 2))[None],
+        domain=Domain(periodic=(True, True)), bc="periodic", mx=8, **options)
+
+
+def test_methods_come_from_the_registry():
+    """Simulation(method=...) builds its solver through the registry; a method without
+    time_sync leaves the slot empty, and the coarse-fine fix is then skipped (mass drifts
+    where the default method keeps it to round-off)."""
+    from forestpy.solvers.clawpack.solver import ClawpackSolver
+
+    from forestpy.vtable import register_method
+
+    built = []
+
+    class NoTimeSync:
+        def __init__(self, riemann, **options):
+            self._inner = ClawpackSolver(riemann, **options)
+            self.step, self.set_params = self._inner.step, self._inner.set_params
+            self.capacity_index = self._inner.capacity_index
+            built.append(riemann.name)
+
+    register_method("test_no_time_sync", NoTimeSync, replace=True)
+    opts = dict(min_level=2, max_level=3, refine_threshold=0.05, t_final=0.2)
+    plain = _advection_blob(method="test_no_time_sync", **opts)
+    assert built == ["advection"] and plain.vtable.time_sync is None
+    synced = _advection_blob(**opts)
+    assert synced.vtable.time_sync is not None
+    for sim in (plain, synced):
+        sim.run()
+        assert sim.regrids > 0 and len(np.unique(sim.geom.level)) == 2
+    drift = {id(s): abs(s.totals()["q"] - s.totals_initial["q"]) for s in (plain, synced)}
+    assert drift[id(synced)] < 1e-13 < 1e-10 < drift[id(plain)]
+    with pytest.raises(KeyError, match="no method named 'no_such_method'"):
+        _advection_blob(method="no_such_method")
+
+
+def test_coarsen_option_replaces_the_coarsening_flags():
+    """Custom refinement flags alone never coarsen; the coarsen option does."""
+
+    def refine_at_start(q, aux, geom, t):
+        return np.full(q.shape[0], t == 0.0)
+
+    def everywhere(q, aux, geom, t):
+        return np.ones(q.shape[0], dtype=bool)
+
+    opts = dict(min_level=2, max_level=3, tag=refine_at_start, regrid_interval=1,
+                t_final=1.0)
+    kept, coarsened = _advection_blob(**opts), _advection_blob(coarsen=everywhere, **opts)
+    for sim in (kept, coarsened):
+        assert set(sim.geom.level.tolist()) == {3}  # the initial refinement
+        sim.run(max_steps=2)
+    assert set(kept.geom.level.tolist()) == {3}
+    assert set(coarsened.geom.level.tolist()) == {2}
+
+
+def test_importing_the_framework_imports_no_plugin():
+    """The composition root registers the built-in plugins by name only: they are
+    imported on the first registry lookup."""
+    import subprocess
+    import sys
+
+    code = ("import sys, forestpy, forestpy.simulation; "
+            "print(sorted(m for m in sys.modules if m.startswith(("
+            "'forestpy.solvers', 'forestpy.extensions'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "[]"
