@@ -69,13 +69,15 @@ def _device(backend: str) -> str:
 
 
 def run_case(case: str, backend: str, dx: float, t_final: float, series: str | None,
-             mx: int, max_level: int, riemann_solver: str = "geoclaw") -> dict:
+             mx: int, max_level: int, riemann_solver: str = "geoclaw",
+             subcycle: bool = True) -> dict:
     import numba
 
     demo = _demo()
     common = dict(backend=backend, mx=mx, max_level=max_level, riemann_solver=riemann_solver)
     demo.setup(dx_finest=0.112, t_final=0.2, **common).run()  # compile the kernels
-    sim = demo.setup(dx_finest=dx, t_final=t_final, adaptive=(case == "adaptive"), **common)
+    sim = demo.setup(dx_finest=dx, t_final=t_final, adaptive=(case == "adaptive"),
+                     subcycle=subcycle, **common)
     load_before = round(os.getloadavg()[0], 2)
     t0 = time.perf_counter()
     sim.run()
@@ -95,12 +97,14 @@ def run_case(case: str, backend: str, dx: float, t_final: float, series: str | N
         "dx_finest": dx,
         "mx": mx,
         "max_level": max_level,
+        "subcycle": sim.subcycling,
         "t_final": sim.t,
         "threads": numba.config.NUMBA_NUM_THREADS,
         "cpus": os.cpu_count(),
         "load_avg_1min_before": load_before,
         "load_avg_1min_after": round(os.getloadavg()[0], 2),
         "steps": sim.steps,
+        "level_steps": sim.level_steps,
         "regrids": sim.regrids,
         "patches_per_level": sim.patches_per_level(),
         "cell_updates": sim.cell_updates,
@@ -139,6 +143,8 @@ def main(argv=None) -> None:
     p.add_argument("--riemann-solver", default="geoclaw", choices=("geoclaw", "geoclaw_hr"))
     p.add_argument("--series", help="keep the gauge CSV of every run under this folder")
     p.add_argument("--compare", nargs=2, metavar="DIR", help="compare two gauges.csv folders")
+    p.add_argument("--subcycle", choices=("on", "off"), default="on",
+                   help="local time stepping of the adaptive case (default on)")
     p.add_argument("--inline", action="store_true", help="run in this process")
     args = p.parse_args(argv)
     if args.compare:
@@ -150,7 +156,8 @@ def main(argv=None) -> None:
     if args.inline:
         for case in cases:
             print(json.dumps(run_case(case, args.backend, args.dx, args.t_final, args.series,
-                                      args.mx, args.max_level, args.riemann_solver)),
+                                      args.mx, args.max_level, args.riemann_solver,
+                                      args.subcycle == "on")),
                   flush=True)
         return
     for threads in args.threads or [1, os.cpu_count()]:
@@ -159,7 +166,7 @@ def main(argv=None) -> None:
             cmd = [sys.executable, __file__, "--inline", "--case", case, "--backend",
                    args.backend, "--dx", str(args.dx), "--t-final", str(args.t_final),
                    "--mx", str(args.mx), "--max-level", str(args.max_level),
-                   "--riemann-solver", args.riemann_solver]
+                   "--riemann-solver", args.riemann_solver, "--subcycle", args.subcycle]
             if args.series:
                 cmd += ["--series", args.series]
             out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True)

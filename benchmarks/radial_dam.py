@@ -5,6 +5,7 @@ Runs, each in a fresh process so NUMBA_NUM_THREADS takes effect:
 * ``uniform``  -- 512 x 512 cells: mx = 32, level 4 on one tree;
 * ``adaptive`` -- coarsest 128 x 128 (mx = 32, level 2), three levels (2, 3, 4),
   finest equivalent 512 x 512;
+* ``adaptive5`` -- coarsest 32 x 32 (mx = 32, level 0), five levels, the same finest;
 
 each with one thread and with all cores.  Reported: cell updates per second (wall time
 of the run after a warm-up that compiles the kernels), the share of wall time spent in
@@ -30,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CASES = {
     "uniform": dict(mx=32, min_level=4, max_level=4),
     "adaptive": dict(mx=32, min_level=2, max_level=4),
+    "adaptive5": dict(mx=32, min_level=0, max_level=4),
 }
 
 
@@ -48,7 +50,7 @@ def depth_error_along_axis(sim, reference) -> float:
     return float(np.sum(np.abs(h - sample(r_ref, h_ref, np.hypot(x, y)))) * dx)
 
 
-def run_case(case: str) -> dict:
+def run_case(case: str, subcycle: bool = True) -> dict:
     import importlib.util
 
     import numba
@@ -59,7 +61,7 @@ def run_case(case: str) -> dict:
     from forestpy.extensions.reference import solve_radial_dam
 
     demo.setup(mx=8, min_level=1, max_level=2, t_final=0.05).run()  # compile the kernels
-    sim = demo.setup(**CASES[case])
+    sim = demo.setup(**CASES[case], subcycle=subcycle)
     t0 = time.perf_counter()
     sim.run()
     wall = time.perf_counter() - t0
@@ -73,6 +75,7 @@ def run_case(case: str) -> dict:
         "reference_wall_s": round(reference_s, 3),  # the 1D reference (20000 cells)
         "case": case,
         **CASES[case],
+        "subcycle": sim.subcycling,
         "threads": numba.config.NUMBA_NUM_THREADS,
         "machine": platform.machine(),
         "cpu": platform.processor() or "unknown",
@@ -94,19 +97,25 @@ def main(argv=None) -> None:
     p.add_argument("--case", choices=sorted(CASES), action="append")
     p.add_argument("--threads", type=int, action="append",
                    help="NUMBA_NUM_THREADS values (default: 1 and all cores)")
+    p.add_argument("--subcycle", choices=("on", "off"), action="append",
+                   help="local time stepping of the adaptive runs (default: on)")
     p.add_argument("--inline", action="store_true", help="run in this process (one case)")
     args = p.parse_args(argv)
+    modes = args.subcycle or ["on"]
     cases = args.case or ["uniform", "adaptive"]
     if args.inline:
         for case in cases:
-            print(json.dumps(run_case(case)), flush=True)
+            for mode in modes:
+                print(json.dumps(run_case(case, mode == "on")), flush=True)
         return
     for threads in args.threads or [1, os.cpu_count()]:
         for case in cases:
-            env = {**os.environ, "NUMBA_NUM_THREADS": str(threads)}
-            out = subprocess.run([sys.executable, __file__, "--inline", "--case", case],
-                                 env=env, check=True, capture_output=True, text=True)
-            print(out.stdout.strip(), flush=True)
+            for mode in modes:
+                env = {**os.environ, "NUMBA_NUM_THREADS": str(threads)}
+                out = subprocess.run([sys.executable, __file__, "--inline", "--case", case,
+                                      "--subcycle", mode],
+                                     env=env, check=True, capture_output=True, text=True)
+                print(out.stdout.strip(), flush=True)
 
 
 if __name__ == "__main__":

@@ -203,7 +203,7 @@ def describe_options(options: Mapping, title: str = "options") -> str:
 
 def standard_options(*, mx=16, min_level=2, max_level=4, refine_threshold=0.05,
                      regrid_interval=2, t_final=1.0, cfl=0.9, backend="cpu",
-                     dtype="float64") -> dict:
+                     dtype="float64", subcycle=True) -> dict:
     """The options every adaptive demo shares, typed and documented, with the demo's
     own defaults; merge them into the demo's ``OPTIONS``."""
     return dict(
@@ -213,6 +213,8 @@ def standard_options(*, mx=16, min_level=2, max_level=4, refine_threshold=0.05,
         refine_threshold=Option(float(refine_threshold),
                                 "refine where the tagging indicator exceeds this", min=0.0),
         regrid_interval=Option(regrid_interval, "steps between regrids (0: never)", min=0),
+        subcycle=Option(bool(subcycle), "each level takes its own time step (local time "
+                        "stepping)"),
         t_final=Option(float(t_final), "end time of the run", min=0.0),
         cfl=Option(float(cfl), "desired Courant number of the steps", min=0.0, max=1.0,
                    min_inclusive=False),
@@ -228,4 +230,5 @@ def simulation_options(o) -> dict:
     use the default criterion pass on); ``cfl_max`` is 1."""
     return dict(mx=o["mx"], min_level=o["min_level"], max_level=o["max_level"],
                 regrid_interval=o["regrid_interval"], cfl_desired=o["cfl"], cfl_max=1.0,
-                t_final=o["t_final"], backend=o["backend"], dtype=o["dtype"])
+                t_final=o["t_final"], backend=o["backend"], dtype=o["dtype"],
+                subcycle=o["subcycle"])

@@ -113,7 +113,13 @@ class Simulation:
         ``coarsen(q, aux, geom, t) -> bool[npatch]`` replacing the default coarsening
         flags (see :mod:`forestpy.indicators` for criteria).
     regrid_interval : int
-        Steps between regrids (0: never).
+        Steps between regrids (0: never); when subcycling, steps of a level between
+        regrids of the levels at and above it (AMRClaw's cadence).
+    subcycle : bool
+        Local time stepping: each level steps with twice the next finer level's dt
+        (:mod:`forestpy.subcycling`).  On by default; it applies to adaptive serial runs
+        whose method's step takes a patch list (the Clawpack method does); otherwise
+        every level takes the finest level's dt.
     setaux, src2, b4step : callable, optional
         Vtable hooks (see :class:`~forestpy.vtable.SolverVtable`).
     callbacks : sequence
@@ -180,6 +186,7 @@ class Simulation:
         t_final=1.0,
         name="simulation",
         check_state=True,
+        subcycle=True,
     )
 
     def __init__(self, riemann, *, qinit: Callable, domain: Domain | None = None, comm=None,
@@ -221,6 +228,8 @@ class Simulation:
         self.regrid_interval = int(opts["regrid_interval"])
         self.t_final = float(opts["t_final"])
         self.check_state = bool(opts["check_state"])
+        self.subcycle = bool(opts["subcycle"])
+        self.hook_rows = None  # the owned rows a src2 call sees (subcycled level steps)
         self.params = self.riemann.params_array(opts["params"])
         self.bc = normalize_bc(opts["bc"], *self.domain.periodic)
 
@@ -297,6 +306,7 @@ class Simulation:
         self._full = False  # True: q, aux hold every patch although the layout is a share
         self._root_copy = None  # (root, global arrays on root): see root_view
         self._spare = self._spare_of = None  # see _new_state
+        self._subcycler = None  # made at the first step when subcycling applies
         self._initial_refinement()
         self.timers = Timers()  # the phases of the run, not of the initial refinement
         self.totals_initial = self.totals()
@@ -479,9 +489,9 @@ class Simulation:
         with self.timers("ghost_fill"):
             self._fill_plan(q, self.layout.ghost_plan, self.layout.owned_sides)
 
-    def _fill_plan(self, q, plan, sides) -> None:
+    def _fill_plan(self, q, plan, sides, t: float | None = None) -> None:
         """Ghost fill of the destinations of ``plan``, then the physical boundaries of
-        the patches ``sides``."""
+        the patches ``sides`` (at time ``t``, default the simulation's)."""
         surface = self.riemann.surface_interp
         if surface is None:
             fill_ghosts(plan, q, self.riemann.positive, backend=self.backend,
@@ -494,7 +504,7 @@ class Simulation:
                 self.geom,
                 self.bc,
                 self.riemann.wall_reflect,
-                self.t,
+                self.t if t is None else t,
                 self.aux,
                 centers=self._centers_of,
                 backend=self.backend,
@@ -636,6 +646,10 @@ class Simulation:
             _, cfl, _ = self.vtable.step(self._owned(self.q), self._owned(self.aux),
                                          self.layout.local_arrays, probe)
             c = float(self.backend.to_host(cfl.max()))
+            if self.subcycling:  # the coarsest level's dt: finer levels take halves
+                level = self.backend.to_device(self.geom.level.astype(np.float64))
+                coarsest = float(self.geom.level.min())
+                c = float(self.backend.to_host((cfl * 2.0 ** (coarsest - level)).max()))
         c = float(self.exchange.allreduce(np.array([c]), "max")[0])
         if c <= 0.0:
             return min(self.dt_max, self.t_final - self.t) or probe
@@ -654,6 +668,8 @@ class Simulation:
         halo travels while the patches that need no remote data are stepped
         (:meth:`_step_overlapped`).
         """
+        if self.subcycling:
+            return self._subcycler.coarse_step(dt)
         self._localize()
         self._root_copy = None  # the state changes
         L = self.layout
@@ -696,6 +712,30 @@ class Simulation:
         self.steps += 1
         self.cell_updates += self.geom.npatch * self.mx * self.my
         return True, courant
+
+    @property
+    def subcycling(self) -> bool:
+        """Whether the steps subcycle the levels (the ``subcycle`` option, where it
+        applies: see :func:`forestpy.subcycling.supports_subcycling`)."""
+        if self._subcycler is None and self.subcycle:
+            from forestpy.subcycling import Subcycler, supports_subcycling
+
+            if not supports_subcycling(self):
+                self.subcycle = False
+                return False
+            self._subcycler = Subcycler(self)
+        return self._subcycler is not None
+
+    @property
+    def level_steps(self) -> dict:
+        """Steps taken by each level (subcycling; without it every level takes each
+        step: ``{}``)."""
+        return dict(self._subcycler.level_steps) if self._subcycler is not None else {}
+
+    @property
+    def fine_steps(self) -> int:
+        """Steps of the level that stepped most (``steps`` without subcycling)."""
+        return max(self.level_steps.values(), default=self.steps)
 
     def _step_all(self, dt):
         """The step kernel on every owned patch: (new state, Courant numbers, edge
@@ -876,26 +916,35 @@ class Simulation:
         return side
 
     # ------------------------------------------------------------------ regrid
-    def regrid(self) -> None:
-        """Tag, refine/coarsen/balance, transfer data conservatively, rebuild plans.
+    def regrid(self, frozen_below: int | None = None) -> bool:
+        """Tag, refine/coarsen/balance, transfer data conservatively, rebuild plans;
+        returns whether the forest changed.
 
         The owned patches are tagged and the flags gathered, every rank builds the same
         new forest and partition, each rank receives (point to point) only the old
         patches that the transfer to its new patches reads (their conserved densities,
         and the surface fields of a surface-aware solver, computed by their old
-        owners), and transfers them into the arrays of its new layout."""
+        owners), and transfers them into the arrays of its new layout.
+
+        ``frozen_below`` (a subcycled step between the coarse levels' steps): the
+        leaves coarser than this level must stay as they are (their levels are in the
+        middle of a step); only leaves of this level or finer are refined, only finer
+        ones coarsened, and a new forest that would change a frozen leaf (the 2:1
+        balance reaching down) is dropped."""
         self._localize()
-        self._root_copy = None
         be, xp = self.backend, self.xp
         with self.timers("regrid"):
             self.fill_ghosts()
             refine = self._refine_flags()
+            low = self.min_level if frozen_below is None else frozen_below
+            if frozen_below is not None:
+                refine &= self.geom.level >= frozen_below
             coarsen = np.zeros_like(refine)
             if self.vtable.tag4coarsening is not None:
                 coarsen = self._tag(self.vtable.tag4coarsening)
-                coarsen &= (self.geom.level > self.min_level) & ~refine
+                coarsen &= (self.geom.level > low) & ~refine
             if not refine.any() and not coarsen.any():
-                return
+                return False
             old_forest, old_geom = self.forest, self.geom
             forest = old_forest.refine(refine)
             if coarsen.any():
@@ -905,7 +954,11 @@ class Simulation:
                 forest = forest.coarsen(kept)
             forest = forest.balance()
             if forest == old_forest:  # coarsening undone by balance: nothing changed
-                return
+                return False
+            if frozen_below is not None and not _same_leaves_below(old_forest, forest,
+                                                                   frozen_below):
+                return False
+            self._root_copy = None
             # with a capacity kappa the conserved density is kappa q: transfer that
             # (the transfer keeps sum(value * area)), then divide by the new kappa
             q, aux = self._owned(self.q), self._owned(self.aux)
@@ -948,6 +1001,7 @@ class Simulation:
                 self.q[: L.nown] = q_new
             self._spare = self._spare_of = None
             self.regrids += 1
+            return True
 
     def _migrate(self, forest, density):
         """The old patches that the transfer to this rank's patches of ``forest`` (under
@@ -995,6 +1049,8 @@ class Simulation:
                 self.dt = self._estimate_dt()
         eps = 1e-12 * max(1.0, abs(t_final))
         taken = 0
+        if self.subcycling:
+            self._coarsest_stepped = int(self.geom.level.min())
         while self.t < t_final - eps and (max_steps is None or taken < max_steps):
             dt = min(self.dt, self.dt_max, t_final - self.t)
             stop = self._next_stop(eps)
@@ -1008,7 +1064,11 @@ class Simulation:
                     raise StateError("too many rejected steps: the CFL condition cannot be met")
                 continue
             taken += 1
-            if (
+            if self.subcycling:  # regrids inside the step; dt is the coarsest level's
+                coarsest = int(self.geom.level.min())
+                self.dt *= 2.0 ** (self._coarsest_stepped - coarsest)
+                self._coarsest_stepped = coarsest
+            elif (
                 self.regrid_interval
                 and self.steps % self.regrid_interval == 0
                 and self.max_level > self.min_level
@@ -1117,6 +1177,11 @@ class Simulation:
         self.cell_updates = int(data["cell_updates"])
         self.dt = None if data["dt"] is None else float(data["dt"])
         self.wall_s = float(data.get("wall_s", 0.0))
+        counts = data.get("subcycle")
+        if counts and self.subcycling:  # the regrid cadence goes on where it was
+            for name in ("level_steps", "since_regrid"):
+                setattr(self._subcycler, name,
+                        {int(k): int(v) for k, v in counts.get(name, {}).items()})
         for phase, seconds in data.get("timers", {}).items():
             self.timers.seconds[phase] = float(seconds)
         self.totals_initial = {k: float(v) for k, v in data["totals_initial"].items()}
@@ -1265,6 +1330,14 @@ class Simulation:
             "totals_final": self.totals(),
             "timers": self.timers.as_dict(self.wall_s),
         }
+
+
+def _same_leaves_below(a: Forest, b: Forest, level: int) -> bool:
+    """Whether forests ``a`` and ``b`` have the same leaves coarser than ``level``."""
+    sa, sb = a.level < level, b.level < level
+    return bool(np.count_nonzero(sa) == np.count_nonzero(sb)
+                and np.array_equal(a.keys[sa], b.keys[sb])
+                and np.array_equal(a.level[sa], b.level[sb]))
 
 
 class _OwnedView:

@@ -199,6 +199,7 @@ def setup(**overrides):
         t_final=o["t_final"],
         backend=o["backend"],
         dtype=o["dtype"],
+        subcycle=o["subcycle"],
         callbacks=[peaks, flood],
         name="merewether",
         riemann_solver=o["riemann_solver"],

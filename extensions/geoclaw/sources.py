@@ -248,6 +248,29 @@ class GeoClawSources:
         self._cells_for = g
         return cells
 
+    def _level_cells(self):
+        """:meth:`_source_cells` of the patches the hook is called on: every owned
+        patch, or (subcycled level steps, ``sim.hook_rows``) one level's, renumbered.
+        Each entry: (index arrays, the source's whole area, the share of it on these
+        patches)."""
+        cells = self._source_cells()
+        rows = getattr(self.sim, "hook_rows", None)
+        if rows is None:
+            return [(idx, area, 1.0) for idx, area in cells]
+        be = self.sim.backend
+        g = self._owned().geom
+        position = np.full(g.npatch, -1, dtype=np.int64)
+        position[rows] = np.arange(len(rows))
+        level_cells = []
+        for idx, area in cells:
+            p, j, i = (be.to_host(a) for a in idx)
+            at = position[p]
+            keep = at >= 0
+            here = float((g.dx * g.dy)[p[keep]].sum())
+            level_cells.append((tuple(be.to_device(a) for a in (at[keep], j[keep], i[keep])),
+                                area, here / area))
+        return level_cells
+
     # ------------------------------------------------------------------ hook
     def _commit(self):
         """The hook runs before the step's Courant number is checked: the counts of a
@@ -297,6 +320,9 @@ class GeoClawSources:
                 return 0.0
         pa = self._owned().patch_arrays
         area = pa.dx * pa.dy
+        rows = getattr(self.sim, "hook_rows", None)
+        if rows is not None:  # one level of a subcycled step: its patches here
+            return self._restore_level_positivity(xp, h, hu, hv, area, rows)
         neg = xp.minimum(h, 0.0)
         deficit = -neg.sum(axis=(1, 2))
         pos = h - neg  # max(h, 0)
@@ -320,6 +346,40 @@ class GeoClawSources:
         hv[...] = xp.where(dry, 0.0, hv * scale)
         return moved
 
+    def _restore_level_positivity(self, xp, h, hu, hv, area, rows):
+        """:meth:`_restore_positivity` of one level's patches (``h``, ``hu``, ``hv``:
+        theirs, ``rows`` their rows in the simulation): what a patch cannot cover is
+        taken from every cell of the domain, the other levels' included (in the
+        simulation's state, in place), in proportion to their depth."""
+        be, sim = self.sim.backend, self.sim
+        b = sim.mbc
+        here = be.to_device(rows)
+        area_here = area[here]
+        neg = xp.minimum(h, 0.0)
+        deficit = -neg.sum(axis=(1, 2))
+        pos = h - neg
+        total = pos.sum(axis=(1, 2))
+        covered = xp.minimum(deficit, total)
+        local = 1.0 - covered / xp.where(total > 0.0, total, 1.0)
+        leftover = float(((deficit - covered) * area_here).sum())
+        moved = (deficit * area_here).sum()
+        glob = 1.0
+        if leftover > 0.0:
+            others = np.ones(area.shape[0], dtype=bool)
+            others[rows] = False
+            others = be.to_device(np.flatnonzero(others))
+            depth_others = sim.q[others, 0, b:-b, b:-b].sum(axis=(1, 2))
+            volume = float((total * area_here).sum() - (covered * area_here).sum()
+                           + (depth_others * area[others]).sum())
+            glob = 1.0 - leftover / volume if volume > 0.0 else 1.0
+            sim.q[others, :, b:-b, b:-b] *= glob  # the momenta with the depth
+        scale = (local * glob)[:, None, None]
+        dry = neg < 0.0
+        h[...] = pos * scale
+        hu[...] = xp.where(dry, 0.0, hu * scale)
+        hv[...] = xp.where(dry, 0.0, hv * scale)
+        return moved
+
     def __call__(self, q, aux, x, y, t, dt):
         """Update the interiors of ``q`` in place (the ``src2`` contract)."""
         if self.sim is None:
@@ -330,16 +390,21 @@ class GeoClawSources:
         hu = q[:, 1, b:-b, b:-b]
         hv = q[:, 2, b:-b, b:-b]
         self._commit()
-        self._pending = None  # a call not followed by an accepted step: discarded
+        # the calls of one step (one per level when the levels subcycle) add up; a call
+        # not followed by an accepted step is discarded
+        key = (self.sim.steps, getattr(self.sim, "rejected_steps", 0))
+        before = self._pending if self._pending is not None and self._pending[3] == key \
+            else (None, 0.0, 0.0, key)
+        self._pending = None
         moved = self._restore_positivity(xp, h, hu, hv)
         added = 0.0
         if self.sources:
-            for src, (idx, area) in zip(self.sources, self._source_cells()):
+            for src, (idx, area, share) in zip(self.sources, self._level_cells()):
                 rate = src.rate(t)
                 if rate > 0.0:
                     h[idx] += rate * dt / area
-                    added += rate * dt
-        self._pending = (self.sim.steps, added, moved)
+                    added += rate * dt if share == 1.0 else rate * dt * share
+        self._pending = (self.sim.steps, before[1] + added, before[2] + moved, key)
         wet = h > self.dry_tolerance
         safe_h = xp.where(wet, h, 1.0)
         if self.manning_aux is not None or self.manning > 0.0:

@@ -134,6 +134,10 @@ def write_checkpoint(sim, path, meta: dict | None = None) -> Path:
         "cell_updates": int(sim.cell_updates),
         "dt": None if sim.dt is None else float(sim.dt),
         "wall_s": float(sim.wall_s),
+        # subcycling: each level's steps and its steps since its last regrid (the cadence)
+        "subcycle": None if getattr(sim, "_subcycler", None) is None else {
+            name: {str(k): int(v) for k, v in getattr(sim._subcycler, name).items()}
+            for name in ("level_steps", "since_regrid")},
         "timers": {k: float(v) for k, v in sim.timers.seconds.items()},
         "totals_initial": {k: float(v) for k, v in sim.totals_initial.items()},
         "riemann": sim.riemann.name,

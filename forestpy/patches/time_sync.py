@@ -25,7 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["TimeSyncPlan", "build_time_sync_plan", "apply_time_sync"]
+__all__ = ["TimeSyncPlan", "build_time_sync_plan", "apply_time_sync", "fine_face_terms",
+           "coarse_face_fluxes", "correct_coarse", "subset_plan"]
 
 # per face of the coarse patch: (edge side of the coarse patch, edge side of the fine
 # patch, ixy, sign): sign +1 when the fine patch lies on the + side.
@@ -147,14 +148,47 @@ def apply_time_sync(
     if len(plan) == 0:
         return
     xp = np if backend is None else backend.xp
+    c = plan.coarse
+    fine_term = fine_face_terms(plan, q_old, q_old, aux, edge, fluctuations, params, xp)
+    ce = plan.coarse_edge
+    coarse_flux = edge[ce[:, 0], ce[:, 1], :, ce[:, 2]]
+    sgn = plan.sign[:, None].astype(np.float64)
+    cc = c[0::2]
+    ratio = dt / plan.width
+    if capacity_index >= 0:
+        ratio = ratio / aux[cc[:, 0], capacity_index, cc[:, 1], cc[:, 2]]
+    corr = -sgn[0::2] * ratio[:, None] * (fine_term - coarse_flux[0::2])
+    # Scatter-add without np.add.at (CuPy has none): a fancy-index ``+=`` is exact only
+    # if no cell repeats among its indices.  Within one direction none does: an x-normal
+    # entry's coarse cell lies in the first interior column of its patch (face 0) or in
+    # the last one (face 1), distinct columns as mx >= 2, and along one face each edge
+    # cell k appears in one pair only; likewise for y.  A corner cell of a coarse patch
+    # with fine neighbours across an x face and a y face is corrected once in each of
+    # the two updates, x first, which is the order np.add.at used (entries x first).
+    for sel in (slice(0, plan.nx // 2), slice(plan.nx // 2, len(plan) // 2)):
+        if sel.stop > sel.start:
+            cs = cc[sel]
+            q_new[cs[:, 0], :, cs[:, 1], cs[:, 2]] += corr[sel]
+
+
+def fine_face_terms(plan: TimeSyncPlan, q_coarse, q_fine, aux, edge, fluctuations, params,
+                    xp=np):
+    """Per coarse edge cell of ``plan`` (``len(plan) // 2`` rows): the mean over its two
+    fine edge cells of the fine side's flux in the coarse cell's frame, ``fp + A dq``
+    (fine on the + side) or ``fm - A dq`` (- side), where ``A dq`` is the fluctuation
+    sum of the Riemann problem between the coarse cell's state in ``q_coarse`` and the
+    fine cell's in ``q_fine`` (the states the two steps started from: the same array
+    with one time step for all, the coarse step's start and the fine substep's start
+    when the levels subcycle) and ``fp``/``fm`` the fine kernel's edge fluxes in
+    ``edge``."""
     c, f = plan.coarse, plan.fine
-    qc = q_old[c[:, 0], :, c[:, 1], c[:, 2]]
-    qf = q_old[f[:, 0], :, f[:, 1], f[:, 2]]
+    qc = q_coarse[c[:, 0], :, c[:, 1], c[:, 2]]
+    qf = q_fine[f[:, 0], :, f[:, 1], f[:, 2]]
     if aux is not None and aux.shape[1] > 0:
         ac = aux[c[:, 0], :, c[:, 1], c[:, 2]]
         af = aux[f[:, 0], :, f[:, 1], f[:, 2]]
     else:
-        ac = af = xp.zeros((len(plan), 0), dtype=q_old.dtype)
+        ac = af = xp.zeros((len(plan), 0), dtype=qc.dtype)
     plus = (plan.sign > 0)[:, None]
     ql = xp.where(plus, qc, qf)
     qr = xp.where(plus, qf, qc)
@@ -173,26 +207,47 @@ def apply_time_sync(
                 params,
                 dflux[sel],  # rows of a C-contiguous array: contiguous
             )
-    ce, fe = plan.coarse_edge, plan.fine_edge
+    fe = plan.fine_edge
     fine_flux = edge[fe[:, 0], fe[:, 1], :, fe[:, 2]]
-    coarse_flux = edge[ce[:, 0], ce[:, 1], :, ce[:, 2]]
     sgn = plan.sign[:, None].astype(np.float64)
     # + side:  -(mean(fp + df) - fm);  - side:  +(mean(fm - df) - fp)
     fine = fine_flux + sgn * dflux
-    fine_term = 0.5 * (fine[0::2] + fine[1::2])  # the mean of each pair, as np.mean
-    cc = c[0::2]
-    ratio = dt / plan.width
+    return 0.5 * (fine[0::2] + fine[1::2])  # the mean of each pair, as np.mean
+
+
+def coarse_face_fluxes(plan: TimeSyncPlan, edge):
+    """The coarse kernel's edge flux (``fm``/``fp``) at each coarse edge cell of
+    ``plan`` (``len(plan) // 2`` rows)."""
+    ce = plan.coarse_edge[0::2]
+    return edge[ce[:, 0], ce[:, 1], :, ce[:, 2]]
+
+
+def correct_coarse(plan: TimeSyncPlan, q, aux, fine_sum, coarse_sum,
+                   capacity_index: int = -1) -> None:
+    """The time sync of a coarse step whose fine neighbours took several substeps:
+    ``fine_sum`` is the sum over the fine substeps of ``dt_fine`` times
+    :func:`fine_face_terms`, ``coarse_sum`` the coarse step's ``dt`` times
+    :func:`coarse_face_fluxes`; ``q``'s coarse edge cells are corrected in place (the
+    mirror of :func:`apply_time_sync` with the time step inside the sums)."""
+    if len(plan) == 0:
+        return
+    cc = plan.coarse[0::2]
+    sgn = plan.sign[0::2, None].astype(np.float64)
+    ratio = 1.0 / plan.width
     if capacity_index >= 0:
         ratio = ratio / aux[cc[:, 0], capacity_index, cc[:, 1], cc[:, 2]]
-    corr = -sgn[0::2] * ratio[:, None] * (fine_term - coarse_flux[0::2])
-    # Scatter-add without np.add.at (CuPy has none): a fancy-index ``+=`` is exact only
-    # if no cell repeats among its indices.  Within one direction none does: an x-normal
-    # entry's coarse cell lies in the first interior column of its patch (face 0) or in
-    # the last one (face 1), distinct columns as mx >= 2, and along one face each edge
-    # cell k appears in one pair only; likewise for y.  A corner cell of a coarse patch
-    # with fine neighbours across an x face and a y face is corrected once in each of
-    # the two updates, x first, which is the order np.add.at used (entries x first).
+    corr = -sgn * ratio[:, None] * (fine_sum - coarse_sum)
     for sel in (slice(0, plan.nx // 2), slice(plan.nx // 2, len(plan) // 2)):
         if sel.stop > sel.start:
             cs = cc[sel]
-            q_new[cs[:, 0], :, cs[:, 1], cs[:, 2]] += corr[sel]
+            q[cs[:, 0], :, cs[:, 1], cs[:, 2]] += corr[sel]
+
+
+def subset_plan(plan: TimeSyncPlan, keep) -> TimeSyncPlan:
+    """The entries of ``plan`` where the host bool array ``keep`` (one per entry, equal
+    within each pair) is true, in the plan's order (x-normal entries still first)."""
+    keep = np.asarray(keep, dtype=bool)
+    arrays = ("coarse", "fine", "coarse_edge", "fine_edge", "ixy", "sign")
+    return TimeSyncPlan(**{name: getattr(plan, name)[keep] for name in arrays},
+                        width=plan.width[keep[0::2]],
+                        nx=int(np.count_nonzero(plan.ixy[keep] == 1)))

@@ -132,8 +132,8 @@ def flux_row(ixy, order, transverse_waves, n, mbc, r, q1d, auxm, aux0, auxp, dtd
 
 @numba.njit(cache=CACHE, **_OPTS)
 def run_chunk(order, transverse_waves, capa, lo, hi, q, mbc, aux, qnew, dx, dy, dt,
-              params, lim, cfl_out, edge_out):
-    """The whole step of patches ``lo .. hi-1`` (one thread's share)."""
+              params, lim, cfl_out, edge_out, rows):
+    """The whole step of patches ``rows[lo .. hi-1]`` (one thread's share)."""
     meqn = MEQN
     mwaves = MWAVES
     nyt = q.shape[2]
@@ -164,7 +164,8 @@ def run_chunk(order, transverse_waves, capa, lo, hi, q, mbc, aux, qnew, dx, dy, 
     tlo = np.zeros((nmax, meqn))
     thi = np.zeros((nmax, meqn))
 
-    for ip in range(lo, hi):
+    for k_row in range(lo, hi):
+        ip = rows[k_row]
         dtdx = dt / dx[ip]
         dtdy = dt / dy[ip]
         # gather the patch into sweep-contiguous layouts
@@ -234,8 +235,9 @@ def run_chunk(order, transverse_waves, capa, lo, hi, q, mbc, aux, qnew, dx, dy, 
 
 @numba.njit(parallel=True, cache=CACHE, **_OPTS)
 def engine(order, transverse_waves, capa, q, mbc, aux, qnew, dx, dy, dt, params,
-           limiter_codes, cfl_out, edge_out, nthreads):
-    """Step every patch; options are run-time values (one compilation per solver).
+           limiter_codes, cfl_out, edge_out, rows, nthreads):
+    """Step the patches ``rows``; options are run-time values (one compilation per
+    solver).
 
     ``nthreads`` comes from the caller: asking Numba for it inside a compiled function
     would make the function uncacheable."""
@@ -263,14 +265,18 @@ def engine(order, transverse_waves, capa, q, mbc, aux, qnew, dx, dy, dt, params,
     if (edge_out.shape[0] < npatch or edge_out.shape[1] < 4 or edge_out.shape[2] < meqn
             or edge_out.shape[3] < max(mx, my)):
         raise ValueError("edge_out must have shape (npatch, 4, meqn, max(mx, my))")
-    if npatch == 0:
+    nrows = rows.shape[0]
+    for k in range(nrows):
+        if rows[k] < 0 or rows[k] >= npatch:
+            raise ValueError("rows holds an index outside 0 .. npatch-1")
+    if nrows == 0:
         return
-    nchunk = max(1, min(npatch, nthreads))
+    nchunk = max(1, min(nrows, nthreads))
     for c in prange(nchunk):
-        lo = (c * npatch) // nchunk
-        hi = ((c + 1) * npatch) // nchunk
+        lo = (c * nrows) // nchunk
+        hi = ((c + 1) * nrows) // nchunk
         run_chunk(order, transverse_waves, capa, lo, hi, q, mbc, aux, qnew, dx, dy, dt,
-                  params, limiter_codes, cfl_out, edge_out)
+                  params, limiter_codes, cfl_out, edge_out, rows)
 
 
 @numba.njit(cache=CACHE, **_OPTS)

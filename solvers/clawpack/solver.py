@@ -97,18 +97,18 @@ class ClawpackSolver:
         ``out`` (the shape of ``q``, not ``q``) receives the new interiors, its ghost
         cells left as they are, and ``edge_out`` the edge fluxes: a caller stepping
         into its own arrays (the distributed step) saves a copy of the whole state.
-        ``rows`` (GPU only; device int64 indices): step only these patches, in one
-        launch, writing only their entries of ``out``, ``edge_out`` and ``cfl_out``
-        (all three required then).
+        ``rows`` (int64 indices, backend array): step only these patches (one launch
+        on the GPU), writing only their entries of ``out``, ``edge_out`` and
+        ``cfl_out`` (all three required then): a level of a subcycled step.
         """
         if self.on_gpu:
             return self._step_gpu(q, aux, geom, dt, out, edge_out, rows, cfl_out)
-        if rows is not None:
-            raise ValueError("step(rows=...) is a GPU-backend option")
         npatch, meqn = q.shape[:2]
+        if rows is not None and (out is None or edge_out is None or cfl_out is None):
+            raise ValueError("step(rows=...) needs out, edge_out and cfl_out")
         # without ``out`` the kernel writes the interiors and the ghosts stay unset
         q_new = np.empty_like(q) if out is None else out
-        cfl = np.zeros(npatch)
+        cfl = np.zeros(npatch) if cfl_out is None else cfl_out
         edge = (np.zeros((npatch, 4, meqn, max(geom.mx, geom.my))) if edge_out is None
                 else edge_out)  # the kernel writes every entry: edge_out may be unset
         self._kernel(
@@ -123,6 +123,7 @@ class ClawpackSolver:
             self.limiter_codes,
             cfl,
             edge,
+            rows,
         )
         return q_new, cfl, edge
 

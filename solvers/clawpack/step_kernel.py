@@ -24,6 +24,7 @@ compiled kernels of each solver on disk.
 from __future__ import annotations
 
 import numba
+import numpy as np
 
 from forestpy.cuda_device import recompile_tree
 
@@ -53,13 +54,27 @@ def jit_pointwise(func):
                           follow=lambda g: not g.targetoptions.get("parallel"))
 
 
+_ROWS: dict = {}
+
+
+def _all_rows(npatch: int) -> np.ndarray:
+    """``arange(npatch)`` (cached): the patch list of a whole step."""
+    got = _ROWS.get(npatch)
+    if got is None:
+        if len(_ROWS) > 64:
+            _ROWS.clear()
+        got = _ROWS[npatch] = np.arange(npatch, dtype=np.int64)
+    return got
+
+
 def make_step_kernel(riemann, *, order=2, transverse_waves=2, capacity_index=-1):
     """Compiled batched step for ``riemann`` (a :class:`~forestpy.vtable.RiemannSolver`).
 
     Returns a Python function around the solver's compiled engine (generated from
     :mod:`.kernel_template` and cached on disk by :mod:`.kernel_cache`)::
 
-        kernel(q, mbc, aux, qnew, dx, dy, dt, params, limiter_codes, cfl_out, edge_out)
+        kernel(q, mbc, aux, qnew, dx, dy, dt, params, limiter_codes, cfl_out, edge_out,
+               rows=None)
 
     q, qnew : float64 (npatch, meqn, my + 2 mbc, mx + 2 mbc)
         Input with ghost cells filled; ``qnew`` receives the updated interior (its ghost
@@ -81,6 +96,9 @@ def make_step_kernel(riemann, *, order=2, transverse_waves=2, capacity_index=-1)
         Edge fluctuation fluxes (not multiplied by dt/dx): side 0 ``fp`` at ``i = 0``
         (index ``j``), side 1 ``fm`` at ``i = mx``, side 2 ``gp`` at ``j = 0`` (index
         ``i``), side 3 ``gm`` at ``j = my``; unused entries are set to 0.
+    rows : int64 array, optional
+        Step only these patches (indices into every per-patch array); the entries of
+        the other patches in ``qnew``, ``cfl_out`` and ``edge_out`` are not touched.
 
     Options (passed to the engine at run time, so all variants share one compilation):
     ``order`` 1 or 2; ``transverse_waves`` 0, 1
@@ -106,9 +124,12 @@ def make_step_kernel(riemann, *, order=2, transverse_waves=2, capacity_index=-1)
         engine = kernel_module(riemann, jit_pointwise).engine
         capa = max(capacity_index, -1)
 
-        def kernel(q, mbc, aux, qnew, dx, dy, dt, params, limiter_codes, cfl_out, edge_out):
+        def kernel(q, mbc, aux, qnew, dx, dy, dt, params, limiter_codes, cfl_out, edge_out,
+                   rows=None):
+            if rows is None:
+                rows = _all_rows(q.shape[0])
             engine(order, transverse_waves, capa, q, mbc, aux, qnew, dx, dy, dt, params,
-                   limiter_codes, cfl_out, edge_out, numba.get_num_threads())
+                   limiter_codes, cfl_out, edge_out, rows, numba.get_num_threads())
 
         _KERNELS[key] = kernel
     return kernel

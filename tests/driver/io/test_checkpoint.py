@@ -19,7 +19,7 @@ from forestpy.cli import main
 from forestpy.io.checkpoint import CheckpointError, read_checkpoint, write_checkpoint
 
 DEMO = ROOT / "demos" / "radial_dam.py"
-OPTS = dict(mx=8, min_level=1, max_level=3, t_final=1.0)
+OPTS = dict(mx=8, min_level=1, max_level=3, t_final=1.0, subcycle=False)
 SETS = [a for k, v in OPTS.items() for a in ("--set", f"{k}={v}")]
 GAUGES = [(0.0, 0.0), (1.0, 0.3), (-2.0, 1.5)]
 
@@ -78,6 +78,23 @@ def test_restart_half_way_is_bitwise(radial_dam, reference, tmp_path):
     assert (tmp_path / "gauges.csv").read_bytes() == ref_csv.read_bytes()
     assert totals.times == ref_totals.times and totals.history == ref_totals.history
     assert outputs.fired == ref_outputs.fired and outputs.calls == ref_outputs.calls
+
+
+def test_restart_of_a_subcycled_run_is_bitwise(radial_dam, tmp_path):
+    """Checkpoints are written between coarse steps (all levels at one time); the
+    regrid cadence of each level is stored, so the restart is bitwise."""
+    opts = dict(OPTS, subcycle=True, t_final=1.0, regrid_interval=1)
+    ref = radial_dam.setup(**opts).run()
+    assert ref.subcycling and ref.regrids >= 2
+    first = radial_dam.setup(**opts)
+    first.run(max_steps=ref.steps // 2)
+    ck = first.save_checkpoint(tmp_path / "ck.npz")
+    sim = radial_dam.setup(**opts).load_checkpoint(ck)
+    sim.run()
+    assert np.array_equal(_interior(sim), _interior(ref))
+    assert sim.forest == ref.forest and sim.level_steps == ref.level_steps
+    for key in ("t", "steps", "regrids", "cell_updates", "dt"):
+        assert getattr(sim, key) == getattr(ref, key), key
 
 
 def test_checkpoint_contents(radial_dam, tmp_path):

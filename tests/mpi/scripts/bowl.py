@@ -26,6 +26,7 @@ def sources():
 
 def setup(**options):
     opts = dict(domain=Domain((-100, -100), (100, 100)), eta_init=hump, mx=8, min_level=2,
-                max_level=4, wave_tolerance=1.0, regrid_interval=2, t_final=2.0)
+                max_level=4, wave_tolerance=1.0, regrid_interval=2, t_final=2.0,
+                subcycle=False)  # the distributed runs take one dt for all levels
     opts.update(options)
     return geoclaw_simulation(bowl_bottom, **opts)

@@ -1,0 +1,348 @@
+"""Local time stepping: each refinement level takes its own time step (subcycling).
+
+A level takes steps of twice the next finer level's ``dt`` (the quadtree's ratio 2 in
+space and in time), as in AMRClaw, GeoClaw and ForestClaw (``subcycle = T``).  One
+*coarse step* of the coarsest level present, ``dt_c``, is the recursion of Berger and
+Oliger (1984)::
+
+    advance(l, t, dt):
+        step level l from t to t + dt
+        if level l + 1 exists:
+            advance(l + 1, t, dt/2);  regrid levels >= l + 1 if due
+            advance(l + 1, t + dt/2, dt/2)
+            time sync of level l with level l + 1
+
+* **Ghost cells in time.**  A level's ghost cells are filled from its own level and
+  the next finer one at its own time; those covered by the next coarser level, which
+  is then at the end of its step, are interpolated in space (the ghost plan's limited
+  interpolation, surface-aware for GeoClaw) from the coarse state interpolated in
+  time between the start and the end of the coarse step (weights 1, 0 for the first
+  fine substep and 1/2, 1/2 for the second).  A convex combination of two states of
+  non-negative depth keeps the depth non-negative, and of two lakes at rest is a lake
+  at rest.
+* **Conservation.**  The coarse cells beside a finer level used their own flux for the
+  whole coarse step; the fine cells used theirs over two substeps.  After the second
+  substep the coarse cells take the fine fluxes, summed over the substeps (the time
+  sync of :mod:`forestpy.patches.time_sync` over a coarse step: each fine substep adds
+  ``dt_f`` times its face terms, measured against the coarse step's starting state), so
+  totals change only through the physical boundary, to round-off.
+* **Regrids per level** (AMRClaw's cadence): the levels ``>= m`` are regridded once
+  level ``m`` has taken ``regrid_interval`` steps since their last regrid, at a time
+  when levels ``>= m`` are synchronised; coarser leaves, in the middle of their step,
+  stay as they are (:meth:`Simulation.regrid`'s ``frozen_below``; a regrid the 2:1
+  balance would carry to them waits for a coarser synchronisation).
+* **Time step.**  Every level's Courant number is measured by its own steps; the next
+  coarse step is ``dt_c cfl_desired / max_l(cfl_l)``.  A level step above ``cfl_max``
+  rejects the whole coarse step: the forest and the state are put back and it is
+  retaken with the smaller ``dt_c``.  Output times cut the coarse step, so all levels
+  land on them together.
+* **Hooks.**  ``b4step(sim, dt_c)`` runs once per coarse step (at its start);
+  ``src2`` runs once per level step on that level's patches (gathered: ``q``, ``aux``,
+  ``x``, ``y`` of the level, its time and ``dt``), after the level's time sync with
+  the finer level (the order of the global step: update, time sync, sources), with
+  ``sim.hook_rows`` the rows of those patches among the owned ones (None otherwise);
+  callbacks' ``on_step`` after every coarse step, when all levels are at one time.
+
+Batches are per level: a level's patches go to the step kernel in one call (a patch
+list, ``rows``), its ghost cells are filled by the ghost plan's entries for that level
+(split once per regrid).  A run on several MPI ranks takes one time step for all
+levels (not yet subcycled).
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from forestpy.patches.ghost_plan import GhostPlan
+from forestpy.patches.time_sync import (
+    coarse_face_fluxes,
+    correct_coarse,
+    fine_face_terms,
+    subset_plan,
+)
+
+__all__ = ["Subcycler", "supports_subcycling"]
+
+
+def supports_subcycling(sim) -> bool:
+    """Whether ``sim`` can subcycle: serial, adaptive, and a step kernel that takes a
+    patch list (``rows``)."""
+    if sim.exchange.distributed or sim.max_level == sim.min_level:
+        return False
+    try:
+        params = inspect.signature(sim.vtable.step).parameters
+    except (TypeError, ValueError):
+        return False
+    return "rows" in params and "cfl_out" in params
+
+
+class _Rejected(Exception):
+    """A level step's Courant number was above ``cfl_max``: retake the coarse step."""
+
+    def __init__(self, courant):
+        self.courant = courant
+
+
+@dataclass
+class LevelPlans:
+    """The per-level pieces of one layout, built once per regrid: for each level present,
+    its rows (host and backend), the ghost-plan entries whose destination is on it, the
+    physical-boundary sides of its patches, the rows of the next coarser level its
+    ghost fill reads (``coarse_src``), and the time-sync entries with their fine cell on
+    it (coarse cells one level coarser)."""
+
+    layout: object
+    levels: list
+    rows_host: dict = field(default_factory=dict)
+    rows: dict = field(default_factory=dict)
+    ghost: dict = field(default_factory=dict)
+    sides: dict = field(default_factory=dict)
+    coarse_src: dict = field(default_factory=dict)
+    sync: dict = field(default_factory=dict)
+    ncells: dict = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, sim) -> LevelPlans:
+        be, L, geom = sim.backend, sim.layout, sim.geom
+        level = np.asarray(geom.level)
+        self = cls(layout=L, levels=sorted(int(v) for v in np.unique(level)))
+        plan = GhostPlan(**{k: be.to_host(getattr(L.ghost_plan, k))
+                            for k in GhostPlan.__dataclass_fields__})
+        sync = L.sync_plan
+        sync_host = None
+        if sync is not None:
+            from forestpy.patches.time_sync import TimeSyncPlan
+
+            sync_host = TimeSyncPlan(**{k: be.to_host(getattr(sync, k)) for k in (
+                "coarse", "fine", "coarse_edge", "fine_edge", "ixy", "sign", "width")},
+                nx=sync.nx)
+        sides = [be.to_host(s) for s in L.owned_sides]
+        dst_level = {k: level[getattr(plan, f"{k}_dst")[:, 0]] for k in ("copy", "avg", "interp")}
+        for lv in self.levels:
+            rows = np.flatnonzero(level == lv)
+            self.rows_host[lv] = rows
+            self.rows[lv] = be.to_device(rows.astype(np.int64))
+            self.ncells[lv] = len(rows) * geom.mx * geom.my
+            keep = {k: dst_level[k] == lv for k in dst_level}
+            self.ghost[lv] = GhostPlan(**{
+                f: getattr(plan, f)[keep[f.split("_")[0]]]
+                for f in GhostPlan.__dataclass_fields__}).to(be)
+            self.sides[lv] = [be.to_device(s[level[s] == lv]) for s in sides]
+            interp = keep["interp"]
+            src = np.concatenate([
+                plan.interp_center[interp, 0].astype(np.int64),
+                np.where(plan.interp_valid[interp], plan.interp_nbr[interp][..., 0],
+                         plan.interp_dst[interp][:, None, 0]).ravel().astype(np.int64)])
+            src = np.unique(src)
+            src = src[level[src] == lv - 1]
+            self.coarse_src[lv] = (src, be.to_device(src))
+            if sync_host is not None and len(sync_host):
+                fine_level = level[sync_host.fine[:, 0]]
+                sub = subset_plan(sync_host, fine_level == lv)
+                if len(sub):
+                    self.sync[lv] = sub.to(be)
+        return self
+
+
+class Subcycler:
+    """The subcycled coarse step of a :class:`~forestpy.simulation.Simulation` (see the
+    module docstring); ``sim.step(dt)`` calls :meth:`coarse_step` when subcycling."""
+
+    def __init__(self, sim):
+        self.sim = sim
+        self.plans = None
+        self.q_old = None  # each patch's state at the start of its level's current step
+        self.scratch = None  # the step kernel's output
+        self.edge = None
+        self.cfl = None
+        self.fine_sum = {}  # fine level -> sum over its substeps of dt_f * face terms
+        self.coarse_sum = {}  # fine level -> the coarse step's dt * coarse face fluxes
+        self.since_regrid = {}  # level -> its steps since the levels >= it were regridded
+        self.level_steps = {}  # level -> steps taken (accepted coarse steps)
+        self.courant = 0.0
+
+    # ------------------------------------------------------------------ plans
+    def _plans(self) -> LevelPlans:
+        sim = self.sim
+        if self.plans is None or self.plans.layout is not sim.layout:
+            self.plans = LevelPlans.build(sim)
+            xp, q = sim.xp, sim.q
+            n = q.shape[0]
+            if self.scratch is None or self.scratch.shape != q.shape:
+                self.scratch = q.copy()  # finite everywhere: rows are copied back whole
+            else:
+                self.scratch[...] = q
+            self.edge = xp.zeros((n, 4, q.shape[1], max(sim.mx, sim.my)))
+            self.cfl = xp.zeros(n)
+        return self.plans
+
+    @property
+    def coarsest(self) -> int:
+        return int(self.sim.geom.level.min())
+
+    # ------------------------------------------------------------------ the step
+    def coarse_step(self, dt: float) -> tuple[bool, float]:
+        """One step ``dt`` of the coarsest level present with every finer level
+        subcycled; returns (accepted, largest Courant number of the level steps)."""
+        sim = self.sim
+        sim._localize()
+        sim._root_copy = None
+        saved = (sim.forest, sim.q.copy(), sim.regrids, dict(self.since_regrid))
+        self.courant = 0.0
+        steps_before = dict(self.level_steps)
+        updates = 0
+        if sim.vtable.b4step is not None:
+            with sim.timers("sources"):
+                sim.vtable.b4step(sim, dt)
+        try:
+            updates = self._advance(self.coarsest, sim.t, dt, 0.0)
+        except _Rejected as rejected:
+            forest, q, regrids, since = saved
+            if sim.forest is not forest:
+                sim._set_forest(forest)
+                self.plans = None
+            sim.q = q
+            sim.regrids = regrids
+            self.since_regrid = since
+            self.level_steps = steps_before
+            sim.rejected_steps += 1
+            if not np.isfinite(rejected.courant):
+                sim._validate_owned(sim.q, f"step {sim.steps + 1}")
+            return False, rejected.courant
+        with sim.timers("cfl_check"):
+            status = sim._step_status(sim.q, sim.xp.zeros(1))
+        if sim.check_state and not (
+            np.isfinite(status[1]) and all(v >= 0.0 for v in status[2:])
+        ):
+            sim._validate_owned(sim.q, f"step {sim.steps + 1}")
+        sim._spare = sim._spare_of = None
+        sim.t += dt
+        sim.steps += 1
+        sim.cell_updates += updates
+        self._maybe_regrid(self.coarsest)
+        return True, self.courant
+
+    def _advance(self, level: int, t: float, dt: float, alpha: float) -> int:
+        """Level ``level`` from ``t`` to ``t + dt``, then the finer levels twice each
+        (see the module docstring); returns the cell updates."""
+        updates = self._level_step(level, t, dt, alpha)
+        if level + 1 in self._plans().levels:
+            half = 0.5 * dt
+            for i in (0, 1):
+                updates += self._advance(level + 1, t + i * half, half, 0.5 * i)
+                if i == 0:
+                    self._maybe_regrid(level + 1)
+            self._sync(level + 1)
+        # the split sources after the time sync, as in the global step
+        self._sources(level, t, dt)
+        return updates
+
+    def _level_step(self, level: int, t: float, dt: float, alpha: float) -> int:
+        sim = self.sim
+        P = self._plans()
+        q, xp = sim.q, sim.xp
+        rows = P.rows[level]
+        with sim.timers("ghost_fill"):
+            src_host, src = P.coarse_src[level]
+            saved = None
+            if len(src_host):  # the coarser level at this level's time
+                saved = q[src]
+                if alpha == 0.0:
+                    q[src] = self.q_old[src]
+                else:
+                    q[src] = (1.0 - alpha) * self.q_old[src] + alpha * saved
+            sim._fill_plan(q, P.ghost[level], P.sides[level], t=t)
+            if saved is not None:
+                q[src] = saved
+        with sim.timers("step"):
+            sim.vtable.step(q, sim.aux, sim.layout.local_arrays, dt, out=self.scratch,
+                            edge_out=self.edge, rows=rows, cfl_out=self.cfl)
+        with sim.timers("cfl_check"):
+            courant = float(sim.backend.to_host(self.cfl[rows].max()))
+        if not courant <= sim.cfl_max:  # NaN too
+            raise _Rejected(courant)
+        self.courant = max(self.courant, courant)
+        with sim.timers("time_sync"):
+            sync = P.sync.get(level)
+            if sync is not None and sim.vtable.time_sync is not None:
+                terms = fine_face_terms(sync, self.q_old, q, sim.aux, self.edge,
+                                        sim.solver.fluctuations, sim.solver.params_on_backend
+                                        if sim.backend.is_gpu else sim.solver.params, xp)
+                self.fine_sum[level] = self.fine_sum[level] + dt * terms
+            if level + 1 in P.levels:  # the finer level reads this level's old state
+                if self.q_old is None or self.q_old.shape != q.shape:
+                    self.q_old = q.copy()
+                else:
+                    self.q_old[rows] = q[rows]
+                finer = P.sync.get(level + 1)
+                if finer is not None:
+                    self.coarse_sum[level + 1] = dt * coarse_face_fluxes(finer, self.edge)
+                    self.fine_sum[level + 1] = xp.zeros_like(self.coarse_sum[level + 1])
+        q[rows] = self.scratch[rows]
+        self.level_steps[level] = self.level_steps.get(level, 0) + 1
+        self.since_regrid[level] = self.since_regrid.get(level, 0) + 1
+        return P.ncells[level]
+
+    def _sources(self, level: int, t: float, dt: float) -> None:
+        """``src2`` on the patches of ``level`` (gathered; ``sim.hook_rows`` names them)."""
+        sim = self.sim
+        if sim.vtable.src2 is None:
+            return
+        P = self._plans()
+        rows = P.rows[level]
+        with sim.timers("sources"):
+            x, y = sim.centers
+            sim.hook_rows = P.rows_host[level]
+            try:
+                q_l = sim.q[rows]
+                sim.vtable.src2(q_l, sim.aux[rows], x[rows], y[rows], t, dt)
+                sim.q[rows] = q_l
+            finally:
+                sim.hook_rows = None
+
+    def _sync(self, fine_level: int) -> None:
+        """The coarse cells beside ``fine_level`` take the fine fluxes of its two
+        substeps."""
+        sim = self.sim
+        sync = self._plans().sync.get(fine_level)
+        if sync is None or sim.vtable.time_sync is None:
+            return
+        with sim.timers("time_sync"):
+            correct_coarse(sync, sim.q, sim.aux, self.fine_sum.pop(fine_level),
+                           self.coarse_sum.pop(fine_level), sim.capacity_index)
+
+    # ------------------------------------------------------------------ regrids
+    def _maybe_regrid(self, synced: int) -> None:
+        """Regrid the levels ``>= m`` for the coarsest ``m >= synced`` that has taken
+        ``regrid_interval`` steps since they were last regridded (levels ``>= synced``
+        are at one time)."""
+        sim = self.sim
+        every = sim.regrid_interval
+        if not every:
+            return
+        due = [lv for lv in self._plans().levels
+               if lv >= synced and self.since_regrid.get(lv, 0) >= every]
+        if not due:
+            return
+        m = min(due)
+        for lv in list(self.since_regrid):
+            if lv >= m:
+                self.since_regrid[lv] = 0
+        frozen = None if m <= self.coarsest else m
+        if frozen is not None and m >= sim.max_level:  # nothing to refine or coarsen
+            return
+        old_forest, q_old = sim.forest, self.q_old
+        if not sim.regrid(frozen_below=frozen):
+            return
+        if frozen is not None and q_old is not None:
+            # the frozen leaves, in the middle of their step, keep their old state
+            old_rows = np.flatnonzero(old_forest.level < m)
+            new_rows = np.flatnonzero(sim.forest.level < m)
+            self.q_old = sim.xp.zeros_like(sim.q)
+            if len(new_rows):
+                be = sim.backend
+                self.q_old[be.to_device(new_rows)] = q_old[be.to_device(old_rows)]
+        self.plans = None
