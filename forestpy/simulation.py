@@ -218,8 +218,14 @@ class Simulation:
                 f"need 0 < cfl_desired ({self.cfl_desired}) <= cfl_max ({self.cfl_max})"
             )
         self.dt_max = float(opts["dt_max"])
+        if not self.dt_max > 0:  # also NaN; infinity: no cap
+            raise ValueError(f"need dt_max > 0, got {self.dt_max}")
+        if opts["dt_initial"] is not None and not 0 < float(opts["dt_initial"]) < math.inf:
+            raise ValueError(f"need a finite dt_initial > 0, got {opts['dt_initial']}")
         self.regrid_interval = int(opts["regrid_interval"])
         self.t_final = float(opts["t_final"])
+        if not 0 <= self.t_final < math.inf:  # also NaN
+            raise ValueError(f"need a finite t_final >= 0, got {self.t_final}")
         self.check_state = bool(opts["check_state"])
         self.params = self.riemann.params_array(opts["params"])
         self.bc = normalize_bc(opts["bc"], *self.domain.periodic)
@@ -1123,9 +1129,11 @@ class Simulation:
         for cb, entry in zip(stateful, stored):
             try:
                 cb.load_state_dict(entry["state"])
-            except (KeyError, TypeError, ValueError) as e:
+            except (KeyError, TypeError, ValueError, AttributeError, IndexError,
+                    OverflowError) as e:
                 raise CheckpointError(
-                    f"{where}: state of callback {entry['class']} does not fit: {e}"
+                    f"{where}: state of callback {entry['class']} does not fit: "
+                    f"{type(e).__name__}: {e}"
                 ) from e
         return self
 
