@@ -7,11 +7,18 @@ the registration (``"node"``: values at the given points, GeoClaw topotypes;
 and GeoTIFF "PixelIsArea").  ``x0, y0`` always name the point of value ``z[0, 0]``,
 so a cell-registered grid has ``x0 = xllcorner + dx/2``.  NODATA values become NaN.
 
-Malformed files raise :class:`RasterError` with one message naming the file and the
-problem.  The GeoTIFF code is a small baseline-TIFF reader (strips or tiles,
-uncompressed, deflate or LZW, predictor 1/2/3, float32/64 or integer samples, one band)
-and a writer of uncompressed or deflate float32/float64 GeoTIFFs with
-ModelPixelScale/ModelTiepoint/GeoKeyDirectory tags; no third-party dependency.
+Malformed, truncated or hostile files raise :class:`RasterError` (an
+:class:`~forestpy.errors.InputFileError`) with one message naming the file and the
+problem; every count, offset and size a file states is checked against the file's
+length and :data:`~forestpy.errors.MAX_ARRAY_BYTES` before anything is allocated
+(``tests/extensions/geoclaw/test_fuzz_rasters.py`` fuzzes every reader).  The GeoTIFF
+code is a small baseline-TIFF reader (strips or tiles, uncompressed, deflate or LZW,
+predictor 1/2/3, float32/64 or integer samples, one band) and a writer of uncompressed
+or deflate float32/float64 GeoTIFFs with ModelPixelScale/ModelTiepoint/GeoKeyDirectory
+tags; no third-party dependency.  (``tifffile`` was measured as a replacement: it needs
+``imagecodecs``, 80 MB of native codecs, to read LZW such as the vendored Eden DEM, and
+on mutated files it raised MemoryError, TypeError, IndexError and struct.error, so the
+same checks would still be needed in front of it.)
 """
 
 from __future__ import annotations
@@ -505,6 +512,8 @@ def read_geotiff(path) -> Raster:
         fail(f"compression {comp} not supported (1, 5=LZW, 8=deflate)")
     if pred not in (1, 2, 3) or (pred == 3) != (sfmt == 3 and pred != 1):
         fail(f"predictor {pred} not supported for sample format {sfmt}")
+    if comp == 1:  # a predictor applies to compressed data only (libtiff ignores it)
+        pred = 1
     tiled = 322 in tif.tags
     if tiled:
         bw, bh = tif.one(322, "TileWidth"), tif.one(323, "TileLength")
