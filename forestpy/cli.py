@@ -280,13 +280,14 @@ def cmd_run(args, argv: list[str]) -> int:
     except OSError as e:
         raise CLIError(f"--out {out}: cannot create the output folder ({e})") from e
 
-    def usage_error(e: Exception) -> CLIError:
-        """A bad option value or input file found by setup: one line, exit code 2, and
-        nothing written (the folders this run made, still empty, are removed)."""
+    def usage_error(e: Exception, prefix: str | None = None) -> CLIError:
+        """A bad option value or input file found by setup (or a checkpoint that does not
+        fit): one line, exit code 2, and nothing written (the folders this run made,
+        still empty, are removed)."""
         for folder in made:
             with contextlib.suppress(OSError):
                 folder.rmdir()
-        return CLIError(f"{type(e).__name__}: {e}")
+        return CLIError(f"{type(e).__name__}: {e}" if prefix is None else f"{prefix}{e}")
     base = {
         "demo": demo_name,
         "demo_file": str(demo_path),
@@ -351,7 +352,7 @@ def cmd_run(args, argv: list[str]) -> int:
         try:
             sim.restore(checkpoint)
         except CheckpointError as e:
-            raise CLIError(f"--restart: {e}") from e
+            raise usage_error(e, "--restart: ") from e
         print(
             f"{PROG} run: restarting from {args.restart} at t={sim.t:.6g}, step {sim.steps}",
             file=sys.stderr,

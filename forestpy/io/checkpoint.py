@@ -12,7 +12,9 @@ Write with :func:`write_checkpoint` (or ``sim.save_checkpoint(path)``): the file
 written under a temporary name in the destination folder and renamed into place, so
 a crash never leaves half a checkpoint.  Read with :func:`read_checkpoint`, which
 raises one :class:`CheckpointError` naming the file and the problem for a missing,
-truncated, corrupt or foreign file; ``sim.load_checkpoint(path)`` (or
+truncated, corrupt, hostile or foreign file (every member's size and ``.npy`` header is
+checked against the archive before its array is allocated, every metadata value by
+type and range); ``sim.load_checkpoint(path)`` (or
 ``sim.restore(read_checkpoint(path))``) replaces the state of a Simulation built by
 the same setup, after which ``sim.run()`` continues exactly as the uninterrupted run.
 
