@@ -1094,6 +1094,12 @@ class Simulation:
                 f"{where} does not fit this simulation: its domain {forest.conn} differs "
                 f"from {self.domain.brick()}"
             )
+        lo, hi = int(forest.level.min()), int(forest.level.max())
+        if lo < self.min_level or hi > self.max_level:
+            raise CheckpointError(
+                f"{where} does not fit this simulation: its leaves have levels {lo} to {hi}, "
+                f"this simulation {self.min_level} to {self.max_level}"
+            )
         naux = self.riemann.num_aux
         if data["aux"].shape[1] != naux or data["aux_setaux"].shape[1] != naux:
             raise CheckpointError(

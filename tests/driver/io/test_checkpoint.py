@@ -227,6 +227,9 @@ def test_mismatched_simulation(radial_dam, good_checkpoint):
         other.restore(data)
     with pytest.raises(CheckpointError, match="mx=8"):
         radial_dam.setup(**{**OPTS, "mx": 4}).load_checkpoint(good_checkpoint)
+    assert data["forest"].level.max() == 3
+    with pytest.raises(CheckpointError, match="levels 2 to 3, this simulation 1 to 2"):
+        radial_dam.setup(**{**OPTS, "max_level": 2}).restore(data)
     sim, *_ = _build(radial_dam)  # stateful callbacks the checkpoint does not have
     t, forest = sim.t, sim.forest
     with pytest.raises(CheckpointError, match="stateful callbacks differ"):
