@@ -359,25 +359,34 @@ def read_gauges(path) -> dict:
 
     Returns ``{gauge_id: {"t": array, "x": array, "y": array, field: array, ...}}``
     with rows in file (time) order; ids that look like integers become ``int``.
-    Lines starting with ``#`` are skipped.
+    Lines starting with ``#`` are skipped.  A file that is not such a table raises
+    :class:`~forestpy.errors.InputFileError` naming the file and the line.
     """
-    with open(path, encoding="utf-8") as f:
-        lines = [ln.strip() for ln in f if ln.strip() and not ln.startswith("#")]
+    from forestpy.errors import InputFileError
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = [(k, ln.strip()) for k, ln in enumerate(f, start=1)
+                     if ln.strip() and not ln.startswith("#")]
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputFileError(f"{path}: cannot be read as a gauge file ({e})") from None
     if not lines:
-        raise ValueError(f"{path}: empty gauge file (no header line)")
-    header = lines[0].split(",")
+        raise InputFileError(f"{path}: empty gauge file (no header line)")
+    header = lines[0][1].split(",")
     if header[:4] != ["t", "gauge", "x", "y"]:
-        raise ValueError(f"{path}: not a gauge file, header starts {header[:4]}")
+        raise InputFileError(f"{path}: not a gauge file, header starts {header[:4]}"[:300])
     columns: dict = {}
-    for lineno, ln in enumerate(lines[1:], start=2):
+    for lineno, ln in lines[1:]:
         parts = ln.split(",")
         if len(parts) != len(header):
-            raise ValueError(
+            raise InputFileError(
                 f"{path}: line {lineno} has {len(parts)} columns, header has {len(header)}"
             )
-        gid = _parse_id(parts[1])
-        cols = columns.setdefault(gid, [])
-        cols.append([float(parts[0]), float(parts[2]), float(parts[3]), *map(float, parts[4:])])
+        try:
+            row = [float(parts[0]), float(parts[2]), float(parts[3]), *map(float, parts[4:])]
+        except ValueError:
+            raise InputFileError(f"{path}: line {lineno}: not numbers: {ln[:80]!r}") from None
+        columns.setdefault(_parse_id(parts[1]), []).append(row)
     names = ["t", "x", "y", *header[4:]]
     out = {}
     for gid, rows in columns.items():

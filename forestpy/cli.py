@@ -206,9 +206,10 @@ def _failure_summary(sim, base: dict, error: BaseException, phase: str, wall: fl
 
 def cmd_run(args, argv: list[str]) -> int:
     from forestpy.callbacks import CheckpointEvery, Progress
+    from forestpy.errors import InputFileError
     from forestpy.io.checkpoint import CheckpointError, read_checkpoint
     from forestpy.io.summary import to_jsonable, write_json_atomic
-    from forestpy.options import describe_options, option_defaults
+    from forestpy.options import OptionError, check_relations, describe_options, option_defaults
 
     demo_path = Path(args.demo)
     module = load_demo(demo_path)
@@ -231,6 +232,10 @@ def cmd_run(args, argv: list[str]) -> int:
             )
         overrides["backend"] = args.backend
     in_effect = {**option_defaults(defaults), **overrides}
+    try:
+        check_relations(defaults, in_effect)
+    except OptionError as e:
+        raise CLIError(f"--set: {e}") from e
     vtk_kind = args.vtk
     output_times = None
     if args.output_times is not None:
@@ -269,10 +274,20 @@ def cmd_run(args, argv: list[str]) -> int:
     write_json = write_json_atomic if rank == 0 else _no_write  # rank 0 writes the files
 
     out = Path(args.out) if args.out is not None else Path("out") / demo_name
+    made = [p for p in (out, *out.parents) if not p.exists()]  # removed on a usage error
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise CLIError(f"--out {out}: cannot create the output folder ({e})") from e
+
+    def usage_error(e: Exception, prefix: str | None = None) -> CLIError:
+        """A bad option value or input file found by setup (or a checkpoint that does not
+        fit): one line, exit code 2, and nothing written (the folders this run made,
+        still empty, are removed)."""
+        for folder in made:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        return CLIError(f"{type(e).__name__}: {e}" if prefix is None else f"{prefix}{e}")
     base = {
         "demo": demo_name,
         "demo_file": str(demo_path),
@@ -305,7 +320,8 @@ def cmd_run(args, argv: list[str]) -> int:
         }
 
     if is_standalone(module):
-        return _run_standalone(module, args, out, base, overrides, in_effect, fail)
+        return _run_standalone(module, args, out, base, overrides, in_effect, fail,
+                               usage_error)
 
     if nranks > 1 and in_effect.get("backend") == "gpu":
         from forestpy.parallel import select_device
@@ -326,6 +342,8 @@ def cmd_run(args, argv: list[str]) -> int:
                 raise TypeError(
                     f"setup() returned {type(sim).__name__}, not a Simulation (no {attr!r})"
                 )
+    except (OptionError, InputFileError) as e:
+        raise usage_error(e) from e
     except (Exception, KeyboardInterrupt) as e:
         write_json(out / "options_used.json", options_used(None))
         return fail(None, e, "setup", time.perf_counter() - t0)
@@ -334,7 +352,7 @@ def cmd_run(args, argv: list[str]) -> int:
         try:
             sim.restore(checkpoint)
         except CheckpointError as e:
-            raise CLIError(f"--restart: {e}") from e
+            raise usage_error(e, "--restart: ") from e
         print(
             f"{PROG} run: restarting from {args.restart} at t={sim.t:.6g}, step {sim.steps}",
             file=sys.stderr,
@@ -396,9 +414,11 @@ def _no_write(path, data) -> None:
     """Stand-in for write_json_atomic on MPI ranks other than 0."""
 
 
-def _run_standalone(module, args, out, base, overrides, in_effect, fail) -> int:
+def _run_standalone(module, args, out, base, overrides, in_effect, fail, usage_error) -> int:
     """Run a demo that is not a Simulation: ``main(out=..., **overrides) -> dict``."""
+    from forestpy.errors import InputFileError
     from forestpy.io.summary import to_jsonable, write_json_atomic
+    from forestpy.options import OptionError
 
     unsupported = [flag for flag, value in (
         ("--vtk/--output-*", args.vtk or args.output_times or args.output_interval
@@ -414,6 +434,10 @@ def _run_standalone(module, args, out, base, overrides, in_effect, fail) -> int:
     t0 = time.perf_counter()
     try:
         result = module.main(out=out, **overrides)
+    except (OptionError, InputFileError) as e:  # a usage error: leave nothing behind
+        with contextlib.suppress(OSError):
+            (out / "options_used.json").unlink()
+        raise usage_error(e) from e
     except (Exception, KeyboardInterrupt) as e:
         return fail(None, e, "run", time.perf_counter() - t0)
     wall = time.perf_counter() - t0
@@ -633,7 +657,8 @@ def main(argv=None) -> int:
     try:
         return args.func(args, argv)
     except CLIError as e:
-        print(f"{PROG} {args.command}: error: {e}", file=sys.stderr)
+        message = " ".join(str(e).splitlines())  # one line, whatever the reader said
+        print(f"{PROG} {args.command}: error: {message}", file=sys.stderr)
         return e.code
 
 

@@ -21,6 +21,8 @@ wavelet-adaptive scheme (solvers/hwfv1).  Works on NumPy and CuPy arrays alike.
 
 from __future__ import annotations
 
+import math
+
 from .backend import array_module
 
 __all__ = ["haar_details", "indicator_undivided_difference", "indicator_wavelet",
@@ -52,6 +54,8 @@ def threshold_tagging(indicator, refine_threshold: float, coarsen_threshold: flo
     ``indicator`` exceeds ``refine_threshold`` for refinement and those below
     ``coarsen_threshold`` for coarsening (``None``: never coarsen)."""
     refine_threshold = float(refine_threshold)
+    if math.isnan(refine_threshold):  # every comparison false: refinement silently off
+        raise ValueError("refine_threshold may not be NaN")
 
     def tag4refinement(q, aux, geom, t):
         return indicator(q, aux, geom, t) > refine_threshold
@@ -59,6 +63,8 @@ def threshold_tagging(indicator, refine_threshold: float, coarsen_threshold: flo
     if coarsen_threshold is None:
         return tag4refinement, None
     coarsen_threshold = float(coarsen_threshold)
+    if math.isnan(coarsen_threshold):
+        raise ValueError("coarsen_threshold may not be NaN")
 
     def tag4coarsening(q, aux, geom, t):
         return indicator(q, aux, geom, t) < coarsen_threshold

@@ -4,7 +4,8 @@ A demo's ``OPTIONS`` maps names to plain defaults or to :class:`Option` records 
 add a one-line doc, a type, a range or a list of choices::
 
     OPTIONS = dict(
-        max_level=Option(4, "finest refinement level", min=0, max=20),
+        min_level=Option(2, "coarsest refinement level", min=0, max=18),
+        max_level=Option(4, "finest refinement level", min=0, max=18, at_least="min_level"),
         cfl=Option(0.9, "Courant number of the steps", min=0.0, max=1.0, min_inclusive=False),
         solver=Option("roe", "Riemann solver", choices=("roe", "hlle")),
     )
@@ -12,10 +13,16 @@ add a one-line doc, a type, a range or a list of choices::
 :func:`merge_options` gives plain values, each checked; ``forestpy run --set k=v``
 parses ``v`` to the option's type and checks it the same way; ``forestpy run
 --help-options demo.py`` prints :func:`describe_options`.
+
+Numbers are checked before anything runs: NaN is never a valid value, and infinity
+only for a float option declared with ``allow_inf=True``; ``multiple_of`` constrains
+integers and ``at_least`` names another option that this one may not be below
+(:func:`check_relations`, called by :func:`merge_options` and by ``forestpy run``).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +31,7 @@ __all__ = [
     "Option",
     "OptionError",
     "merge_options",
+    "check_relations",
     "option_defaults",
     "parse_value",
     "describe_options",
@@ -42,7 +50,11 @@ class Option:
     ``type`` defaults to the type of ``default`` (``float`` options accept integers);
     ``min``/``max`` bound numbers (inclusive unless ``min_inclusive``/``max_inclusive``
     is false); ``choices`` lists the valid values; ``none_ok`` lets the value be None
-    (true by default when the default is None).
+    (true by default when the default is None).  A number is never NaN, and never
+    infinite unless ``allow_inf`` (also for the numbers in a tuple or list value);
+    ``multiple_of`` asks an integer to be a multiple of it; ``at_least`` names another
+    option of the same mapping that this one may not be below (checked by
+    :func:`check_relations`, which sees both values).
     """
 
     default: Any
@@ -54,6 +66,9 @@ class Option:
     min_inclusive: bool = True
     max_inclusive: bool = True
     none_ok: bool | None = None
+    allow_inf: bool = False
+    multiple_of: int | None = None
+    at_least: str | None = None
 
     def __post_init__(self):
         if self.type is None and self.default is not None:
@@ -80,6 +95,11 @@ class Option:
                 f"option {name!r} expects {want.__name__}, got {value!r} "
                 f"({type(value).__name__})"
             )
+        for number in _numbers_in(value):
+            if math.isnan(number):
+                raise OptionError(f"option {name!r} may not be NaN, got {value!r}")
+            if math.isinf(number) and not self.allow_inf:
+                raise OptionError(f"option {name!r} must be finite, got {value!r}")
         if self.choices is not None and value not in self.choices:
             raise OptionError(
                 f"option {name!r} must be one of {list(self.choices)}, got {value!r}"
@@ -92,6 +112,10 @@ class Option:
             value > self.max or (value == self.max and not self.max_inclusive)
         ):
             raise OptionError(f"option {name!r} must be {self._range()}, got {value!r}")
+        if self.multiple_of is not None and value % self.multiple_of:
+            raise OptionError(
+                f"option {name!r} must be a multiple of {self.multiple_of}, got {value!r}"
+            )
         return value
 
     def _range(self) -> str:
@@ -100,6 +124,10 @@ class Option:
             parts.append(f"{'>=' if self.min_inclusive else '>'} {self.min}")
         if self.max is not None:
             parts.append(f"{'<=' if self.max_inclusive else '<'} {self.max}")
+        if self.multiple_of is not None:
+            parts.append(f"a multiple of {self.multiple_of}")
+        if self.at_least is not None:
+            parts.append(f">= {self.at_least}")
         return " and ".join(parts)
 
     def describe_valid(self) -> str:
@@ -116,6 +144,13 @@ def _is_instance(value, want) -> bool:
     if want in (tuple, list):
         return isinstance(value, (tuple, list))
     return isinstance(value, want)
+
+
+def _numbers_in(value):
+    """The floats of ``value`` (itself, or the items of a tuple or list), for the NaN
+    and infinity checks; ints cannot be either."""
+    items = value if isinstance(value, (tuple, list)) else (value,)
+    return [v for v in items if isinstance(v, float)]
 
 
 def _as_option(spec) -> Option:
@@ -140,7 +175,21 @@ def merge_options(defaults: Mapping, overrides: Mapping, where: str = "options")
     for key, value in overrides.items():
         spec = defaults[key]
         out[key] = spec.check(key, value) if isinstance(spec, Option) else value
+    check_relations(defaults, out)
     return out
+
+
+def check_relations(defaults: Mapping, values: Mapping) -> None:
+    """Raise :class:`OptionError` where an option declared ``at_least=OTHER`` is below
+    the value of ``OTHER`` in ``values`` (the options in effect); None skips."""
+    for key, spec in defaults.items():
+        if not isinstance(spec, Option) or spec.at_least is None:
+            continue
+        value, other = values.get(key), values.get(spec.at_least)
+        if value is not None and other is not None and value < other:
+            raise OptionError(
+                f"option {key!r} must be >= {spec.at_least} ({other!r}), got {value!r}"
+            )
 
 
 def parse_value(text: str, default, name: str = "value"):
@@ -205,11 +254,17 @@ def standard_options(*, mx=16, min_level=2, max_level=4, refine_threshold=0.05,
                      regrid_interval=2, t_final=1.0, cfl=0.9, backend="cpu",
                      dtype="float64", subcycle=True) -> dict:
     """The options every adaptive demo shares, typed and documented, with the demo's
-    own defaults; merge them into the demo's ``OPTIONS``."""
+    own defaults; merge them into the demo's ``OPTIONS``.  The levels are bounded by
+    the forest's coordinates (:data:`~forestpy.forest.quadrants.MAX_LEVEL`)."""
+    from forestpy.forest.quadrants import MAX_LEVEL
+
+    top = MAX_LEVEL - 2  # Simulation: max_level < MAX_LEVEL - 1
     return dict(
-        mx=Option(mx, "cells per patch side (a multiple of 4)", min=4, max=1024),
-        min_level=Option(min_level, "coarsest refinement level", min=0, max=20),
-        max_level=Option(max_level, "finest refinement level (>= min_level)", min=0, max=20),
+        mx=Option(mx, "cells per patch side (a multiple of 4)", min=4, max=1024,
+                  multiple_of=4),
+        min_level=Option(min_level, "coarsest refinement level", min=0, max=top),
+        max_level=Option(max_level, "finest refinement level (>= min_level)", min=0, max=top,
+                         at_least="min_level"),
         refine_threshold=Option(float(refine_threshold),
                                 "refine where the tagging indicator exceeds this", min=0.0),
         regrid_interval=Option(regrid_interval, "steps between regrids (0: never)", min=0),

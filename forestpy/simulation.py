@@ -225,8 +225,14 @@ class Simulation:
                 f"need 0 < cfl_desired ({self.cfl_desired}) <= cfl_max ({self.cfl_max})"
             )
         self.dt_max = float(opts["dt_max"])
+        if not self.dt_max > 0:  # also NaN; infinity: no cap
+            raise ValueError(f"need dt_max > 0, got {self.dt_max}")
+        if opts["dt_initial"] is not None and not 0 < float(opts["dt_initial"]) < math.inf:
+            raise ValueError(f"need a finite dt_initial > 0, got {opts['dt_initial']}")
         self.regrid_interval = int(opts["regrid_interval"])
         self.t_final = float(opts["t_final"])
+        if not 0 <= self.t_final < math.inf:  # also NaN
+            raise ValueError(f"need a finite t_final >= 0, got {self.t_final}")
         self.check_state = bool(opts["check_state"])
         self.subcycle = bool(opts["subcycle"])
         self.hook_rows = None  # the owned rows a src2 call sees (subcycled level steps)
@@ -1148,6 +1154,12 @@ class Simulation:
                 f"{where} does not fit this simulation: its domain {forest.conn} differs "
                 f"from {self.domain.brick()}"
             )
+        lo, hi = int(forest.level.min()), int(forest.level.max())
+        if lo < self.min_level or hi > self.max_level:
+            raise CheckpointError(
+                f"{where} does not fit this simulation: its leaves have levels {lo} to {hi}, "
+                f"this simulation {self.min_level} to {self.max_level}"
+            )
         naux = self.riemann.num_aux
         if data["aux"].shape[1] != naux or data["aux_setaux"].shape[1] != naux:
             raise CheckpointError(
@@ -1188,9 +1200,11 @@ class Simulation:
         for cb, entry in zip(stateful, stored):
             try:
                 cb.load_state_dict(entry["state"])
-            except (KeyError, TypeError, ValueError) as e:
+            except (KeyError, TypeError, ValueError, AttributeError, IndexError,
+                    OverflowError) as e:
                 raise CheckpointError(
-                    f"{where}: state of callback {entry['class']} does not fit: {e}"
+                    f"{where}: state of callback {entry['class']} does not fit: "
+                    f"{type(e).__name__}: {e}"
                 ) from e
         return self
 

@@ -12,11 +12,12 @@ surface moves with the seafloor, as in GeoClaw.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
 
-from .rasters import Raster, RasterError
+from .rasters import Raster, RasterError, _grid_index, _numbers, _read_text, _table
 from .topography import TopographyStack
 
 __all__ = ["DTopography", "read_dtopo", "write_dtopo", "make_dtopo_b4step"]
@@ -64,32 +65,30 @@ class DTopography:
 
 
 def read_dtopo(path, dtopotype: int | None = None) -> DTopography:
-    """Read GeoClaw dtopotype 1 (lines ``t x y dz``) or 3 (header + frames)."""
+    """Read GeoClaw dtopotype 1 (lines ``t x y dz``) or 3 (header + frames); a
+    malformed file raises :class:`~.rasters.RasterError` naming it."""
     path = Path(path)
     if dtopotype is None:
         dtopotype = 1 if path.suffix.lower() == ".tt1" else 3
-    if dtopotype == 1:
-        try:
-            d = np.loadtxt(path, ndmin=2)
-        except ValueError as e:
-            raise RasterError(f"{path}: dtopotype 1 needs lines 't x y dz': {e}") from None
-        if d.shape[1] != 4:
-            raise RasterError(f"{path}: dtopotype 1 needs 4 columns, found {d.shape[1]}")
-        ts, xs, ys = np.unique(d[:, 0]), np.unique(d[:, 1]), np.unique(d[:, 2])
-        if ts.size * xs.size * ys.size != len(d) or xs.size < 2 or ys.size < 2:
-            raise RasterError(f"{path}: dtopotype 1 points do not form full frames of a grid")
-        dx, dy = (xs[-1] - xs[0]) / (xs.size - 1), (ys[-1] - ys[0]) / (ys.size - 1)
-        k = np.searchsorted(ts, d[:, 0])
-        i = np.rint((d[:, 1] - xs[0]) / dx).astype(int)
-        j = np.rint((d[:, 2] - ys[0]) / dy).astype(int)
-        dz = np.full((ts.size, ys.size, xs.size), np.nan)
-        dz[k, j, i] = d[:, 3]
-        if np.isnan(dz).any():
-            raise RasterError(f"{path}: dtopotype 1 grid is not uniform or has gaps")
-        return DTopography(dz, ts, xs[0], ys[0], dx, dy, str(path))
-    if dtopotype != 3:
+    if dtopotype not in (1, 3):
         raise RasterError(f"{path}: unknown dtopotype {dtopotype} (1 or 3)")
-    lines = path.read_text().splitlines()
+    text = _read_text(path)
+    if dtopotype == 1:
+        d = _table(path, text, 4, "dtopotype 1 needs lines 't x y dz'")
+        if np.isnan(d[:, 3]).any():
+            raise RasterError(f"{path}: dtopotype 1 has a NaN deformation")
+        ts = np.unique(d[:, 0])
+        xs, i = _grid_index(path, d[:, 1], "x")
+        ys, j = _grid_index(path, d[:, 2], "y")
+        k = np.searchsorted(ts, d[:, 0])
+        flat = (k * ys.size + j) * xs.size + i
+        if ts.size * xs.size * ys.size != len(d) or np.unique(flat).size != len(d):
+            raise RasterError(f"{path}: dtopotype 1 points do not form full frames of a grid")
+        dz = np.empty((ts.size, ys.size, xs.size))
+        dz.flat[flat] = d[:, 3]
+        dx, dy = (xs[-1] - xs[0]) / (xs.size - 1), (ys[-1] - ys[0]) / (ys.size - 1)
+        return _dtopo(path, dz, ts, xs[0], ys[0], dx, dy)
+    lines = text.splitlines()
     names = ("mx", "my", "mt", "xlower", "ylower", "t0", "dx", "dy", "dt")
     h = {}
     for k, name in enumerate(names):
@@ -98,20 +97,33 @@ def read_dtopo(path, dtopotype: int | None = None) -> DTopography:
         try:
             h[name] = float(lines[k].split()[0])
         except ValueError:
-            raise RasterError(f"{path}: header line {k + 1} {lines[k]!r}: no {name}") from None
+            raise RasterError(
+                f"{path}: header line {k + 1} {lines[k][:80]!r}: no {name}") from None
+        if not math.isfinite(h[name]):
+            raise RasterError(f"{path}: header {name}={h[name]} is not a finite number")
+    if any(h[n] != int(h[n]) or h[n] < 1 for n in ("mx", "my", "mt")):
+        raise RasterError(f"{path}: mx, my, mt must be positive integers, got "
+                          f"{h['mx']}, {h['my']}, {h['mt']}")
     mx, my, mt = (int(h[n]) for n in ("mx", "my", "mt"))
-    if min(mx, my, mt) < 1 or any(h[n] != int(h[n]) for n in ("mx", "my", "mt")):
-        raise RasterError(f"{path}: mx, my, mt must be positive integers, got {mx}, {my}, {mt}")
-    try:
-        vals = np.array(" ".join(lines[9:]).split(), dtype=np.float64)
-    except ValueError as e:
-        raise RasterError(f"{path}: non-numeric value in the frames: {e}") from None
-    if vals.size != mx * my * mt:
-        raise RasterError(f"{path}: {vals.size} values, header says {mt}x{my}x{mx}")
+    if not (h["dx"] > 0 and h["dy"] > 0 and (mt == 1 or h["dt"] > 0)):
+        raise RasterError(f"{path}: dx, dy (and dt of several frames) must be positive, got "
+                          f"{h['dx']}, {h['dy']}, {h['dt']}")
+    vals = _numbers(path, " ".join(lines[9:]), mx * my * mt, "frames")
+    if np.isnan(vals).any():
+        raise RasterError(f"{path}: a deformation in the frames is NaN")
     dz = vals.reshape(mt, my, mx)[:, ::-1]
     t = h["t0"] + h["dt"] * np.arange(mt)
-    return DTopography(np.ascontiguousarray(dz), t, h["xlower"], h["ylower"], h["dx"],
-                       h["dy"], str(path))
+    return _dtopo(path, np.ascontiguousarray(dz), t, h["xlower"], h["ylower"], h["dx"],
+                  h["dy"])
+
+
+def _dtopo(path, dz, t, x0, y0, dx, dy) -> DTopography:
+    """A :class:`DTopography` of checked values; what it still refuses (fewer than 2x2
+    points, frame times that do not increase) is reported as a bad file."""
+    try:
+        return DTopography(dz, t, float(x0), float(y0), float(dx), float(dy), str(path))
+    except ValueError as e:
+        raise RasterError(f"{path}: {' '.join(str(e).split())[:200]}") from None
 
 
 def write_dtopo(path, d: DTopography, dtopotype: int = 3) -> None:

@@ -7,22 +7,34 @@ the registration (``"node"``: values at the given points, GeoClaw topotypes;
 and GeoTIFF "PixelIsArea").  ``x0, y0`` always name the point of value ``z[0, 0]``,
 so a cell-registered grid has ``x0 = xllcorner + dx/2``.  NODATA values become NaN.
 
-Malformed files raise :class:`RasterError` with one message naming the file and the
-problem.  The GeoTIFF code is a small baseline-TIFF reader (strips or tiles,
-uncompressed, deflate or LZW, predictor 1/2/3, float32/64 or integer samples, one band)
-and a writer of uncompressed or deflate float32/float64 GeoTIFFs with
-ModelPixelScale/ModelTiepoint/GeoKeyDirectory tags; no third-party dependency.
+Malformed, truncated or hostile files raise :class:`RasterError` (an
+:class:`~forestpy.errors.InputFileError`) with one message naming the file and the
+problem; every count, offset and size a file states is checked against the file's
+length and :data:`~forestpy.errors.MAX_ARRAY_BYTES` before anything is allocated
+(``tests/extensions/geoclaw/test_fuzz_rasters.py`` fuzzes every reader).  The GeoTIFF
+code is a small baseline-TIFF reader (strips or tiles, uncompressed, deflate or LZW,
+predictor 1/2/3, float32/64 or integer samples, one band) and a writer of uncompressed
+or deflate float32/float64 GeoTIFFs with ModelPixelScale/ModelTiepoint/GeoKeyDirectory
+tags; no third-party dependency.  (``tifffile`` was measured as a replacement: it needs
+``imagecodecs``, 80 MB of native codecs, to read LZW such as the vendored Eden DEM, and
+on mutated files it raised MemoryError, TypeError, IndexError and struct.error, so the
+same checks would still be needed in front of it.)
 """
 
 from __future__ import annotations
 
+import io
+import math
 import struct
+import warnings
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numba
 import numpy as np
+
+from forestpy.errors import MAX_ARRAY_BYTES, InputFileError
 
 __all__ = [
     "Raster",
@@ -38,7 +50,7 @@ __all__ = [
 ]
 
 
-class RasterError(ValueError):
+class RasterError(InputFileError):
     """A raster file that cannot be read: the message names the file and the problem."""
 
 
@@ -85,21 +97,74 @@ class Raster:
 
 
 # ----------------------------------------------------------------------------- helpers
+def _read_text(path) -> str:
+    """The file as text: bytes that are no ASCII become characters that no number
+    parses (latin-1), so a damaged file fails where its numbers are read."""
+    try:
+        return Path(path).read_bytes().decode("latin-1")
+    except OSError as e:
+        raise RasterError(f"{path}: cannot be read ({e.strerror or e})") from None
+
+
 def _int_field(path, header, key):
     v = header[key]
-    if v != int(v) or v < 1:
+    if not (math.isfinite(v) and v == int(v) and v >= 1):
         raise RasterError(f"{path}: header {key}={v} is not a positive integer")
     return int(v)
 
 
+def _finite(path, **values):
+    """Raise unless every header value is a finite number."""
+    for key, v in values.items():
+        if not math.isfinite(v):
+            raise RasterError(f"{path}: header {key}={v} is not a finite number")
+
+
+def _spacing(path, dx, dy):
+    if not (0 < dx < math.inf and 0 < dy < math.inf):
+        raise RasterError(f"{path}: cellsize must be positive and finite, got {dx}, {dy}")
+
+
 def _numbers(path, text, expected, what):
+    words = text.split()
+    if len(words) != expected:  # counted before any number is made
+        raise RasterError(f"{path}: {what} has {len(words)} values, header says {expected}")
     try:
-        vals = np.array(text.split(), dtype=np.float64)
+        vals = np.array(words, dtype=np.float64)
     except ValueError as e:
         raise RasterError(f"{path}: non-numeric value in the {what}: {e}") from None
-    if vals.size != expected:
-        raise RasterError(f"{path}: {what} has {vals.size} values, header says {expected}")
+    if np.isinf(vals).any():
+        raise RasterError(f"{path}: infinite value in the {what}")
     return vals
+
+
+def _table(path, text, ncols, what):
+    """Lines of ``ncols`` numbers (``#`` comments and blank lines skipped) as an
+    ``(n, ncols)`` array of finite numbers (the last column may hold NaN)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "input contained no data"
+            data = np.loadtxt(io.StringIO(text), dtype=np.float64, ndmin=2)
+    except ValueError as e:
+        raise RasterError(f"{path}: {what}: {' '.join(str(e).split())[:200]}") from None
+    if data.shape[1] != ncols or data.shape[0] == 0:
+        raise RasterError(f"{path}: {what}: found {data.shape[0]} lines of {data.shape[1]} "
+                          f"columns")
+    if not np.isfinite(data[:, :-1]).all() or np.isinf(data[:, -1]).any():
+        raise RasterError(f"{path}: {what}: a coordinate is not finite or a value infinite")
+    return data
+
+
+def _grid_index(path, coords, what):
+    """``(unique values, index of each point)`` of one coordinate of a point list on a
+    uniform grid of at least 2 points, or :class:`RasterError`."""
+    u = np.unique(coords)
+    if u.size < 2:
+        raise RasterError(f"{path}: {what} points do not span a grid (one {what} value)")
+    d = np.diff(u)
+    if np.ptp(d) > 1e-6 * d[0] or not np.isfinite((u[-1] - u[0]) / d[0]):
+        raise RasterError(f"{path}: {what} points are not uniformly spaced")
+    return u, np.rint((coords - u[0]) / d[0]).astype(np.int64)
 
 
 def _apply_nodata(z, nodata):
@@ -114,28 +179,21 @@ def read_topotype(path, topotype: int, nodata: float = -9999.0) -> Raster:
 
     Types 2 and 3 name their NODATA value in the header; for type 1 it is ``nodata``."""
     path = Path(path)
-    if topotype == 1:
-        try:
-            data = np.loadtxt(path, dtype=np.float64, ndmin=2)
-        except ValueError as e:
-            raise RasterError(f"{path}: topotype 1 needs lines 'x y z': {e}") from None
-        if data.shape[1] != 3:
-            raise RasterError(f"{path}: topotype 1 needs 3 columns, found {data.shape[1]}")
-        xs, ys = np.unique(data[:, 0]), np.unique(data[:, 1])
-        if xs.size * ys.size != len(data) or xs.size < 2 or ys.size < 2:
-            raise RasterError(f"{path}: topotype 1 points do not form a full grid")
-        dx, dy = np.diff(xs), np.diff(ys)
-        if np.ptp(dx) > 1e-6 * dx[0] or np.ptp(dy) > 1e-6 * dy[0]:
-            raise RasterError(f"{path}: topotype 1 grid is not uniform")
-        i = np.rint((data[:, 0] - xs[0]) / dx[0]).astype(int)
-        j = np.rint((data[:, 1] - ys[0]) / dy[0]).astype(int)
-        z = np.full((ys.size, xs.size), np.nan)
-        z[j, i] = data[:, 2]
-        z = _apply_nodata(z, nodata)
-        return Raster(z, xs[0], ys[0], float(dx.mean()), float(dy.mean()), "node", nodata)
-    if topotype not in (2, 3):
+    if topotype not in (1, 2, 3):
         raise RasterError(f"{path}: unknown topotype {topotype} (1, 2 or 3)")
-    text = path.read_text()
+    text = _read_text(path)
+    if topotype == 1:
+        data = _table(path, text, 3, "topotype 1 needs lines 'x y z'")
+        xs, i = _grid_index(path, data[:, 0], "x")
+        ys, j = _grid_index(path, data[:, 1], "y")
+        flat = j * xs.size + i
+        if xs.size * ys.size != len(data) or np.unique(flat).size != len(data):
+            raise RasterError(f"{path}: topotype 1 points do not form a full grid")
+        z = np.full((ys.size, xs.size), np.nan)
+        z.flat[flat] = data[:, 2]
+        z = _apply_nodata(z, nodata)
+        return Raster(z, xs[0], ys[0], float(np.diff(xs).mean()), float(np.diff(ys).mean()),
+                      "node", nodata)
     lines = text.splitlines()
     keys = ("ncols", "nrows", "xlower", "ylower", "cellsize", "nodata_value")
     # the cellsize line may carry two values (dx dy)
@@ -152,14 +210,14 @@ def read_topotype(path, topotype: int, nodata: float = -9999.0) -> Raster:
             except ValueError:
                 pass
         if not nums:
-            raise RasterError(f"{path}: header line {k + 1} {lines[k]!r} has no number")
+            raise RasterError(f"{path}: header line {k + 1} {lines[k][:80]!r} has no number")
         h[keys[k]] = nums if k == 4 else nums[0]
     nx = _int_field(path, h, "ncols")
     ny = _int_field(path, h, "nrows")
     dx = h["cellsize"][0]
     dy = h["cellsize"][1] if len(h["cellsize"]) > 1 else dx
-    if not (dx > 0 and dy > 0):
-        raise RasterError(f"{path}: cellsize must be positive, got {h['cellsize']}")
+    _spacing(path, dx, dy)
+    _finite(path, xlower=h["xlower"], ylower=h["ylower"])
     body = "\n".join(lines[nhead:])
     vals = _numbers(path, body, nx * ny, "data")
     z = vals.reshape(ny, nx)[::-1]  # file rows run north to south
@@ -196,17 +254,19 @@ def write_topotype(path, raster: Raster, topotype: int = 3, nodata: float = -999
 def read_esri_ascii(path) -> Raster:
     """Read an ESRI ASCII grid (``ncols nrows xllcorner|xllcenter yll... cellsize``)."""
     path = Path(path)
-    lines = Path(path).read_text().splitlines()
+    lines = _read_text(path).splitlines()
     header = {}
     n = 0
     while n < len(lines) and lines[n].strip() and lines[n].split()[0][0].isalpha():
         parts = lines[n].split()
         if len(parts) != 2:
-            raise RasterError(f"{path}: header line {n + 1} {lines[n]!r} is not 'name value'")
+            raise RasterError(
+                f"{path}: header line {n + 1} {lines[n][:80]!r} is not 'name value'")
         try:
             header[parts[0].lower()] = float(parts[1])
         except ValueError:
-            raise RasterError(f"{path}: header line {n + 1} {lines[n]!r} has no number") from None
+            raise RasterError(
+                f"{path}: header line {n + 1} {lines[n][:80]!r} has no number") from None
         n += 1
     for key in ("ncols", "nrows"):
         if key not in header:
@@ -217,14 +277,14 @@ def read_esri_ascii(path) -> Raster:
         dx, dy = header["dx"], header["dy"]
     else:
         raise RasterError(f"{path}: header lacks cellsize")
-    if not (dx > 0 and dy > 0):
-        raise RasterError(f"{path}: cellsize must be positive, got {dx}, {dy}")
+    _spacing(path, dx, dy)
     if "xllcorner" in header and "yllcorner" in header:
         x0, y0 = header["xllcorner"] + 0.5 * dx, header["yllcorner"] + 0.5 * dy
     elif "xllcenter" in header and "yllcenter" in header:
         x0, y0 = header["xllcenter"], header["yllcenter"]
     else:
         raise RasterError(f"{path}: header lacks xllcorner/yllcorner (or xllcenter/yllcenter)")
+    _finite(path, xll=x0, yll=y0)
     nx, ny = _int_field(path, header, "ncols"), _int_field(path, header, "nrows")
     nodata = header.get("nodata_value")
     vals = _numbers(path, "\n".join(lines[n:]), nx * ny, "data")
@@ -248,11 +308,21 @@ def write_esri_ascii(path, raster: Raster, nodata: float = -9999.0) -> None:
 
 # ----------------------------------------------------------------------------- GeoTIFF
 _TYPES = {1: "B", 2: "s", 3: "H", 4: "I", 6: "b", 8: "h", 9: "i", 11: "f", 12: "d", 16: "Q"}
+_NPTYPES = {1: "u1", 2: "u1", 3: "u2", 4: "u4", 6: "i1", 8: "i2", 9: "i4", 11: "f4", 12: "f8",
+            16: "u8"}
+
+
+# what a compressed block may expand to, at most: deflate's bound is 1032-fold; a TIFF
+# LZW table cycle (3838 codes of 9-12 bits, 5.4 kB) writes at most 7.4 MB, 1363-fold
+_RATIO = {1: 1, 5: 1400, 8: 1032, 32946: 1032}
 
 
 @numba.njit(cache=True)
 def _lzw_decode(src, out):  # pragma: no cover - compiled
-    """TIFF LZW (MSB bit order, early code-width change) into ``out``; returns bytes written."""
+    """TIFF LZW (MSB bit order, early code-width change) into ``out``; returns bytes
+    written (at most ``out.size``; more data than room is dropped), or -1 for a code
+    that names no string yet (corrupt data): every string written is then a defined
+    table entry, so no write leaves ``out``."""
     prefix = np.zeros(4096, np.int32)
     suffix = np.zeros(4096, np.uint8)
     length = np.zeros(4096, np.int32)
@@ -267,7 +337,8 @@ def _lzw_decode(src, out):  # pragma: no cover - compiled
     old = -1
     n = 0
     nout = out.size
-    while True:
+    first = 0
+    while n < nout:
         if bitpos + width > nsrc * 8:
             break
         code = 0
@@ -283,16 +354,16 @@ def _lzw_decode(src, out):  # pragma: no cover - compiled
             old = -1
             continue
         if old == -1:
-            if n < nout:
-                out[n] = code
+            if code > 255:  # the first code after a clear is a literal
+                return -1
+            out[n] = code
             n += 1
             old = code
             continue
-        if code < nxt:
-            entry = code
-        else:
-            entry = old
-        # write string of entry
+        if code > nxt:
+            return -1
+        entry = code if code < nxt else old
+        # write the string of entry backwards from its last character
         ln = length[entry]
         pos = n + ln - 1
         c = entry
@@ -303,7 +374,7 @@ def _lzw_decode(src, out):  # pragma: no cover - compiled
             c = prefix[c]
             pos -= 1
         n += ln
-        if code >= nxt:  # KwKwK: old string + its first character
+        if code == nxt:  # KwKwK: old string + its first character
             if n < nout:
                 out[n] = first
             n += 1
@@ -315,135 +386,220 @@ def _lzw_decode(src, out):  # pragma: no cover - compiled
         old = code
         if nxt + 1 >= (1 << width) and width < 12:
             width += 1
-    return n
+    return min(n, nout)
 
 
-def _tiff_tags(path, data):
-    if data[:2] == b"II":
-        bo = "<"
-    elif data[:2] == b"MM":
-        bo = ">"
-    else:
-        raise RasterError(f"{path}: not a TIFF file (no II/MM byte-order mark)")
-    magic = struct.unpack(bo + "H", data[2:4])[0]
-    if magic == 43:
-        raise RasterError(f"{path}: BigTIFF is not supported")
-    if magic != 42:
-        raise RasterError(f"{path}: not a TIFF file (magic {magic})")
-    off = struct.unpack(bo + "I", data[4:8])[0]
-    try:
-        n = struct.unpack(bo + "H", data[off:off + 2])[0]
-        tags = {}
+class _Tiff:
+    """The first image directory of a TIFF in memory, every read bounds-checked.
+
+    ``tags`` maps a tag to ``(type, count, value offset)`` only; values are decoded on
+    demand (:meth:`ints`, :meth:`floats`, :meth:`text`), after checking that they lie
+    inside the file, so that no count read from the file makes anything large."""
+
+    def __init__(self, path, data: bytes):
+        self.path, self.data, self.size = path, data, len(data)
+        if self.size < 8:
+            self.fail(f"{self.size} bytes, too short for a TIFF header (8)")
+        if data[:2] == b"II":
+            self.bo = "<"
+        elif data[:2] == b"MM":
+            self.bo = ">"
+        else:
+            self.fail("not a TIFF file (no II/MM byte-order mark)")
+        magic = self.unpack("H", 2)[0]
+        if magic == 43:
+            self.fail("BigTIFF is not supported")
+        if magic != 42:
+            self.fail(f"not a TIFF file (magic {magic})")
+        off = self.unpack("I", 4)[0]
+        if off < 8 or off + 2 > self.size:
+            self.fail(f"image directory offset {off} outside the file of {self.size} bytes")
+        n = self.unpack("H", off)[0]
+        if n == 0 or off + 2 + 12 * n > self.size:
+            self.fail(f"image directory of {n} entries at {off} runs past the end of the "
+                      f"file ({self.size} bytes)")
+        self.tags: dict = {}
         for k in range(n):
-            e = data[off + 2 + 12 * k: off + 14 + 12 * k]
-            tag, typ, count = struct.unpack(bo + "HHI", e[:8])
-            if typ not in _TYPES:
-                continue
-            fmt = _TYPES[typ]
-            size = struct.calcsize(fmt) * count
-            raw = e[8:8 + size] if size <= 4 else data[
-                struct.unpack(bo + "I", e[8:12])[0]:struct.unpack(bo + "I", e[8:12])[0] + size]
-            if typ == 2:
-                tags[tag] = raw.rstrip(b"\0").decode("latin-1")
-            else:
-                tags[tag] = struct.unpack(bo + fmt * count, raw)
-    except struct.error as e:
-        raise RasterError(f"{path}: truncated TIFF directory ({e})") from None
-    return bo, tags
+            e = off + 2 + 12 * k
+            tag, typ, count = self.unpack("HHI", e)
+            if typ not in _TYPES or tag in self.tags:
+                continue  # unknown type (skipped, as TIFF readers do) or a repeated tag
+            nbytes = struct.calcsize(_TYPES[typ]) * count
+            where = e + 8 if nbytes <= 4 else self.unpack("I", e + 8)[0]
+            self.tags[tag] = (typ, count, where, nbytes)
+
+    def fail(self, problem):
+        raise RasterError(f"{self.path}: {problem}")
+
+    def unpack(self, fmt, offset):
+        fmt = self.bo + fmt
+        end = offset + struct.calcsize(fmt)
+        if end > self.size:
+            self.fail(f"truncated: {end} bytes needed, the file has {self.size}")
+        return struct.unpack_from(fmt, self.data, offset)
+
+    def _values(self, tag, name, kinds):
+        typ, count, where, nbytes = self.tags[tag]
+        if typ not in kinds:
+            self.fail(f"TIFF tag {tag} ({name}) has type {typ}, expected one of {kinds}")
+        if count == 0:
+            self.fail(f"TIFF tag {tag} ({name}) holds no value")
+        if where + nbytes > self.size:
+            self.fail(f"TIFF tag {tag} ({name}) claims {count} values at offset {where}, "
+                      f"past the end of the file ({self.size} bytes)")
+        dtype = np.dtype(_NPTYPES[typ]).newbyteorder(self.bo)
+        return np.frombuffer(self.data, dtype, count, where)
+
+    def ints(self, tag, name, default=None):
+        """The values of an integer tag as an int64 array (``default`` if absent)."""
+        if tag not in self.tags:
+            if default is None:
+                self.fail(f"TIFF tag {tag} ({name}) missing")
+            return np.array([default], np.int64)
+        v = self._values(tag, name, (1, 3, 4, 16))
+        if v.dtype.itemsize == 8 and np.any(v >= 1 << 48):  # beyond any file
+            self.fail(f"TIFF tag {tag} ({name}) holds a value beyond 2**48")
+        return v.astype(np.int64)
+
+    def one(self, tag, name, default=None) -> int:
+        return int(self.ints(tag, name, default)[0])
+
+    def floats(self, tag, name, least):
+        v = self._values(tag, name, (11, 12)).astype(np.float64)
+        if v.size < least or not np.isfinite(v[:least]).all():
+            self.fail(f"TIFF tag {tag} ({name}) needs {least} finite numbers, "
+                      f"holds {v[:least].tolist()}")
+        return v
+
+    def text(self, tag, name) -> str:
+        return self._values(tag, name, (2,)).tobytes().rstrip(b"\0").decode("latin-1")
 
 
 def read_geotiff(path) -> Raster:
-    """Read a single-band GeoTIFF (see the module docstring for what is supported)."""
+    """Read a single-band GeoTIFF (see the module docstring for what is supported).
+
+    Every count, offset and size in the file is checked against the file's length
+    before use, and the decoded image against what its blocks can hold (compressed:
+    deflate's or LZW's largest expansion) and :data:`~forestpy.errors.MAX_ARRAY_BYTES`,
+    before anything is allocated; a malformed file raises :class:`RasterError`."""
     path = Path(path)
-    data = path.read_bytes()
-    bo, tags = _tiff_tags(path, data)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise RasterError(f"{path}: cannot be read ({e.strerror or e})") from None
+    tif = _Tiff(path, data)
+    fail = tif.fail
 
-    def one(tag, default=None, name=""):
-        if tag not in tags:
-            if default is None:
-                raise RasterError(f"{path}: TIFF tag {tag} ({name}) missing")
-            return default
-        return tags[tag][0]
-
-    nx, ny = one(256, name="ImageWidth"), one(257, name="ImageLength")
-    bits = one(258, 8)
-    comp = one(259, 1)
-    spp = one(277, 1)
-    pred = one(317, 1)
-    sfmt = one(339, 1)
-    planar = one(284, 1)
+    nx, ny = tif.one(256, "ImageWidth"), tif.one(257, "ImageLength")
+    if nx < 1 or ny < 1:
+        fail(f"image of {nx} x {ny} pixels")
+    bits = tif.one(258, "BitsPerSample", 8)
+    comp = tif.one(259, "Compression", 1)
+    spp = tif.one(277, "SamplesPerPixel", 1)
+    pred = tif.one(317, "Predictor", 1)
+    sfmt = tif.one(339, "SampleFormat", 1)
+    planar = tif.one(284, "PlanarConfiguration", 1)
     if spp != 1:
-        raise RasterError(f"{path}: {spp} samples per pixel; only single-band rasters")
+        fail(f"{spp} samples per pixel; only single-band rasters")
     if planar not in (1, 2):
-        raise RasterError(f"{path}: bad PlanarConfiguration {planar}")
+        fail(f"bad PlanarConfiguration {planar}")
     kinds = {(3, 32): "f4", (3, 64): "f8", (1, 8): "u1", (1, 16): "u2", (1, 32): "u4",
              (2, 8): "i1", (2, 16): "i2", (2, 32): "i4"}
     if (sfmt, bits) not in kinds:
-        raise RasterError(f"{path}: sample format {sfmt} with {bits} bits is not supported")
-    dtype = np.dtype(kinds[(sfmt, bits)]).newbyteorder(bo)
-    if comp not in (1, 5, 8, 32946):
-        raise RasterError(f"{path}: compression {comp} not supported (1, 5=LZW, 8=deflate)")
-    if pred not in (1, 2, 3):
-        raise RasterError(f"{path}: predictor {pred} not supported")
-    if 322 in tags:
-        bw, bh = one(322), one(323, name="TileLength")
-        offsets, counts = tags[324], tags[325]
+        fail(f"sample format {sfmt} with {bits} bits is not supported")
+    dtype = np.dtype(kinds[(sfmt, bits)]).newbyteorder(tif.bo)
+    if comp not in _RATIO:
+        fail(f"compression {comp} not supported (1, 5=LZW, 8=deflate)")
+    if pred not in (1, 2, 3) or (pred == 3) != (sfmt == 3 and pred != 1):
+        fail(f"predictor {pred} not supported for sample format {sfmt}")
+    if comp == 1:  # a predictor applies to compressed data only (libtiff ignores it)
+        pred = 1
+    tiled = 322 in tif.tags
+    if tiled:
+        bw, bh = tif.one(322, "TileWidth"), tif.one(323, "TileLength")
+        offsets, counts = tif.ints(324, "TileOffsets"), tif.ints(325, "TileByteCounts")
     else:
-        bw, bh = nx, one(278, ny)
-        offsets, counts = tags.get(273), tags.get(279)
-        if offsets is None or counts is None:
-            raise RasterError(f"{path}: neither strips nor tiles described")
+        if 273 not in tif.tags or 279 not in tif.tags:
+            fail("neither strips nor tiles described")
+        bw, bh = nx, min(tif.one(278, "RowsPerStrip", ny), ny)
+        offsets, counts = tif.ints(273, "StripOffsets"), tif.ints(279, "StripByteCounts")
+    if bw < 1 or bh < 1 or (tiled and (bw % 16 or bh % 16)):
+        fail(f"blocks of {bw} x {bh} pixels")
+    isz = dtype.itemsize
+    for w, h, what in ((nx, ny, "image"), (bw, bh, "block")):  # before any array product
+        if w * h * isz > MAX_ARRAY_BYTES:
+            fail(f"{what} of {w} x {h} pixels: beyond {MAX_ARRAY_BYTES} bytes")
     nbx, nby = -(-nx // bw), -(-ny // bh)
     if len(offsets) != nbx * nby or len(counts) != len(offsets):
-        raise RasterError(f"{path}: {len(offsets)} blocks, expected {nbx * nby}")
-    isz = dtype.itemsize
-    full = np.zeros((nby * bh, nbx * bw), dtype=dtype.newbyteorder("="))
-    for k, (o, c) in enumerate(zip(offsets, counts)):
-        raw = data[o:o + c]
-        if len(raw) != c:
-            raise RasterError(f"{path}: block {k} runs past the end of the file")
-        nbytes = bw * bh * isz
+        fail(f"{len(offsets)} block offsets and {len(counts)} sizes, expected {nbx * nby}")
+    rows = np.full(nby, bh) if tiled else np.minimum(bh, ny - bh * np.arange(nby))
+    need = bw * isz * rows  # decoded bytes of the blocks of one block row
+    end = offsets + counts
+    if np.any(offsets < 0) or np.any(end > len(data)):
+        k = int(np.argmax((offsets < 0) | (end > len(data))))
+        fail(f"block {k} ({counts[k]} bytes at {offsets[k]}) runs past the end of the file "
+             f"({len(data)} bytes)")
+    ratio = _RATIO[comp]
+    blocks_need = np.repeat(need, nbx)
+    if np.any(blocks_need > ratio * counts + (64 if ratio > 1 else 0)):
+        k = int(np.argmax(blocks_need > ratio * counts + (64 if ratio > 1 else 0)))
+        fail(f"block {k} holds {counts[k]} bytes, too few for the {blocks_need[k]} bytes "
+             f"of its {rows[k // nbx]} x {bw} pixels")
+    # blocks may share bytes: bound their sum (and the image) by the file too
+    height = nby * bh if tiled else ny
+    if (int(blocks_need.sum()) > ratio * len(data) + 64 * nbx * nby
+            or height * nbx * bw * isz > MAX_ARRAY_BYTES):
+        fail(f"{nx} x {ny} pixels in {nbx * nby} blocks of {bw} x {bh}: more than the file of "
+             f"{len(data)} bytes can hold")
+
+    full = np.zeros((height, nbx * bw), dtype=dtype.newbyteorder("="))
+    for k in range(nbx * nby):
+        by, bx = divmod(k, nbx)
+        r = int(rows[by])
+        nbytes = r * bw * isz
+        raw = data[offsets[k]:end[k]]
         if comp == 1:
-            buf = np.frombuffer(raw, np.uint8)
+            buf = np.frombuffer(raw, np.uint8, nbytes)
         elif comp == 5:
-            out = np.zeros(nbytes, np.uint8)
-            _lzw_decode(np.frombuffer(raw, np.uint8), out)
-            buf = out
+            buf = np.zeros(nbytes, np.uint8)
+            if _lzw_decode(np.frombuffer(raw, np.uint8), buf) < 0:
+                fail(f"block {k} is not valid LZW data")
         else:
             try:
-                buf = np.frombuffer(zlib.decompress(raw), np.uint8)
+                buf = np.frombuffer(zlib.decompressobj().decompress(raw, nbytes), np.uint8)
             except zlib.error as e:
-                raise RasterError(f"{path}: block {k} is not valid deflate data: {e}") from None
-        rows = bh if 322 in tags else min(bh, ny - (k // nbx) * bh)
-        if buf.size < rows * bw * isz:
-            raise RasterError(f"{path}: block {k} holds {buf.size} bytes, expected {nbytes}")
-        buf = buf[: rows * bw * isz]
+                fail(f"block {k} is not valid deflate data: {e}")
+            if buf.size < nbytes:
+                fail(f"block {k} decompresses to {buf.size} bytes, expected {nbytes}")
         if pred == 3:  # floating-point predictor: byte planes, differenced
-            b = buf.reshape(rows, bw * isz).astype(np.uint8)
-            b = np.cumsum(b, axis=1, dtype=np.uint8)
-            b = b.reshape(rows, isz, bw).transpose(0, 2, 1)
-            if bo == "<":
+            b = np.cumsum(buf.reshape(r, bw * isz), axis=1, dtype=np.uint8)
+            b = b.reshape(r, isz, bw).transpose(0, 2, 1)
+            if tif.bo == "<":
                 b = b[:, :, ::-1]
-            block = np.ascontiguousarray(b).view(dtype).reshape(rows, bw)
+            block = np.ascontiguousarray(b).view(dtype).reshape(r, bw)
         else:
-            block = buf.view(dtype).reshape(rows, bw)
+            block = buf.view(dtype).reshape(r, bw)
             if pred == 2:
                 block = np.cumsum(block, axis=1, dtype=block.dtype)
-        by, bx = divmod(k, nbx)
-        full[by * bh: by * bh + rows, bx * bw:(bx + 1) * bw] = block
-    z = full[:ny, :nx].astype(np.float64)
+        full[by * bh: by * bh + r, bx * bw:(bx + 1) * bw] = block
+    with np.errstate(invalid="ignore"):  # signalling NaNs of float32 data
+        z = full[:ny, :nx].astype(np.float64)
+    del full
     nodata = None
-    if 42113 in tags:
+    if 42113 in tif.tags:
+        text = tif.text(42113, "GDAL_NODATA")
         try:
-            nodata = float(tags[42113])
+            nodata = float(text)
         except ValueError:
-            raise RasterError(f"{path}: GDAL_NODATA {tags[42113]!r} is not a number") from None
+            fail(f"GDAL_NODATA {text[:40]!r} is not a number")
         z = _apply_nodata(z, nodata)
-    if 33550 not in tags or 33922 not in tags:
-        raise RasterError(f"{path}: no ModelPixelScale/ModelTiepoint tags: not georeferenced")
-    sx, sy = tags[33550][:2]
-    i0, j0, _, X, Y, _ = tags[33922][:6]
-    keys = tags.get(34735, ())
+    if 33550 not in tif.tags or 33922 not in tif.tags:
+        fail("no ModelPixelScale/ModelTiepoint tags: not georeferenced")
+    sx, sy = tif.floats(33550, "ModelPixelScale", 2)[:2]
+    i0, j0, _, X, Y, _ = tif.floats(33922, "ModelTiepoint", 6)[:6]
+    if not (sx > 0 and sy > 0):
+        fail(f"ModelPixelScale {sx}, {sy} is not positive")
+    keys = tif.ints(34735, "GeoKeyDirectory", 0).tolist() if 34735 in tif.tags else []
     raster_type = 1
     epsg = None
     for k in range(4, len(keys) - 3, 4):
@@ -453,11 +609,13 @@ def read_geotiff(path) -> Raster:
             epsg = keys[k + 3]
     # top-left of pixel (i0, j0) is (X, Y) for PixelIsArea; the pixel centre for PixelIsPoint
     shift = 0.5 if raster_type == 1 else 0.0
-    x0 = X + (shift - i0) * sx
+    x0 = float(X + (shift - i0) * sx)
     ytop = Y - (shift - j0) * sy
-    y0 = ytop - (ny - 1) * sy
+    y0 = float(ytop - (ny - 1) * sy)
+    if not (np.isfinite(x0) and np.isfinite(y0)):
+        fail("the georeferencing gives a non-finite origin")
     meta = {"epsg": epsg, "raster_type": raster_type}
-    return Raster(np.ascontiguousarray(z[::-1]), x0, y0, sx, sy,
+    return Raster(np.ascontiguousarray(z[::-1]), x0, y0, float(sx), float(sy),
                   "cell" if raster_type == 1 else "node", nodata, meta)
 
 

@@ -44,7 +44,11 @@ class Topography:
 
     @classmethod
     def read(cls, path, topotype: int | None = None) -> Topography:
-        return cls(read_raster(path, topotype), name=str(path))
+        raster = read_raster(path, topotype)
+        if min(raster.z.shape) < 2:  # a bad file, not a bad call
+            raise RasterError(f"{path}: a topography needs at least 2x2 values, the file "
+                              f"holds {raster.z.shape[0]} x {raster.z.shape[1]}")
+        return cls(raster, name=str(path))
 
     @classmethod
     def from_function(cls, f, x0, x1, y0, y1, nx, ny, name="function") -> Topography:

@@ -12,7 +12,9 @@ Write with :func:`write_checkpoint` (or ``sim.save_checkpoint(path)``): the file
 written under a temporary name in the destination folder and renamed into place, so
 a crash never leaves half a checkpoint.  Read with :func:`read_checkpoint`, which
 raises one :class:`CheckpointError` naming the file and the problem for a missing,
-truncated, corrupt or foreign file; ``sim.load_checkpoint(path)`` (or
+truncated, corrupt, hostile or foreign file (every member's size and ``.npy`` header is
+checked against the archive before its array is allocated, every metadata value by
+type and range); ``sim.load_checkpoint(path)`` (or
 ``sim.restore(read_checkpoint(path))``) replaces the state of a Simulation built by
 the same setup, after which ``sim.run()`` continues exactly as the uninterrupted run.
 
@@ -29,10 +31,15 @@ Example::
 from __future__ import annotations
 
 import json
+import math
+import numbers
+import zipfile
 from pathlib import Path
 
 import numpy as np
+from numpy.lib import format as npformat
 
+from forestpy.errors import MAX_ARRAY_BYTES, InputFileError
 from forestpy.forest import Brick, Forest
 from forestpy.io.summary import open_atomic, to_jsonable
 
@@ -72,7 +79,7 @@ _META_KEYS = (
 )
 
 
-class CheckpointError(ValueError):
+class CheckpointError(InputFileError):
     """A checkpoint file that cannot be read, or does not fit the Simulation."""
 
 
@@ -178,6 +185,10 @@ def read_checkpoint(path) -> dict:
     ``"callbacks"``: a list of ``{"index", "class", "state"}`` with the arrays merged
     back into each state.
 
+    Nothing the file says is trusted: every member's size, array header and dtype is
+    checked against the archive before its array is allocated (:func:`_read_members`),
+    and every metadata value against its type and range (:func:`_check_meta`).
+
     Raises
     ------
     CheckpointError
@@ -193,61 +204,56 @@ def read_checkpoint(path) -> dict:
         raise err("no such file")
     if not path.is_file():
         raise err("not a file")
-    raw: dict = {}
-    try:
-        loaded = np.load(path, allow_pickle=False)
-        if not isinstance(loaded, np.lib.npyio.NpzFile):
-            raise err("not an npz archive (a bare .npy array)")
-        with loaded as npz:
-            missing = [k for k in _REQUIRED if k not in npz.files]
-            if missing:
-                raise err(f"missing member(s) {missing}: not a forestpy checkpoint")
-            for key in npz.files:
-                raw[key] = npz[key]  # reads (and CRC-checks) every member now
-    except CheckpointError:
-        raise
-    except Exception as e:  # noqa: BLE001 - zipfile/zlib/pickle/OS/EOF/value errors alike
-        raise err(
-            f"cannot be read, truncated or corrupt ({type(e).__name__}: {e})"
-        ) from e
+    raw = _read_members(path, err)
+    missing = [k for k in _REQUIRED if k not in raw]
+    if missing:
+        raise err(f"missing member(s) {missing}: not a forestpy checkpoint")
 
-    if raw["format"].shape != () or str(raw["format"]) != FORMAT:
-        raise err(f"not a forestpy checkpoint (format {raw['format']!s:.40})")
-    try:
-        version = int(raw["version"])
-    except (TypeError, ValueError) as e:
-        raise err(f"bad version member ({e})") from e
+    fmt = raw["format"]
+    if fmt.shape != () or fmt.dtype.kind != "U" or str(fmt) != FORMAT:
+        raise err(f"not a forestpy checkpoint (format {fmt!s:.40})")
+    vmember = raw["version"]
+    if vmember.shape != () or vmember.dtype.kind not in "iu":
+        raise err(f"bad version member (a {vmember.dtype} array of shape {vmember.shape})")
+    version = int(vmember)
     if version != VERSION:
         raise err(f"format version {version}, this forestpy reads version {VERSION}")
+    mj = raw["meta_json"]
+    if mj.shape != () or mj.dtype.kind != "U":
+        raise err(f"corrupt metadata (a {mj.dtype} array of shape {mj.shape})")
     try:
-        info = json.loads(str(raw["meta_json"]))
-    except (TypeError, ValueError) as e:
-        raise err(f"corrupt metadata ({e})") from e
+        info = json.loads(str(mj))
+    except (TypeError, ValueError, RecursionError) as e:
+        raise err(f"corrupt metadata ({type(e).__name__}: {e})") from None
     if not isinstance(info, dict):
         raise err("corrupt metadata (not a JSON object)")
     missing = [k for k in _META_KEYS if k not in info]
     if missing:
         raise err(f"metadata lacks {missing}")
+    _check_meta(info, err)
 
+    leaves = [raw[k] for k in ("forest_tree", "forest_level", "forest_x", "forest_y")]
+    if any(a.ndim != 1 or a.dtype.kind not in "iu" for a in leaves):
+        raise err("invalid forest (leaf arrays must be 1-D integer arrays)")
+    b = info["brick"]
+    if b["nx"] * b["ny"] > leaves[0].size:  # every tree holds at least one leaf
+        raise err(f"invalid forest ({b['nx']}x{b['ny']} trees, {leaves[0].size} leaves)")
     try:
-        b = info["brick"]
-        brick = Brick(
-            nx=b["nx"],
-            ny=b["ny"],
-            periodic_x=b["periodic_x"],
-            periodic_y=b["periodic_y"],
-            lower=tuple(b["lower"]),
-            upper=tuple(b["upper"]),
-        )
-        forest = Forest(
-            brick, raw["forest_tree"], raw["forest_level"], raw["forest_x"], raw["forest_y"]
-        )
-    except (KeyError, TypeError, ValueError) as e:
-        raise err(f"invalid forest ({e})") from e
+        brick = Brick(nx=b["nx"], ny=b["ny"], periodic_x=b["periodic_x"],
+                      periodic_y=b["periodic_y"], lower=tuple(b["lower"]),
+                      upper=tuple(b["upper"]))
+        forest = Forest(brick, *leaves)
+    except (KeyError, TypeError, ValueError, OverflowError) as e:
+        raise err(f"invalid forest ({e})") from None
+    if not forest.is_balanced():
+        raise err("invalid forest (not 2:1 balanced)")
 
     q, aux, aux_setaux = raw["q"], raw["aux"], raw["aux_setaux"]
     mx, my, mbc, meqn = info["mx"], info["my"], info["mbc"], info["num_eqn"]
     shape = (forest.n, meqn, my + 2 * mbc, mx + 2 * mbc)
+    for name, a in (("q", q), ("aux", aux), ("aux_setaux", aux_setaux)):
+        if a.dtype.kind != "f":
+            raise err(f"{name} holds {a.dtype} values, not floating point")
     if q.shape != shape:
         raise err(f"q has shape {q.shape}, expected {shape} from the forest and patch size")
     for name, a in (("aux", aux), ("aux_setaux", aux_setaux)):
@@ -256,8 +262,8 @@ def read_checkpoint(path) -> dict:
 
     callbacks = []
     for entry in info["callbacks"]:
-        state = dict(entry.get("state", {}))
-        for key in entry.get("arrays", []):
+        state = dict(entry["state"])
+        for key in entry["arrays"]:
             member = f"cb{entry['index']}_{key}"
             if member not in raw:
                 raise err(f"missing member {member!r} (state of callback {entry['class']})")
@@ -275,3 +281,135 @@ def read_checkpoint(path) -> dict:
         callbacks=callbacks,
     )
     return out
+
+
+#: members per archive and bytes of one ``.npy`` header that a reader accepts
+_MAX_MEMBERS = 4096
+_MAX_HEADER = 4096
+#: deflate expands at most 1032-fold: a member claiming more is refused unread
+_DEFLATE_RATIO = 1032
+_KINDS = "biufcUS"  # no object, void or datetime arrays
+
+
+def _read_members(path: Path, err) -> dict:
+    """Every ``.npy`` member of the archive ``path`` as an array, each checked before it
+    is allocated: stored or deflated, its uncompressed size within the archive's length
+    (times deflate's largest ratio) and :data:`~forestpy.errors.MAX_ARRAY_BYTES`, its
+    header parsed with a size limit, its dtype plain, and shape times item size equal
+    to the bytes the member holds.  The CRC of every member is checked on reading."""
+    size = path.stat().st_size
+    out: dict = {}
+    try:
+        if not zipfile.is_zipfile(path):
+            with open(path, "rb") as f:
+                head = f.read(6)
+            if head == b"\x93NUMPY":
+                raise err("not an npz archive (a bare .npy array)")
+            raise err("cannot be read, truncated or corrupt (not a zip archive)")
+        with zipfile.ZipFile(path) as zf:
+            infos = zf.infolist()
+            if len(infos) > _MAX_MEMBERS:
+                raise err(f"{len(infos)} members, more than {_MAX_MEMBERS}")
+            for info in infos:
+                out.update(_read_member(zf, info, size, err))
+    except CheckpointError:
+        raise
+    except Exception as e:  # noqa: BLE001 - zipfile/zlib/OS/EOF/header errors alike
+        raise err(f"cannot be read, truncated or corrupt ({type(e).__name__}: {e})") from None
+    return out
+
+
+def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, size: int, err) -> dict:
+    name = info.filename
+    if not name.endswith(".npy") or len(name) > 200:
+        raise err(f"member {name[:60]!r} is not a .npy array")
+    if info.compress_type == zipfile.ZIP_STORED:
+        limit = info.compress_size
+    elif info.compress_type == zipfile.ZIP_DEFLATED:
+        limit = _DEFLATE_RATIO * info.compress_size + 64
+    else:
+        raise err(f"member {name!r}: compression method {info.compress_type} not supported")
+    if info.compress_size > size or info.file_size > min(limit, MAX_ARRAY_BYTES):
+        raise err(f"member {name!r} claims {info.file_size} bytes, more than the archive "
+                  f"of {size} bytes can hold")
+    with zf.open(info) as fp:
+        major, _ = npformat.read_magic(fp)
+        if major == 1:
+            shape, fortran, dtype = npformat.read_array_header_1_0(fp, _MAX_HEADER)
+        elif major in (2, 3):
+            shape, fortran, dtype = npformat.read_array_header_2_0(fp, _MAX_HEADER)
+        else:
+            raise err(f"member {name!r}: .npy format version {major}")
+        if (dtype.hasobject or dtype.kind not in _KINDS or dtype.fields is not None
+                or dtype.itemsize == 0):
+            raise err(f"member {name!r}: dtype {dtype} is not a plain array type")
+        nbytes = math.prod(shape) * dtype.itemsize
+        if nbytes != info.file_size - fp.tell():
+            raise err(f"member {name!r}: shape {shape} of {dtype} needs {nbytes} bytes, "
+                      f"the member holds {info.file_size - fp.tell()}")
+        arr = np.empty(shape, dtype=dtype, order="F" if fortran else "C")
+        view = memoryview(arr.reshape(-1, order="A").view(np.uint8))
+        done = 0
+        while done < nbytes:
+            got = fp.readinto(view[done:])
+            if not got:
+                raise err(f"member {name!r} ends after {done} of {nbytes} bytes")
+            done += got
+        if fp.read(1):  # also makes zipfile check the CRC at the member's end
+            raise err(f"member {name!r} holds more than its header says")
+    return {name[:-4]: arr}
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_real(v) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, bool)
+
+
+def _check_meta(info: dict, err) -> None:
+    """Raise ``err`` unless every metadata value has the type and range that
+    :func:`write_checkpoint` gives it (JSON admits NaN, strings, null anywhere)."""
+
+    def need(ok: bool, key: str, what: str):
+        if not ok:
+            raise err(f"metadata {key}={info.get(key)!r:.60} is not {what}")
+
+    need(_is_real(info["t"]) and math.isfinite(info["t"]), "t", "a finite number")
+    for key in ("steps", "rejected_steps", "regrids", "cell_updates"):
+        need(_is_int(info[key]) and info[key] >= 0, key, "an integer >= 0")
+    dt = info["dt"]
+    need(dt is None or (_is_real(dt) and 0 < dt < math.inf), "dt", "null or a number > 0")
+    if "wall_s" in info:
+        w = info["wall_s"]
+        need(_is_real(w) and 0 <= w < math.inf, "wall_s", "a number >= 0")
+    for key in ("timers", "totals_initial"):
+        d = info.get(key, {})
+        need(isinstance(d, dict) and all(_is_real(v) for v in d.values()), key,
+             "an object of numbers")
+    need(isinstance(info["riemann"], str), "riemann", "a string")
+    for key, top in (("num_eqn", 1024), ("mx", 1 << 16), ("my", 1 << 16)):
+        need(_is_int(info[key]) and 1 <= info[key] <= top, key, f"an integer in [1, {top}]")
+    need(_is_int(info["mbc"]) and 0 <= info["mbc"] <= 64, "mbc", "an integer in [0, 64]")
+    b = info["brick"]
+    ok = isinstance(b, dict) and all(k in b for k in ("nx", "ny", "periodic_x", "periodic_y",
+                                                      "lower", "upper"))
+    ok = ok and all(_is_int(b[k]) and b[k] >= 1 for k in ("nx", "ny"))
+    ok = ok and all(isinstance(b[k], bool) for k in ("periodic_x", "periodic_y"))
+    ok = ok and all(isinstance(b[k], list) and len(b[k]) == 2
+                    and all(_is_real(v) and math.isfinite(v) for v in b[k])
+                    for k in ("lower", "upper"))
+    need(ok, "brick", "{nx, ny >= 1, periodic_x, periodic_y, lower, upper: 2 finite numbers}")
+    need(isinstance(info["options"], dict), "options", "an object")
+    cbs = info["callbacks"]
+    ok = isinstance(cbs, list)
+    for entry in cbs if ok else ():
+        ok = (isinstance(entry, dict) and _is_int(entry.get("index"))
+              and entry["index"] >= 0 and isinstance(entry.get("class"), str)
+              and isinstance(entry.setdefault("state", {}), dict)
+              and isinstance(entry.setdefault("arrays", []), list)
+              and all(isinstance(k, str) for k in entry["arrays"]))
+        if not ok:
+            break
+    need(ok, "callbacks", "a list of {index, class, state, arrays}")

@@ -466,14 +466,25 @@ class PVDCollection:
 def read_pvd(path) -> list[tuple[float, str]]:
     """``[(time, file), ...]`` of a ``.pvd`` collection, in file order (file names as
     written, relative to the ``.pvd``'s folder)."""
-    try:
+    from forestpy.errors import InputFileError
+
+    try:  # expat refuses entity expansion bombs (billion laughs) itself
         root = ET.parse(path).getroot()
-    except ET.ParseError as exc:
-        raise ValueError(f"{path}: not a readable .pvd file ({exc})") from None
+    except (ET.ParseError, OSError) as exc:
+        raise InputFileError(f"{path}: not a readable .pvd file ({exc})") from None
     coll = root.find("Collection")
     if root.tag != "VTKFile" or root.get("type") != "Collection" or coll is None:
-        raise ValueError(f"{path}: not a VTK collection (.pvd) file")
-    return [(float(ds.get("timestep", "0")), ds.get("file", "")) for ds in coll.iter("DataSet")]
+        raise InputFileError(f"{path}: not a VTK collection (.pvd) file")
+    out = []
+    for ds in coll.iter("DataSet"):
+        try:
+            t = float(ds.get("timestep", "0"))
+        except ValueError:
+            raise InputFileError(
+                f"{path}: DataSet timestep {ds.get('timestep')[:40]!r} is not a number"
+            ) from None
+        out.append((t, ds.get("file", "")))
+    return out
 
 
 # ---------------------------------------------------------------------------- callback

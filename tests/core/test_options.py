@@ -84,3 +84,65 @@ def test_cli_help_options_and_bad_sets(capsys):
         err = capsys.readouterr().err
         assert match in err and "Traceback" not in err
     assert main(["run", str(DEMO), "--backend", "tpu"]) == 2
+
+
+def test_nan_and_infinity_are_refused():
+    spec = dict(**SPEC, top=Option(1.0, "may be infinite", min=0.0, allow_inf=True),
+                pair=Option((0.0, 1.0), "two numbers"))
+    for bad, match in [
+        (dict(cfl=float("nan")), "'cfl' may not be NaN"),
+        (dict(dt=float("nan")), "'dt' may not be NaN"),  # only a min: NaN < 0 is false
+        (dict(dt=float("inf")), "'dt' must be finite"),
+        (dict(top=float("nan")), "'top' may not be NaN"),
+        (dict(pair=(0.0, float("nan"))), "'pair' may not be NaN"),
+        (dict(pair=[float("-inf"), 1.0]), "'pair' must be finite"),
+    ]:
+        with pytest.raises(OptionError, match=match):
+            merge_options(spec, bad)
+    assert merge_options(spec, dict(top=float("inf")))["top"] == float("inf")
+    with pytest.raises(OptionError, match="'x' may not be NaN"):
+        Option(None, "untyped").check("x", float("nan"))
+
+
+def test_standard_constraints():
+    std = standard_options()
+    for bad, match in [
+        (dict(mx=6), "'mx' must be a multiple of 4, got 6"),
+        (dict(max_level=19), "'max_level' must be >= 0 and <= 18"),  # the forest's limit
+        (dict(min_level=19), "'min_level' must be >= 0 and <= 18"),
+        (dict(min_level=3, max_level=2), r"'max_level' must be >= min_level \(3\), got 2"),
+        (dict(t_final=float("inf")), "'t_final' must be finite"),
+        (dict(refine_threshold=float("nan")), "'refine_threshold' may not be NaN"),
+    ]:
+        with pytest.raises(OptionError, match=match):
+            merge_options(std, bad)
+    assert merge_options(std, dict(min_level=3, max_level=3, mx=12))["mx"] == 12
+
+
+@pytest.mark.parametrize("sets", [
+    ["cfl=nan"], ["t_final=nan"], ["t_final=inf"], ["refine_threshold=nan"],
+    ["max_level=19"], ["mx=6"], ["min_level=3", "max_level=2"],
+])
+def test_cli_refuses_before_writing(sets, tmp_path, capsys):
+    out = tmp_path / "new" / "out"
+    args = [a for s in sets for a in ("--set", s)]
+    assert main(["run", str(DEMO), *args, "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert not (tmp_path / "new").exists()  # nothing written, no folder made
+
+
+def test_simulation_refuses_nan_and_infinite_times():
+    from forestpy import Simulation
+    from forestpy.indicators import indicator_undivided_difference, threshold_tagging
+
+    for bad, match in [(dict(t_final=float("inf")), "finite t_final"),
+                       (dict(t_final=float("nan")), "finite t_final"),
+                       (dict(dt_max=float("nan")), "dt_max > 0"),
+                       (dict(dt_initial=float("inf")), "finite dt_initial")]:
+        with pytest.raises(ValueError, match=match):
+            Simulation("shallow_roe", qinit=lambda x, y: None, **bad)
+    with pytest.raises(ValueError, match="refine_threshold may not be NaN"):
+        threshold_tagging(indicator_undivided_difference(0), float("nan"), None)
+    with pytest.raises(ValueError, match="coarsen_threshold may not be NaN"):
+        threshold_tagging(indicator_undivided_difference(0), 0.1, float("nan"))

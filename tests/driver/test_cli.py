@@ -166,6 +166,27 @@ def test_negative_depth_at_setup_fails_cleanly(tmp_path, capsys):
     assert s["forestpy_version"] and s["command"][0] == "forestpy"
 
 
+@pytest.mark.parametrize("content", [b"II*\x00\x08\x00", b"ncols nan\nnrows 2\n"])
+def test_bad_input_file_in_setup_is_a_usage_error(tmp_path, capsys, content):
+    """An input file the demo reads in setup (here a raster) that cannot be read: one
+    line naming it, exit code 2, and nothing written, not even the output folder."""
+    bad = tmp_path / ("topo.tif" if content.startswith(b"II") else "topo.asc")
+    bad.write_bytes(content)
+    demo = demo_file(tmp_path, f"""
+        from forestpy.extensions.geoclaw.rasters import read_raster
+        _qinit = qinit
+
+        def qinit(x, y):
+            read_raster({str(bad)!r})
+            return _qinit(x, y)
+        """)
+    out = tmp_path / "new" / "out"
+    assert main(["run", str(demo), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "RasterError" in err[0] and str(bad) in err[0], err
+    assert not (tmp_path / "new").exists()
+
+
 def test_nan_during_run_fails_cleanly(tmp_path, capsys):
     demo = demo_file(
         tmp_path,
@@ -326,3 +347,20 @@ def test_mpi_world_size_from_launcher_environment(monkeypatch):
     assert mpi_world_size() == 4
     monkeypatch.setenv("PMI_SIZE", "3")
     assert mpi_world_size() == 3
+
+
+def test_standalone_demo_bad_input_file_leaves_nothing(tmp_path, capsys):
+    demo = tmp_path / "reads.py"
+    demo.write_text(
+        "from forestpy.callbacks import read_gauges\n"
+        "OPTIONS = dict(path='')\n"
+        "def main(out, **overrides):\n"
+        "    return read_gauges(overrides['path'])\n"
+    )
+    bad = tmp_path / "g.csv"
+    bad.write_text("t,gauge,x,y,h\n0.0,1,0.0,0.0,abc\n")
+    out = tmp_path / "o"
+    assert main(["run", str(demo), "--set", f"path={bad}", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "InputFileError" in err[0] and "line 2" in err[0], err
+    assert not out.exists()

@@ -153,7 +153,52 @@ def _corrupt(kind, good: Path, tmp_path: Path) -> Path:
             np.save(f, np.zeros(3))
     elif kind == "missing":
         pass
+    elif kind in META:  # a valid archive (CRCs right) whose metadata has a wrong type
+        with np.load(good) as z:
+            arrays = {k: z[k] for k in z.files}
+        info = json.loads(str(arrays["meta_json"]))
+        key, value = META[kind]
+        info[key] = value
+        arrays["meta_json"] = np.array(json.dumps(info))
+        np.savez(path, **arrays)
+    elif kind in ARRAYS:
+        with np.load(good) as z:
+            arrays = {k: z[k] for k in z.files}
+        key, value = ARRAYS[kind]
+        arrays[key] = value(arrays[key])
+        np.savez(path, **arrays)
+    elif kind == "huge_header":  # a .npy header claiming 10**12 floats, CRC intact
+        with zipfile.ZipFile(good) as zin, zipfile.ZipFile(path, "w") as zout:
+            for info in zin.infolist():
+                data = zin.read(info)
+                if info.filename == "q.npy":
+                    head = b"{'descr': '<f8', 'fortran_order': False, 'shape': (1000000, " \
+                           b"1000000), }"
+                    head = head.ljust(118) + b"\n"
+                    data = b"\x93NUMPY\x01\x00" + len(head).to_bytes(2, "little") + head
+                zout.writestr(info, data)
     return path
+
+
+META = {  # kind: (metadata key, bad value), each refused with the key named
+    "t_str": ("t", "abc"),
+    "t_nan": ("t", float("nan")),
+    "steps_null": ("steps", None),
+    "steps_float": ("steps", 2.5),
+    "dt_negative": ("dt", -1.0),
+    "mx_bool": ("mx", True),
+    "brick_str": ("brick", "x"),
+    "brick_huge": ("brick", {"nx": 10**9, "ny": 10**9, "periodic_x": False,
+                             "periodic_y": False, "lower": [0, 0], "upper": [1, 1]}),
+    "callbacks_dict": ("callbacks", {"a": 1}),
+    "totals_str": ("totals_initial", {"h": "x"}),
+}
+ARRAYS = {  # kind: (member, what it becomes)
+    "q_int": ("q", lambda a: a.astype(np.int32)),
+    "tree_float": ("forest_tree", lambda a: a.astype(np.float64)),
+    "level_deep": ("forest_level", lambda a: a + 40),
+    "object_array": ("q", lambda a: np.array([{"x": 1}], dtype=object)),  # pickled
+}
 
 
 BAD = {
@@ -164,6 +209,21 @@ BAD = {
     "version": "format version 99",
     "missing": "no such file",
     "npy": "not an npz archive",
+    "t_str": "metadata t='abc' is not a finite number",
+    "t_nan": "metadata t=nan is not a finite number",
+    "steps_null": "metadata steps=None is not an integer >= 0",
+    "steps_float": "metadata steps=2.5 is not an integer >= 0",
+    "dt_negative": "metadata dt=-1.0 is not null or a number > 0",
+    "mx_bool": "metadata mx=True is not an integer",
+    "brick_str": "metadata brick='x' is not",
+    "brick_huge": "invalid forest (1000000000x1000000000 trees",
+    "callbacks_dict": "metadata callbacks=",
+    "totals_str": "metadata totals_initial=",
+    "q_int": "q holds int32 values, not floating point",
+    "tree_float": "invalid forest (leaf arrays must be 1-D integer arrays)",
+    "level_deep": "invalid forest",
+    "object_array": "member 'q.npy': dtype object is not a plain array type",
+    "huge_header": "member 'q.npy': shape (1000000, 1000000) of float64 needs 8000000000000",
 }
 
 
@@ -184,6 +244,9 @@ def test_mismatched_simulation(radial_dam, good_checkpoint):
         other.restore(data)
     with pytest.raises(CheckpointError, match="mx=8"):
         radial_dam.setup(**{**OPTS, "mx": 4}).load_checkpoint(good_checkpoint)
+    assert data["forest"].level.max() == 3
+    with pytest.raises(CheckpointError, match="levels 2 to 3, this simulation 1 to 2"):
+        radial_dam.setup(**{**OPTS, "max_level": 2}).restore(data)
     sim, *_ = _build(radial_dam)  # stateful callbacks the checkpoint does not have
     t, forest = sim.t, sim.forest
     with pytest.raises(CheckpointError, match="stateful callbacks differ"):
@@ -225,7 +288,8 @@ def test_cli_default_keep(tmp_path):
     assert (tmp_path / "checkpoint_latest.npz").is_file()
 
 
-@pytest.mark.parametrize("kind", ["truncated", "random", "missing", "solver"])
+@pytest.mark.parametrize("kind", ["truncated", "random", "missing", "solver", "t_str",
+                                  "steps_null", "huge_header"])
 def test_cli_bad_restart(kind, good_checkpoint, tmp_path, capsys):
     out = tmp_path / "out"
     out.mkdir()
