@@ -45,11 +45,12 @@ def load_demo():
 
 
 def run_case(case: str, backend: str, t_final: float | None, out: Path | None,
-             riemann_solver: str = "geoclaw") -> dict:
+             riemann_solver: str = "geoclaw", subcycle: bool = True) -> dict:
     import numba
 
     demo = load_demo()
-    options = dict(CASES[case], backend=backend, riemann_solver=riemann_solver)
+    options = dict(CASES[case], backend=backend, riemann_solver=riemann_solver,
+                   subcycle=subcycle)
     if t_final is not None:
         options["t_final"] = t_final
     t0 = time.perf_counter()
@@ -69,7 +70,9 @@ def run_case(case: str, backend: str, t_final: float | None, out: Path | None,
         "device": summary.get("device"),
         "options": {k: v for k, v in sim.merewether["options"].items()},
         "setup_s": setup_s,
+        "subcycle": sim.subcycling,
         "steps": sim.steps,
+        "level_steps": sim.level_steps,
         "rejected_steps": sim.rejected_steps,
         "regrids": sim.regrids,
         "t_final": sim.t,
@@ -95,9 +98,11 @@ def main(argv=None) -> int:
     p.add_argument("--t-final", type=float, default=None, help="end time (default 1000 s)")
     p.add_argument("--out", type=Path, default=None, help="folder for the report files")
     p.add_argument("--riemann-solver", default="geoclaw", choices=("geoclaw", "geoclaw_hr"))
+    p.add_argument("--subcycle", choices=("on", "off"), default="on",
+                   help="local time stepping (default on)")
     args = p.parse_args(argv)
     print(json.dumps(run_case(args.case, args.backend, args.t_final, args.out,
-                              args.riemann_solver)), flush=True)
+                              args.riemann_solver, args.subcycle == "on")), flush=True)
     return 0
 
 

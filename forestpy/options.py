@@ -252,7 +252,7 @@ def describe_options(options: Mapping, title: str = "options") -> str:
 
 def standard_options(*, mx=16, min_level=2, max_level=4, refine_threshold=0.05,
                      regrid_interval=2, t_final=1.0, cfl=0.9, backend="cpu",
-                     dtype="float64", subcycle=True) -> dict:
+                     dtype="float64", subcycle=None) -> dict:
     """The options every adaptive demo shares, typed and documented, with the demo's
     own defaults; merge them into the demo's ``OPTIONS``.  The levels are bounded by
     the forest's coordinates (:data:`~forestpy.forest.quadrants.MAX_LEVEL`)."""
@@ -268,8 +268,9 @@ def standard_options(*, mx=16, min_level=2, max_level=4, refine_threshold=0.05,
         refine_threshold=Option(float(refine_threshold),
                                 "refine where the tagging indicator exceeds this", min=0.0),
         regrid_interval=Option(regrid_interval, "steps between regrids (0: never)", min=0),
-        subcycle=Option(bool(subcycle), "each level takes its own time step (local time "
-                        "stepping)"),
+        subcycle=Option(subcycle, "each level takes its own time step (local time "
+                        "stepping); none: on for the CPU backend, off for the GPU",
+                        type=bool, none_ok=True),
         t_final=Option(float(t_final), "end time of the run", min=0.0),
         cfl=Option(float(cfl), "desired Courant number of the steps", min=0.0, max=1.0,
                    min_inclusive=False),

@@ -115,11 +115,13 @@ class Simulation:
     regrid_interval : int
         Steps between regrids (0: never); when subcycling, steps of a level between
         regrids of the levels at and above it (AMRClaw's cadence).
-    subcycle : bool
-        Local time stepping: each level steps with twice the next finer level's dt
-        (:mod:`forestpy.subcycling`).  On by default; it applies to adaptive serial runs
-        whose method's step takes a patch list (the Clawpack method does); otherwise
-        every level takes the finest level's dt.
+    subcycle : bool or None
+        Local time stepping: each level takes its own dt, one or two steps per step of
+        the next coarser level (:mod:`forestpy.subcycling`).  It applies to adaptive
+        serial runs whose method's step takes a patch list (the Clawpack method does);
+        otherwise every level takes the finest level's dt.  None (default): on for the
+        CPU backend, off for the GPU one (its per-level launches cost more than the
+        saved cell updates today: docs/performance.md).
     setaux, src2, b4step : callable, optional
         Vtable hooks (see :class:`~forestpy.vtable.SolverVtable`).
     callbacks : sequence
@@ -186,7 +188,7 @@ class Simulation:
         t_final=1.0,
         name="simulation",
         check_state=True,
-        subcycle=True,
+        subcycle=None,
     )
 
     def __init__(self, riemann, *, qinit: Callable, domain: Domain | None = None, comm=None,
@@ -234,7 +236,8 @@ class Simulation:
         if not 0 <= self.t_final < math.inf:  # also NaN
             raise ValueError(f"need a finite t_final >= 0, got {self.t_final}")
         self.check_state = bool(opts["check_state"])
-        self.subcycle = bool(opts["subcycle"])
+        self.subcycle = (not self.backend.is_gpu if opts["subcycle"] is None
+                         else bool(opts["subcycle"]))
         self.hook_rows = None  # the owned rows a src2 call sees (subcycled level steps)
         self.params = self.riemann.params_array(opts["params"])
         self.bc = normalize_bc(opts["bc"], *self.domain.periodic)

@@ -52,6 +52,8 @@ levels (not yet subcycled).
 from __future__ import annotations
 
 import inspect
+import itertools
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -163,6 +165,8 @@ class Subcycler:
         self.since_regrid = {}  # level -> its steps since the levels >= it were regridded
         self.level_steps = {}  # level -> steps taken (accepted coarse steps)
         self.courant = 0.0
+        self.speed = {}  # level -> Courant number per unit time of its last steps
+        self.ratio = {}  # level -> its substeps per step of the next coarser level
 
     # ------------------------------------------------------------------ plans
     def _plans(self) -> LevelPlans:
@@ -191,7 +195,10 @@ class Subcycler:
         sim._localize()
         sim._root_copy = None
         saved = (sim.forest, sim.q.copy(), sim.regrids, dict(self.since_regrid))
+        if set(self.ratio) != set(self._plans().levels[1:]):
+            self._plan_ratios()
         self.courant = 0.0
+        speed_before, self._speed_now = dict(self.speed), {}
         steps_before = dict(self.level_steps)
         updates = 0
         if sim.vtable.b4step is not None:
@@ -208,10 +215,13 @@ class Subcycler:
             sim.regrids = regrids
             self.since_regrid = since
             self.level_steps = steps_before
+            self.speed = {**speed_before, **self._speed_now}  # what the retry must meet
             sim.rejected_steps += 1
             if not np.isfinite(rejected.courant):
                 sim._validate_owned(sim.q, f"step {sim.steps + 1}")
-            return False, rejected.courant
+                return False, rejected.courant
+            # the retry: new ratios for the speeds now known, a coarse step from them
+            return False, max(self._courant_for(dt), rejected.courant * 1e-3)
         with sim.timers("cfl_check"):
             status = sim._step_status(sim.q, sim.xp.zeros(1))
         if sim.check_state and not (
@@ -219,21 +229,23 @@ class Subcycler:
         ):
             sim._validate_owned(sim.q, f"step {sim.steps + 1}")
         sim._spare = sim._spare_of = None
+        self.speed.update(self._speed_now)
         sim.t += dt
         sim.steps += 1
         sim.cell_updates += updates
         self._maybe_regrid(self.coarsest)
-        return True, self.courant
+        return True, self._courant_for(dt)
 
     def _advance(self, level: int, t: float, dt: float, alpha: float) -> int:
         """Level ``level`` from ``t`` to ``t + dt``, then the finer levels twice each
         (see the module docstring); returns the cell updates."""
         updates = self._level_step(level, t, dt, alpha)
         if level + 1 in self._plans().levels:
-            half = 0.5 * dt
-            for i in (0, 1):
-                updates += self._advance(level + 1, t + i * half, half, 0.5 * i)
-                if i == 0:
+            r = self.ratio.get(level + 1, 2)
+            sub = dt / r
+            for i in range(r):
+                updates += self._advance(level + 1, t + i * sub, sub, i / r)
+                if i < r - 1:
                     self._maybe_regrid(level + 1)
             self._sync(level + 1)
         # the split sources after the time sync, as in the global step
@@ -262,6 +274,8 @@ class Subcycler:
                             edge_out=self.edge, rows=rows, cfl_out=self.cfl)
         with sim.timers("cfl_check"):
             courant = float(sim.backend.to_host(self.cfl[rows].max()))
+        if dt > 0.0:
+            self._speed_now[level] = max(self._speed_now.get(level, 0.0), courant / dt)
         if not courant <= sim.cfl_max:  # NaN too
             raise _Rejected(courant)
         self.courant = max(self.courant, courant)
@@ -313,6 +327,60 @@ class Subcycler:
         with sim.timers("time_sync"):
             correct_coarse(sync, sim.q, sim.aux, self.fine_sum.pop(fine_level),
                            self.coarse_sum.pop(fine_level), sim.capacity_index)
+
+    def _plan_ratios(self) -> float:
+        """Each level's substeps per step of the next coarser level, 1 or 2 (GeoClaw's
+        variable time refinement ratios), into ``self.ratio``; returns the largest coarse
+        step the plan allows.  From each level's speed (Courant number per unit time of
+        its last steps; a level not yet measured is taken twice as fast as the next
+        coarser one, i.e. the same wave speed) and its cells, the plan with the fewest
+        cell updates per unit time: a finer level in slower water than its coarser
+        neighbour steps with it, and one in faster water does not force every coarser
+        level down to its step."""
+        sim = self.sim
+        P = self._plans()
+        levels = P.levels
+        speed, known, known_level = {}, None, 0
+        for lv in levels:
+            v = self.speed.get(lv)
+            if v is None and known is not None:
+                v = known * 2.0 ** (lv - known_level)
+            if v is not None:
+                known, known_level = v, lv
+            speed[lv] = v
+        first = next((lv for lv in levels if speed[lv] is not None), None)
+        if first is None:  # nothing measured yet: ratio 2, the step as estimated
+            self.ratio = {lv: 2 for lv in levels[1:]}
+            return math.inf
+        for lv in levels:  # levels coarser than the first measured: same wave speed
+            if speed[lv] is None:
+                speed[lv] = speed[first] * 2.0 ** (lv - first)
+        best = None
+        for combo in itertools.product((1, 2), repeat=len(levels) - 1):
+            total, dt_max, cost = 1, math.inf, 0.0
+            for i, lv in enumerate(levels):
+                if i:
+                    total *= combo[i - 1]
+                if speed[lv] > 0.0:
+                    dt_max = min(dt_max, sim.cfl_desired / speed[lv] * total)
+                cost += P.ncells[lv] * total
+            rate = cost / dt_max if math.isfinite(dt_max) else cost
+            if best is None or rate < best[0] * (1.0 - 1e-12):
+                best = (rate, dt_max, combo)
+        self.ratio = dict(zip(levels[1:], best[2]))
+        return best[1]
+
+    def _courant_for(self, dt: float) -> float:
+        """The Courant number that makes the driver's next coarse step the one the
+        ratio plan allows (``dt cfl_desired / courant``)."""
+        dt_max = self._plan_ratios()
+        if not math.isfinite(dt_max):
+            return self._estimated_courant(dt)
+        return dt * self.sim.cfl_desired / dt_max
+
+    def _estimated_courant(self, dt: float) -> float:
+        """Without measured speeds: the largest Courant number of the level steps."""
+        return self.courant
 
     # ------------------------------------------------------------------ regrids
     def _maybe_regrid(self, synced: int) -> None:

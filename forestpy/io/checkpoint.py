@@ -388,6 +388,13 @@ def _check_meta(info: dict, err) -> None:
         d = info.get(key, {})
         need(isinstance(d, dict) and all(_is_real(v) for v in d.values()), key,
              "an object of numbers")
+    sub = info.get("subcycle")
+    ok = sub is None or (isinstance(sub, dict) and all(
+        isinstance(sub.get(name, {}), dict)
+        and all(isinstance(k, str) and k.isdigit() and int(k) < 64 and _is_int(v) and v >= 0
+                for k, v in sub.get(name, {}).items())
+        for name in ("level_steps", "since_regrid")))
+    need(ok, "subcycle", "null or {level_steps, since_regrid: {level: integer >= 0}}")
     need(isinstance(info["riemann"], str), "riemann", "a string")
     for key, top in (("num_eqn", 1024), ("mx", 1 << 16), ("my", 1 << 16)):
         need(_is_int(info[key]) and 1 <= info[key] <= top, key, f"an integer in [1, {top}]")

@@ -42,23 +42,25 @@ def hump(x, y):
     return np.stack([h, 0.4 * h, 0.1 * h])
 
 
-def adaptive_shallow_water(backend):
+def adaptive_shallow_water(backend, subcycle=False):
     return Simulation("shallow_roe", qinit=hump, domain=Domain((0, 0), (1, 1)),
                       bc=("wall", "extrap", "extrap", "wall"), mx=4, min_level=1,
                       max_level=2, regrid_interval=1, refine_threshold=0.02, t_final=0.06,
-                      params={"grav": 1.0}, backend=backend)
+                      params={"grav": 1.0}, backend=backend, subcycle=subcycle)
 
 
 # slow: 2 steps of 16 patches take 20-45 s in the CUDA simulator (its patch_status and step
 # kernels start hundreds of Python threads a launch)
 @pytest.mark.slow
-def test_adaptive_time_sync_and_regrid():
-    cpu = adaptive_shallow_water("cpu")
-    gpu = adaptive_shallow_water("gpu")
+@pytest.mark.parametrize("subcycle", [False, True])
+def test_adaptive_time_sync_and_regrid(subcycle):
+    cpu = adaptive_shallow_water("cpu", subcycle)
+    gpu = adaptive_shallow_water("gpu", subcycle)
     assert len(cpu.patches_per_level()) == 2  # coarse-fine faces: the time sync acts
     cpu.run()
     gpu.run()
-    assert cpu.regrids > 0
+    assert cpu.regrids > 0 and cpu.subcycling == gpu.subcycling == subcycle
+    assert cpu.level_steps == gpu.level_steps
     compare(cpu, gpu)
 
 
