@@ -550,9 +550,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--vtk",
         choices=("amr", "flat"),
         default=None,
-        help="write ParaView frames into DIR: 'amr' (.vthb overlapping AMR) or 'flat' "
-        "(.vtm of image blocks), indexed by DIR/frame.pvd; at the start, the end and the "
-        "output times below",
+        help="write ParaView frames into DIR, indexed by DIR/frame.pvd (open it: every "
+        "level, with times): 'amr' (a per-level .vtm plus the .vthb overlapping-AMR "
+        "dataset) or 'flat' (the .vtm only); at the start, the end and the output times "
+        "below",
     )
     run.add_argument("--output-interval", type=float, default=None, metavar="DT",
                      help="a frame every DT of simulated time (steps land on the times)")
