@@ -17,19 +17,22 @@ Example (``setup`` from a demo)::
 
 from __future__ import annotations
 
+import contextvars
 import math
 import os
 import shutil
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
 from forestpy.io.summary import atomic_path, write_text_atomic
 
-__all__ = ["Progress", "Gauges", "read_gauges", "Totals", "OutputTimes", "CheckpointEvery"]
+__all__ = ["Progress", "progress_scope", "report_step", "Gauges", "read_gauges", "Totals",
+           "OutputTimes", "CheckpointEvery"]
 
 
 def _time_eps(sim) -> float:
@@ -46,9 +49,16 @@ class Progress:
     line each time another ``every`` fraction of the simulated interval has passed
     (``every=None`` means 0.1).  The fraction is ``(sim.t - t_start) / (t_final -
     t_start)`` with ``t_start`` the time at ``on_start``.
+
+    The rate leaves Numba compilation out: the seconds ``compile_watch`` (a
+    :class:`forestpy.jit.CompileWatch`) or else ``sim.timers`` recorded.  Solvers that
+    are not a Simulation (HWFV1, Boussinesq) report their steps through
+    :func:`report_step`; what the display needs (``geom``, ``dt``, ``cell_updates``)
+    is shown when the solver has it.
     """
 
-    def __init__(self, stream=None, every: float | None = None, width: int = 30):
+    def __init__(self, stream=None, every: float | None = None, width: int = 30,
+                 compile_watch=None):
         self.stream = sys.stderr if stream is None else stream
         if every is not None and not 0.0 < every <= 1.0:
             raise ValueError(f"every={every}: expected a fraction in (0, 1]")
@@ -56,23 +66,28 @@ class Progress:
         self.bar = every is None and bool(isatty and isatty())
         self.every = 0.1 if every is None else float(every)
         self.width = int(width)
+        self.compile_watch = compile_watch
         self._t0 = 0.0
         self._t1 = 1.0
         self._wall0 = 0.0
         self._cells0 = 0
+        self._compile0 = 0.0
         self._next = 0.0
         self._last_draw = -math.inf
+        self._current = None  # the solver report_step last saw
 
     def fraction(self, sim) -> float:
         span = self._t1 - self._t0
-        if span <= 0:
-            return 1.0
+        if not span > 0 or not math.isfinite(span):
+            return 1.0 if span <= 0 else 0.0
         return min(1.0, max(0.0, (sim.t - self._t0) / span))
 
-    def on_start(self, sim) -> None:
-        self._t0, self._t1 = float(sim.t), float(sim.t_final)
+    def on_start(self, sim, t_final=None) -> None:
+        self._t0 = float(sim.t)
+        self._t1 = float(sim.t_final if t_final is None else t_final)
         self._wall0 = time.perf_counter()
         self._cells0 = getattr(sim, "cell_updates", 0)
+        self._compile0 = self._compile_s(sim)
         self._next = self.every
         self._last_draw = -math.inf
         if self.bar:
@@ -98,29 +113,101 @@ class Progress:
         elif self._next <= 1.0 + 1e-12 and self.fraction(sim) >= 1.0 - 1e-12:
             self._line(sim, 1.0)  # the last interval was shorter than ``every``
 
+    def tick(self, solver, t_final=None) -> None:
+        """After a step of a solver that is not a Simulation (see :func:`report_step`):
+        starts the display on the first step of ``solver`` (time 0 to ``t_final``, or
+        ``solver.t_final``), then :meth:`on_step`."""
+        t1 = getattr(solver, "t_final", None) if t_final is None else t_final
+        t1 = math.inf if t1 is None else float(t1)
+        if solver is not self._current:
+            self.close()
+            self._current = solver
+            # counted from the solver's creation: its first step is already in
+            self.on_start(_At(getattr(solver, "t_start", 0.0)), t1)
+        elif t1 != self._t1 and math.isfinite(t1):
+            self._t1 = t1  # a demo that runs on to a later time
+        self.on_step(solver)
+
+    def close(self) -> None:
+        """End the display of the solver :meth:`tick` last saw (its last line)."""
+        if self._current is not None:
+            self.on_end(self._current)
+            self._current = None
+
+    def _compile_s(self, sim) -> float:
+        if self.compile_watch is not None:
+            return float(self.compile_watch.seconds)
+        timers = getattr(sim, "timers", None)
+        return float(getattr(timers, "compile_s", 0.0))
+
     def _state(self, sim) -> str:
-        """Step, dt, patches and cell updates per second since ``on_start``."""
+        """Step, dt, patches and cell updates per second since ``on_start`` (Numba
+        compilation left out of the rate)."""
         wall = time.perf_counter() - self._wall0
-        rate = (getattr(sim, "cell_updates", 0) - self._cells0) / wall if wall > 0 else 0.0
+        parts = [f"step {sim.steps}"]
         dt = getattr(sim, "dt", None)
-        dt_text = f"dt={dt:.3g}  " if isinstance(dt, float) else ""
-        return (f"step {sim.steps}  {dt_text}patches {int(sim.geom.npatch)}  "
-                f"{rate:.3g} cells/s  wall {wall:.1f} s")
+        if isinstance(dt, float):
+            parts.append(f"dt={dt:.3g}")
+        geom = getattr(sim, "geom", None)
+        if geom is not None:
+            parts.append(f"patches {int(geom.npatch)}")
+        if hasattr(sim, "cell_updates"):
+            busy = wall - (self._compile_s(sim) - self._compile0)
+            rate = (sim.cell_updates - self._cells0) / busy if busy > 0 else 0.0
+            parts.append(f"{rate:.3g} cells/s")
+        parts.append(f"wall {wall:.1f} s")
+        return "  ".join(parts)
+
+    def _of(self) -> str:
+        return f"/{self._t1:.4g}" if math.isfinite(self._t1) else ""
 
     def _draw(self, sim) -> None:
         frac = self.fraction(sim)
         n = int(round(frac * self.width))
         self.stream.write(
             f"\r[{'#' * n}{'.' * (self.width - n)}] {100 * frac:5.1f}%  "
-            f"t={sim.t:.4g}/{self._t1:.4g}  {self._state(sim)}\033[K"
+            f"t={sim.t:.4g}{self._of()}  {self._state(sim)}\033[K"
         )
         self.stream.flush()
         self._last_draw = time.perf_counter()
 
     def _line(self, sim, frac: float) -> None:
-        self.stream.write(f"{100 * frac:3.0f}%  t={sim.t:.4g}/{self._t1:.4g}  "
+        self.stream.write(f"{100 * frac:3.0f}%  t={sim.t:.4g}{self._of()}  "
                           f"{self._state(sim)}\n")
         self.stream.flush()
+
+
+class _At:
+    """The start of a solver's run as :meth:`Progress.on_start` reads it."""
+
+    def __init__(self, t):
+        self.t, self.t_final, self.steps, self.cell_updates = float(t), None, 0, 0
+
+
+_PROGRESS: contextvars.ContextVar = contextvars.ContextVar("forestpy_progress", default=None)
+
+
+@contextmanager
+def progress_scope(progress: Progress):
+    """``with progress_scope(Progress(...)):`` -- solvers that are not a Simulation
+    report their steps to ``progress`` (:func:`report_step`) within the block; the
+    display ends with it.  ``forestpy run`` wraps a demo's ``main`` in one."""
+    token = _PROGRESS.set(progress)
+    try:
+        yield progress
+    finally:
+        _PROGRESS.reset(token)
+        progress.close()
+
+
+def report_step(solver, t_final=None) -> None:
+    """Called by a solver that is not a Simulation after each step: shows progress when
+    a :func:`progress_scope` is open (else does nothing).  ``solver`` has ``t`` and
+    ``steps`` (and optionally ``dt``, ``cell_updates``, ``t_final``); ``t_final`` is
+    where the current run ends, when the solver does not hold it."""
+    progress = _PROGRESS.get()
+    if progress is not None:
+        progress.tick(solver, t_final)
 
 
 class Gauges:

@@ -36,6 +36,7 @@ import numpy as np
 from forestpy.solvers.rrb import RRBSolver
 
 from forestpy.backend import get_backend
+from forestpy.callbacks import report_step
 from forestpy.options import Option
 
 from .kernels import frame_args, frame_cpu, frame_gpu
@@ -214,6 +215,7 @@ class VBM:
         self._taken = xp.zeros(shape)
         self.t = 0.0
         self.steps = 0
+        self.cell_updates = 0
         self.iterations = []
         self.timers = {"solve": 0.0, "explicit": 0.0}
 
@@ -288,14 +290,17 @@ class VBM:
         t3 = time.perf_counter()
         self.t += self.dt
         self.steps += 1
+        self.cell_updates += self.zeta.size
         self.iterations.append(info["iterations"])
         self.timers["solve"] += t2 - t1
         self.timers["explicit"] += (t1 - t0) + (t3 - t2)
         if not info["converged"]:
             raise RuntimeError(f"RRB-PCG did not converge in frame {self.steps}")
+        report_step(self)
         return info["iterations"]
 
     def run(self, t_final):
+        self.t_final = float(t_final)
         while self.t < t_final - 1e-12 * max(1.0, t_final):
             self.step()
         return self

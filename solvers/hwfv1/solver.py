@@ -8,6 +8,8 @@ import time
 import numba
 import numpy as np
 
+from forestpy.callbacks import report_step
+
 from . import mra
 from .fv1 import INFLOW, OPEN, WALL, cell_update, dt_uniform, ghost_bc, step_uniform, wave_speed
 from .mra import demorton, haar, morton
@@ -113,6 +115,7 @@ class HWFV1:
         self.dx, self.dy = (x1 - x0) / n, (y1 - y0) / n
         self.eps, self.g, self.cfl, self.n_manning = eps, float(g), float(cfl), float(n_manning)
         self.t, self.steps = 0.0, 0
+        self.cell_updates = 0  # leaves (or cells) updated, summed over the steps
         self.time_mra = self.time_fv = 0.0
         self.leaf_history = []
         if eps is None:
@@ -182,6 +185,8 @@ class HWFV1:
             self.leaf_history.append((self.t, int(lev.size)))
         self.t += dt
         self.steps += 1
+        self.cell_updates += int(getattr(self, "nleaves", self.q[0].size))
+        report_step(self, t_end if np.isfinite(t_end) else None)
         return dt
 
     def run(self, t_final):
@@ -571,4 +576,6 @@ class HWFV1Tree(HWFV1):
         self.leaf_history.append((self.t, self.nleaves))
         self.t += dt
         self.steps += 1
+        self.cell_updates += self.nleaves
+        report_step(self, t_end if np.isfinite(t_end) else None)
         return dt

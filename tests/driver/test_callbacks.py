@@ -7,7 +7,15 @@ import numpy as np
 import pytest
 from testsupport import ROOT
 
-from forestpy.callbacks import Gauges, OutputTimes, Progress, Totals, read_gauges
+from forestpy.callbacks import (
+    Gauges,
+    OutputTimes,
+    Progress,
+    Totals,
+    progress_scope,
+    read_gauges,
+    report_step,
+)
 from forestpy.cli import load_demo
 
 DEMO = ROOT / "demos" / "radial_dam.py"
@@ -146,6 +154,56 @@ def test_progress_lines_every_tenth():
     _advance(sim, [Progress(stream)], [0.01 * k for k in range(1, 101)])
     lines = stream.getvalue().splitlines()
     assert [ln.split("%")[0].strip() for ln in lines] == [str(10 * k) for k in range(1, 11)]
+
+
+def test_progress_rate_leaves_compilation_out(monkeypatch):
+    # 10 s of wall time, 8 of them compiling: the rate is over the other 2 s
+    clock = iter([100.0, 110.0])
+    monkeypatch.setattr("forestpy.callbacks.time.perf_counter", lambda: next(clock))
+    stream = io.StringIO()
+    sim = _fake()
+    sim.cell_updates, sim.timers = 0, SimpleNamespace(compile_s=1.0)
+    progress = Progress(stream, every=1.0)
+    progress.on_start(sim)
+    sim.t, sim.steps, sim.cell_updates, sim.timers.compile_s = 1.0, 5, 2000, 9.0
+    progress.on_step(sim)
+    assert "1e+03 cells/s" in stream.getvalue() and "wall 10.0 s" in stream.getvalue()
+
+
+class _Solver:
+    """A solver that is not a Simulation (as HWFV1, VBM): it reports its own steps."""
+
+    def __init__(self, t_final=None):
+        self.t, self.steps, self.cell_updates = 0.0, 0, 0
+        if t_final is not None:
+            self.t_final = t_final
+
+    def step(self, dt, t_end=None):
+        self.t += dt
+        self.steps += 1
+        self.cell_updates += 100
+        report_step(self, t_end)
+
+
+def test_report_step_shows_progress_only_in_a_scope():
+    _Solver(1.0).step(0.5)  # no scope open: nothing happens
+    stream = io.StringIO()
+    with progress_scope(Progress(stream)):
+        solver = _Solver(t_final=1.0)
+        for _ in range(10):
+            solver.step(0.1)
+        other = _Solver()  # a second solver: its own display, the end given per step
+        for _ in range(4):
+            other.step(0.5, t_end=2.0)
+    lines = stream.getvalue().splitlines()
+    first = [ln for ln in lines if "/1 " in ln]
+    second = [ln for ln in lines if "/2 " in ln]
+    assert [ln.split("%")[0].strip() for ln in first] == [str(10 * k) for k in range(1, 11)]
+    assert first[-1].startswith("100%  t=1/1  step 10") and "cells/s" in first[-1]
+    assert [ln.split("%")[0].strip() for ln in second] == ["25", "50", "75", "100"]
+    assert len(lines) == len(first) + len(second)
+    _Solver(1.0).step(0.5)  # the scope closed: nothing happens
+    assert stream.getvalue().splitlines() == lines
 
 
 def test_progress_bar_on_tty():

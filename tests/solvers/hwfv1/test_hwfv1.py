@@ -228,3 +228,17 @@ def test_tree_node_cpu_step_never_reads_nodes_outside_the_tree_and_keeps_inflow(
     assert [k for _, k in tree.leaf_history] == [k for _, k in ref.leaf_history]
     for a, b in zip(ref.state(), tree.state()):
         np.testing.assert_allclose(b, a, rtol=0, atol=1e-12)
+
+
+def test_steps_reported_to_an_open_progress_scope():
+    # forestpy run shows progress for HWFV1 demos: every step reaches the display
+    import io
+
+    from forestpy.callbacks import Progress, progress_scope
+
+    stream = io.StringIO()
+    with progress_scope(Progress(stream, every=0.5)):
+        humps = load("humps")
+        humps.main(L=5, eps=None, t_final=0.5)
+    lines = stream.getvalue().splitlines()
+    assert lines and lines[-1].startswith("100%  t=0.5/0.5") and "cells/s" in lines[-1]
