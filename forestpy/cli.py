@@ -48,6 +48,7 @@ import json
 import os
 import re
 import sys
+import tempfile
 import time
 import traceback
 import uuid
@@ -171,16 +172,32 @@ def parse_sets(items, defaults: Mapping, where: str = "the demo") -> dict:
     return overrides
 
 
+def writable_folder(folder: Path, flag: str) -> Path:
+    """Create ``folder`` if needed and check that a file can be written in it; else a
+    :class:`CLIError` (one line, exit code 2) before anything is computed."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as e:
+        reason = e.strerror or type(e).__name__
+        raise CLIError(f"{flag} {folder}: cannot write in this folder ({reason})") from None
+    return folder
+
+
 # --------------------------------------------------------------------------- run
-def _summary_line(sim, summary: dict | None = None) -> str:
+def _summary_line(sim, summary: dict | None = None, setup_compile_s: float = 0.0) -> str:
     # pass the summary already made: with MPI, summary() is collective (the totals)
     summary = sim.summary() if summary is None else summary
-    cups = summary["cell_updates_per_s"] or float("nan")  # compilation excluded
+    cups = summary["cell_updates_per_s"] or float("nan")  # startup, compilation excluded
     levels = "  ".join(f"L{k}:{v}" for k, v in sorted(sim.patches_per_level().items()))
+    compiled = float(summary.get("compile_s") or 0.0) + setup_compile_s
+    compiling = (f"; compiling kernels took {compiled:.1f} s (first run only, cached "
+                 "for later runs)") if compiled >= 0.05 else ""
     return (
         f"{sim.steps} steps ({sim.rejected_steps} rejected, {sim.regrids} regrids) to "
-        f"t={sim.t:.6g} in {sim.wall_s:.3f} s, {cups:.3g} cell updates/s (after startup), "
-        f"patches per level: {levels}"
+        f"t={sim.t:.6g} in {sim.wall_s:.3f} s, {cups:.3g} cell updates/s (startup and "
+        f"compilation excluded), patches per level: {levels}{compiling}"
     )
 
 
@@ -208,6 +225,7 @@ def cmd_run(args, argv: list[str]) -> int:
     from forestpy.callbacks import CheckpointEvery, Progress
     from forestpy.io.checkpoint import CheckpointError, read_checkpoint
     from forestpy.io.summary import to_jsonable, write_json_atomic
+    from forestpy.jit import CompileWatch
     from forestpy.options import describe_options, option_defaults
 
     demo_path = Path(args.demo)
@@ -255,11 +273,14 @@ def cmd_run(args, argv: list[str]) -> int:
         extra = checkpoint.get("extra") or {}
         if isinstance(extra, Mapping) and "overrides" in extra:
             if extra["overrides"] != to_jsonable(overrides):
-                print(
-                    f"{PROG} run: warning: the checkpoint was written with --set "
-                    f"{extra['overrides']}, this run has {to_jsonable(overrides)}",
-                    file=sys.stderr,
-                )
+                changed = _changed_sets(extra["overrides"], to_jsonable(overrides))
+                if not args.allow_changed_options:
+                    raise CLIError(
+                        f"--restart: the checkpoint was written with other --set options "
+                        f"({changed}); give the same ones, or --allow-changed-options to "
+                        "continue with these")
+                print(f"{PROG} run: warning: continuing with changed options ({changed})",
+                      file=sys.stderr)
 
     nranks, rank = mpi_world_size(), 0
     if nranks > 1:
@@ -269,10 +290,7 @@ def cmd_run(args, argv: list[str]) -> int:
     write_json = write_json_atomic if rank == 0 else _no_write  # rank 0 writes the files
 
     out = Path(args.out) if args.out is not None else Path("out") / demo_name
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise CLIError(f"--out {out}: cannot create the output folder ({e})") from e
+    writable_folder(out, "--out")
     base = {
         "demo": demo_name,
         "demo_file": str(demo_path),
@@ -318,8 +336,9 @@ def cmd_run(args, argv: list[str]) -> int:
         from forestpy.parallel import build_distributed
 
         build = build_distributed()
+    watch = CompileWatch(sys.stderr if rank == 0 else None, label=f"demo {demo_name}")
     try:
-        with build:
+        with build, watch:
             sim = module.setup(**overrides)
         for attr in ("run", "summary", "timers", "callbacks", "options"):
             if not hasattr(sim, attr):
@@ -335,6 +354,11 @@ def cmd_run(args, argv: list[str]) -> int:
             sim.restore(checkpoint)
         except CheckpointError as e:
             raise CLIError(f"--restart: {e}") from e
+        if sim.t >= sim.t_final - 1e-12 * max(1.0, abs(sim.t_final)):
+            print(f"{PROG} run: {args.restart} is at t={sim.t:.6g}, the end of the run "
+                  f"(t_final={sim.t_final:.6g}): nothing to do; --set t_final=... (with "
+                  "--allow-changed-options) runs on", file=sys.stderr)
+            return 0
         print(
             f"{PROG} run: restarting from {args.restart} at t={sim.t:.6g}, step {sim.steps}",
             file=sys.stderr,
@@ -365,13 +389,18 @@ def cmd_run(args, argv: list[str]) -> int:
     if rank == 0:  # after distribute: progress needs no gathered state
         sim.callbacks.insert(0, Progress(sys.stderr, every=0.1 if args.quiet else None))
     t0 = time.perf_counter()
+    riemann = getattr(getattr(sim, "riemann", None), "name", None)
+    watch.label = riemann or f"demo {demo_name}"
+    watch.timers = sim.timers
+    setup_compile_s = watch.seconds
     try:
-        sim.run()
+        with watch:
+            sim.run()
     except (Exception, KeyboardInterrupt) as e:
         return fail(sim, e, "run", time.perf_counter() - t0)
 
     # on every rank: with MPI the totals are a collective reduction (no gathered state)
-    summary = {**base, **sim.summary(), "status": "ok"}
+    summary = {**base, **sim.summary(), "setup_compile_s": setup_compile_s, "status": "ok"}
     report = getattr(module, "report", None)
     if callable(report):
         # with MPI the state is gathered to rank 0 only (collective), which runs report
@@ -387,9 +416,16 @@ def cmd_run(args, argv: list[str]) -> int:
     write_json(out / "summary.json", summary)
     if rank == 0:
         print(sim.timers.report(sim.wall_s))
-        print(_summary_line(sim, summary))
+        print(_summary_line(sim, summary, setup_compile_s))
         print(f"wrote {out / 'options_used.json'} and {out / 'summary.json'}")
     return 0
+
+
+def _changed_sets(before: Mapping, now: Mapping) -> str:
+    """``key: old -> new`` for every --set value that differs (``default`` if unset)."""
+    keys = sorted(set(before) | set(now))
+    return ", ".join(f"{k}: {before.get(k, 'default')!r} -> {now.get(k, 'default')!r}"
+                     for k in keys if before.get(k, "default") != now.get(k, "default"))
 
 
 def _no_write(path, data) -> None:
@@ -398,7 +434,9 @@ def _no_write(path, data) -> None:
 
 def _run_standalone(module, args, out, base, overrides, in_effect, fail) -> int:
     """Run a demo that is not a Simulation: ``main(out=..., **overrides) -> dict``."""
+    from forestpy.callbacks import Progress, progress_scope
     from forestpy.io.summary import to_jsonable, write_json_atomic
+    from forestpy.jit import CompileWatch
 
     unsupported = [flag for flag, value in (
         ("--vtk/--output-*", args.vtk or args.output_times or args.output_interval
@@ -412,17 +450,21 @@ def _run_standalone(module, args, out, base, overrides, in_effect, fail) -> int:
     write_json_atomic(out / "options_used.json",
                       {**base, "overrides": overrides, "demo_options": in_effect})
     t0 = time.perf_counter()
+    watch = CompileWatch(sys.stderr, label=f"demo {base['demo']}")
+    progress = Progress(sys.stderr, every=0.1 if args.quiet else None, compile_watch=watch)
     try:
-        result = module.main(out=out, **overrides)
+        with watch, progress_scope(progress):  # the solvers report their steps
+            result = module.main(out=out, **overrides)
     except (Exception, KeyboardInterrupt) as e:
         return fail(None, e, "run", time.perf_counter() - t0)
     wall = time.perf_counter() - t0
     result = to_jsonable(result if result is not None else {})
     write_json_atomic(out / "report.json", result)
     write_json_atomic(out / "summary.json", {**base, "status": "ok", "wall_s": wall,
-                                             "report": result})
+                                             "compile_s": watch.seconds, "report": result})
     print(json.dumps(result, indent=1))
-    print(f"wrote {out / 'report.json'} and {out / 'summary.json'} ({wall:.3g} s)")
+    compiling = f", of which compiling {watch.seconds:.1f} s" if watch.seconds >= 0.05 else ""
+    print(f"wrote {out / 'report.json'} and {out / 'summary.json'} ({wall:.3g} s{compiling})")
     return 0
 
 
@@ -448,15 +490,25 @@ def cmd_plot(args, argv: list[str]) -> int:
         raise CLIError(f"{target}: the collection lists no frames")
     contour = None if args.contour is None else _parse_floats(args.contour, "--contour")
     folder = target if target.is_dir() else target.parent
+    movie = None
+    if args.movie is not None:
+        movie = Path(args.movie)
+        if not movie.is_absolute() and movie.parent == Path("."):
+            movie = folder / movie
+        if movie.suffix not in (".gif", ".mp4"):
+            raise CLIError(f"--movie {args.movie}: the file must end in .gif or .mp4")
+        writable_folder(movie.parent, "--movie")
+    elif args.png:
+        writable_folder(Path(args.png).parent, "--png")
+    else:
+        writable_folder(folder, "the frames' folder (where the images go; --png FILE "
+                        "writes elsewhere)")
     field = args.field
     try:
         if field is None:  # the first derived field (depth for shallow water), else q0
             names = [n for n in leaf_blocks(frames[0][1])[0].cell_data if n != "vtkGhostType"]
             field = "depth" if "depth" in names else names[0]
-        if args.movie is not None:
-            movie = Path(args.movie)
-            if not movie.is_absolute() and movie.parent == Path("."):
-                movie = folder / movie
+        if movie is not None:
             path = render_movie(target, field, movie, fps=args.fps, contour=contour,
                                 outlines=not args.no_outlines, cmap=args.cmap)
             print(f"{PROG} plot: wrote {path} ({len(frames)} frames of {field!r})")
@@ -483,7 +535,7 @@ def cmd_plot(args, argv: list[str]) -> int:
             path = render_frame(frame, field, png, contour=contour,
                                 outlines=not args.no_outlines, cmap=args.cmap, title=title)
             print(f"{PROG} plot: wrote {path}")
-    except (ValueError, FileNotFoundError, RuntimeError) as e:
+    except (ValueError, RuntimeError, OSError) as e:
         raise CLIError(str(e)) from e
     return 0
 
@@ -587,6 +639,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="continue from a checkpoint written by a run of the same demo with the same "
         "--set options",
+    )
+    run.add_argument(
+        "--allow-changed-options",
+        action="store_true",
+        help="with --restart: continue although the --set options differ from the "
+        "checkpoint's (e.g. a later t_final); without it that is an error",
     )
     run.set_defaults(func=cmd_run)
 

@@ -20,6 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from forestpy.forest.quadrants import MAX_LEVEL
+
 __all__ = [
     "Option",
     "OptionError",
@@ -201,6 +203,12 @@ def describe_options(options: Mapping, title: str = "options") -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
+# the finest level a Simulation accepts: the forest's keys hold MAX_LEVEL levels, and a
+# patch of the finest level still needs its children's index space (Simulation checks
+# max_level < MAX_LEVEL - 1)
+_LEVEL_LIMIT = MAX_LEVEL - 2
+
+
 def standard_options(*, mx=16, min_level=2, max_level=4, refine_threshold=0.05,
                      regrid_interval=2, t_final=1.0, cfl=0.9, backend="cpu",
                      dtype="float64") -> dict:
@@ -208,8 +216,9 @@ def standard_options(*, mx=16, min_level=2, max_level=4, refine_threshold=0.05,
     own defaults; merge them into the demo's ``OPTIONS``."""
     return dict(
         mx=Option(mx, "cells per patch side (a multiple of 4)", min=4, max=1024),
-        min_level=Option(min_level, "coarsest refinement level", min=0, max=20),
-        max_level=Option(max_level, "finest refinement level (>= min_level)", min=0, max=20),
+        min_level=Option(min_level, "coarsest refinement level", min=0, max=_LEVEL_LIMIT),
+        max_level=Option(max_level, "finest refinement level (>= min_level)", min=0,
+                         max=_LEVEL_LIMIT),
         refine_threshold=Option(float(refine_threshold),
                                 "refine where the tagging indicator exceeds this", min=0.0),
         regrid_interval=Option(regrid_interval, "steps between regrids (0: never)", min=0),
