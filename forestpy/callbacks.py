@@ -31,8 +31,8 @@ import numpy as np
 
 from forestpy.io.summary import atomic_path, write_text_atomic
 
-__all__ = ["Progress", "progress_scope", "report_step", "Gauges", "read_gauges", "Totals",
-           "OutputTimes", "CheckpointEvery"]
+__all__ = ["Progress", "progress_scope", "report_step", "Gauges", "read_gauges",
+           "SHALLOW_WATER_SI", "Totals", "OutputTimes", "CheckpointEvery"]
 
 
 def _time_eps(sim) -> float:
@@ -228,13 +228,22 @@ class Gauges:
         A path ending in ``.nc`` is written as NetCDF through ``xarray`` (installed
         separately) with dimensions ``(time, gauge)``; see :meth:`write_netcdf`.
 
+    units : mapping of str to str, optional
+        Units of the fields and of ``t``, ``x``, ``y`` (UDUNITS strings, e.g.
+        :data:`SHALLOW_WATER_SI`); written as the ``units`` attributes of the NetCDF file
+        and into ``gauges.vtp``.
+    crs : str, optional
+        The coordinate system of ``x, y`` in words (e.g. ``"local metres from the tank's
+        corner"`` or ``"UTM zone 56S (EPSG:32756)"``), written beside the units.
+
     The state is sampled with ``sim.sample`` at ``on_start`` and after every accepted
     step.  :meth:`data` returns the samples in the same form as :func:`read_gauges`.
     """
 
     timer_phase = "output"
 
-    def __init__(self, points, fields: Sequence | None = None, path=None):
+    def __init__(self, points, fields: Sequence | None = None, path=None,
+                 units: Mapping[str, str] | None = None, crs: str | None = None):
         if isinstance(points, Mapping):
             ids, xy = list(points.keys()), list(points.values())
         else:
@@ -253,6 +262,8 @@ class Gauges:
         self.y = xy[:, 1].copy()
         self.requested_fields = None if fields is None else list(fields)
         self.path = path
+        self.units = {str(k): str(v) for k, v in (units or {}).items()}
+        self.crs = None if crs is None else str(crs)
         self.field_names: list[str] = []
         self._index: list[int] = []
         self._derived: dict = {}
@@ -345,12 +356,20 @@ class Gauges:
             data[name] = np.full(len(self.ids), np.nan) if empty else series[-1]
             data[f"max_{name}"] = (np.full(len(self.ids), np.nan) if empty
                                    else np.fmax.reduce(series, axis=0))
-        return write_points(path, self.x, self.y, data, labels=self.ids)
+        meta = {}
+        if self.units:
+            meta["units"] = ", ".join(f"{k}={v}" for k, v in self.units.items())
+        if self.crs:
+            meta["crs"] = self.crs
+        return write_points(path, self.x, self.y, data, labels=self.ids, meta=meta)
 
     def write_netcdf(self, path) -> None:
-        """Write the samples as NetCDF through ``xarray`` (variables per field with
-        dimensions ``(time, gauge)``, coordinates ``t``, ``gauge``, ``x``, ``y``); written
-        to a temporary name and renamed."""
+        """Write the samples as NetCDF through ``xarray`` following the CF conventions'
+        time-series layout (``featureType = "timeSeries"``): one variable per field with
+        dimensions ``(time, gauge)``, the coordinates ``time``, ``gauge`` (the ids,
+        ``cf_role = "timeseries_id"``), ``x`` and ``y``; ``units`` and ``long_name``
+        attributes where known (``units``, ``crs``).  Written to a temporary name and
+        renamed; :func:`read_gauges` reads it back."""
         try:
             import xarray as xr
         except ImportError as exc:
@@ -359,15 +378,31 @@ class Gauges:
         vals = np.array(self._values, dtype=np.float64).reshape(
             len(self.times), len(self.ids), len(self.field_names)
         )
+
+        def attrs(name, **extra):
+            a = dict(extra)
+            if name in LONG_NAMES:
+                a.setdefault("long_name", LONG_NAMES[name])
+            if name in self.units:
+                a["units"] = self.units[name]
+            return a
+
+        xy = {"coordinate_system": self.crs} if self.crs else {}
         ds = xr.Dataset(
-            {name: (("time", "gauge"), vals[:, :, k]) for k, name in enumerate(self.field_names)},
+            {name: (("time", "gauge"), vals[:, :, k], attrs(name, coordinates="x y"))
+             for k, name in enumerate(self.field_names)},
             coords={
-                "time": np.array(self.times, dtype=np.float64),
-                "gauge": [str(g) for g in self.ids],
-                "x": ("gauge", self.x.copy()),
-                "y": ("gauge", self.y.copy()),
+                "time": ("time", np.array(self.times, dtype=np.float64),
+                         attrs("t", standard_name="time", long_name="simulation time",
+                               axis="T")),
+                "gauge": ("gauge", [str(g) for g in self.ids],
+                          {"cf_role": "timeseries_id", "long_name": "gauge id"}),
+                "x": ("gauge", self.x.copy(), attrs("x", long_name="gauge x coordinate", **xy)),
+                "y": ("gauge", self.y.copy(), attrs("y", long_name="gauge y coordinate", **xy)),
             },
-            attrs={"source": "forestpy Gauges"},
+            attrs={"Conventions": "CF-1.8", "featureType": "timeSeries",
+                   "title": "forestpy gauge time series", "source": "forestpy Gauges",
+                   **({"coordinate_system": self.crs} if self.crs else {})},
         )
         with atomic_path(path) as tmp:
             ds.to_netcdf(tmp)
@@ -441,13 +476,52 @@ def _parse_id(text: str):
         return text
 
 
+#: Units of the shallow-water fields, their derived fields and t, x, y in SI (UDUNITS).
+SHALLOW_WATER_SI = {
+    "t": "s", "x": "m", "y": "m", "h": "m", "hu": "m2 s-1", "hv": "m2 s-1", "depth": "m",
+    "surface": "m", "velocity_x": "m s-1", "velocity_y": "m s-1", "speed": "m s-1",
+}
+#: ``long_name`` attributes of the NetCDF gauge variables.
+LONG_NAMES = {
+    "t": "simulation time", "h": "water depth", "hu": "x momentum (depth times velocity)",
+    "hv": "y momentum (depth times velocity)", "depth": "water depth",
+    "surface": "water surface elevation", "velocity_x": "x velocity",
+    "velocity_y": "y velocity", "speed": "flow speed",
+}
+
+
+def _read_gauges_netcdf(path) -> dict:
+    try:
+        import xarray as xr
+    except ImportError as exc:
+        raise RuntimeError("reading NetCDF gauges needs xarray: pip install xarray") from exc
+    with xr.open_dataset(path) as ds:
+        if "gauge" not in ds.dims or "time" not in ds.dims:
+            raise ValueError(f"{path}: not a gauge file (no time and gauge dimensions)")
+        t = np.asarray(ds["time"].values, dtype=np.float64)
+        names = [n for n in ds.data_vars if ds[n].dims == ("time", "gauge")]
+        out = {}
+        for g, gid in enumerate(ds["gauge"].values):
+            gid = gid.decode() if isinstance(gid, bytes) else str(gid)
+            d = {"t": t.copy(), "x": np.full(len(t), float(ds["x"].values[g])),
+                 "y": np.full(len(t), float(ds["y"].values[g]))}
+            for name in names:
+                d[name] = np.asarray(ds[name].values[:, g], dtype=np.float64)
+            out[_parse_id(gid)] = d
+    return out
+
+
 def read_gauges(path) -> dict:
-    """Read a gauge CSV written by :class:`Gauges`.
+    """Read a gauge file written by :class:`Gauges`: CSV, or NetCDF (a ``.nc`` file).
 
     Returns ``{gauge_id: {"t": array, "x": array, "y": array, field: array, ...}}``
     with rows in file (time) order; ids that look like integers become ``int``.
-    Lines starting with ``#`` are skipped.
+    Lines of a CSV starting with ``#`` are skipped.
     """
+    with open(path, "rb") as f:
+        magic = f.read(4)
+    if str(path).endswith(".nc") or magic[:3] == b"CDF" or magic == b"\x89HDF":
+        return _read_gauges_netcdf(path)
     with open(path, encoding="utf-8") as f:
         lines = [ln.strip() for ln in f if ln.strip() and not ln.startswith("#")]
     if not lines:

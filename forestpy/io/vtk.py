@@ -402,10 +402,11 @@ def _write_atomic(vtk, dataset, kind: str, stem: Path, fd=None) -> Path:
 
 
 def write_points(path, x, y, point_data: dict, labels: Sequence | None = None,
-                 z=None) -> Path:
+                 z=None, meta: dict | None = None) -> Path:
     """Write points (gauges, fgmax points) with one value per point for each entry of
     ``point_data`` as a VTK PolyData file (``.vtp``) that ParaView opens beside the
-    frames; ``labels`` become a string array ``label``.  NaN values are kept (ParaView
+    frames; ``labels`` become a string array ``label``; each entry of ``meta`` (e.g.
+    ``units``, ``crs``) a one-string field-data array.  NaN values are kept (ParaView
     shows them as NaN colour).  Written to a temporary name and renamed."""
     try:
         from vtkmodules.util.numpy_support import numpy_to_vtk
@@ -443,6 +444,11 @@ def write_points(path, x, y, point_data: dict, labels: Sequence | None = None,
         for label in labels:
             names.InsertNextValue(str(label))
         poly.GetPointData().AddArray(names)
+    for key, text in (meta or {}).items():
+        arr = vtkStringArray()
+        arr.SetName(str(key))
+        arr.InsertNextValue(str(text))
+        poly.GetFieldData().AddArray(arr)
     with atomic_path(path) as tmp:
         writer = vtkXMLPolyDataWriter()
         writer.SetInputData(poly)
