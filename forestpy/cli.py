@@ -531,9 +531,8 @@ def cmd_plot(args, argv: list[str]) -> int:
             t, frame = frames[k]
             png = Path(args.png) if args.png and len(chosen) == 1 else \
                 folder / f"{frame.stem}_{field}.png"
-            title = None if t is None else f"{field}, t = {t:.6g}"
             path = render_frame(frame, field, png, contour=contour,
-                                outlines=not args.no_outlines, cmap=args.cmap, title=title)
+                                outlines=not args.no_outlines, cmap=args.cmap, time=t)
             print(f"{PROG} plot: wrote {path}")
     except (ValueError, RuntimeError, OSError) as e:
         raise CLIError(str(e)) from e

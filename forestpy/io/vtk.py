@@ -30,7 +30,9 @@ that reader's default was one level, so every finer level came back empty.)  The
 the data is on disk once; the ``.vthb`` stays the file to open for AMR-aware filters.
 
 Cell data: the solver's ``field_names`` and its ``derived_fields``, interior cells only
-(no ghost cells); every block also carries a one-value field-data array ``TimeValue``.
+(no ghost cells); every block also carries a one-value field-data array ``TimeValue``
+and, when the simulation has ``units`` (``{name: unit}``, e.g. GeoClaw runs: SI), a
+string ``units`` (``"h=m, ..., x=m, t=s"``).
 
 Frames are written into a temporary folder next to the destination and then renamed
 into place (the block folder first, then the ``.vthb``, the ``.vtm`` last), so a crash
@@ -258,6 +260,13 @@ def _block(vtk, fd, i, hx, hy, time_array):
         cd.AddArray(arr)
     if time_array is not None:
         grid.GetFieldData().AddArray(time_array)
+    if fd.get("units"):
+        from vtkmodules.vtkCommonCore import vtkStringArray
+
+        units = vtkStringArray()
+        units.SetName("units")
+        units.InsertNextValue(fd["units"])
+        grid.GetFieldData().AddArray(units)
     return grid
 
 
@@ -485,6 +494,9 @@ def write_frame(sim, path_stem, time: float | None = None, kind: str = "amr",
     time_array = vtk["vtkDoubleArray"]()
     time_array.SetName("TimeValue")
     time_array.InsertNextValue(t)
+    units = getattr(sim, "units", None)
+    if units:  # "name=unit, ..." as field data beside the time (forestpy plot reads it)
+        fd["units"] = ", ".join(f"{k}={v}" for k, v in units.items())
     build = _build_amr if kind == "amr" else _build_flat
     return _write_atomic(vtk, build(vtk, fd, time_array), kind, stem, fd)
 

@@ -117,3 +117,34 @@ def test_cli_run_writes_frames_at_output_times_and_plot_renders_them(tmp_path, c
                        (["--contour", "a,b"], "--contour expects")]:
         assert main(["plot", str(out), *bad]) == 2
         assert match in capsys.readouterr().err
+
+
+def test_frame_pictures_have_axes_units_time_and_say_when_clipped(run_dir, tmp_path,
+                                                                  monkeypatch):
+    from testsupport import check_figure, record_figures
+
+    from forestpy.io.plot import clipping_note
+    from forestpy.io.vtk import write_frame
+
+    sim = run_dir[2]
+    sim.units = {"x": "m", "y": "m", "depth": "m", "h": "m", "t": "s"}
+    try:
+        frame = write_frame(sim, tmp_path / "f")
+    finally:
+        del sim.units
+    figures = record_figures(monkeypatch)
+    render_frame(frame, "depth", tmp_path / "a.png", time=0.25)
+    check_figure(figures, clipped=False)
+    assert figures[-1]["title"] == "depth, t = 0.25 s" and figures[-1]["xlabel"] == "x (m)"
+    assert [r["title"] for r in figures if r["kind"] == "bar"] == ["depth (m)"]
+    figures.clear()
+    render_frame(frame, "depth", tmp_path / "b.png", time=0.25, clim=(1.0, 1.2))
+    check_figure(figures, clipped=True)
+    # a frame without units: plain names, no unit made up
+    figures.clear()
+    render_frame(run_dir[0] / "frame_0000.vtm",
+                 "depth", tmp_path / "c.png", time=0.0)
+    assert figures[-1]["xlabel"] == "x" and figures[-1]["title"] == "depth, t = 0"
+    assert clipping_note([1.0, 2.0], (0.0, 3.0)) is None
+    assert "above 1.5 m" in clipping_note([1.0, 2.0], (0.0, 1.5), "m")
+    assert "below 1.5" in clipping_note([1.0, 2.0], (1.5, 3.0))
