@@ -31,7 +31,8 @@ import numpy as np
 
 from forestpy.io.summary import atomic_path, write_text_atomic
 
-__all__ = ["Progress", "progress_scope", "report_step", "Gauges", "read_gauges",
+__all__ = ["Progress", "progress_scope", "report_start", "report_step", "Gauges",
+           "read_gauges",
            "SHALLOW_WATER_SI", "Totals", "OutputTimes", "CheckpointEvery"]
 
 
@@ -184,30 +185,42 @@ class _At:
         self.t, self.t_final, self.steps, self.cell_updates = float(t), None, 0, 0
 
 
-_PROGRESS: contextvars.ContextVar = contextvars.ContextVar("forestpy_progress", default=None)
+_OBSERVERS: contextvars.ContextVar = contextvars.ContextVar("forestpy_observers", default=())
 
 
 @contextmanager
-def progress_scope(progress: Progress):
-    """``with progress_scope(Progress(...)):`` -- solvers that are not a Simulation
-    report their steps to ``progress`` (:func:`report_step`) within the block; the
-    display ends with it.  ``forestpy run`` wraps a demo's ``main`` in one."""
-    token = _PROGRESS.set(progress)
+def progress_scope(*observers):
+    """``with progress_scope(Progress(...), GridOutput(...)):`` -- solvers that are not a
+    Simulation report their steps to these observers (:func:`report_step`,
+    :func:`report_start`) within the block; each observer's ``close()`` runs at its end
+    (the progress display's last line, the last frame).  ``forestpy run`` wraps a
+    demo's ``main`` in one."""
+    token = _OBSERVERS.set(tuple(observers))
     try:
-        yield progress
+        yield observers[0] if len(observers) == 1 else observers
     finally:
-        _PROGRESS.reset(token)
-        progress.close()
+        _OBSERVERS.reset(token)
+        for obs in observers:
+            obs.close()
+
+
+def report_start(solver, t_final=None) -> None:
+    """Called by a solver that is not a Simulation when a run starts (before its first
+    step): observers that care (frames) see the initial state."""
+    for obs in _OBSERVERS.get():
+        start = getattr(obs, "start", None)
+        if start is not None:
+            start(solver, t_final)
 
 
 def report_step(solver, t_final=None) -> None:
-    """Called by a solver that is not a Simulation after each step: shows progress when
-    a :func:`progress_scope` is open (else does nothing).  ``solver`` has ``t`` and
-    ``steps`` (and optionally ``dt``, ``cell_updates``, ``t_final``); ``t_final`` is
-    where the current run ends, when the solver does not hold it."""
-    progress = _PROGRESS.get()
-    if progress is not None:
-        progress.tick(solver, t_final)
+    """Called by a solver that is not a Simulation after each step: shows progress (and
+    writes frames) when a :func:`progress_scope` is open, else does nothing.  ``solver``
+    has ``t`` and ``steps`` (and optionally ``dt``, ``cell_updates``, ``t_final``,
+    ``frame_fields()``); ``t_final`` is where the current run ends, when the solver does
+    not hold it."""
+    for obs in _OBSERVERS.get():
+        obs.tick(solver, t_final)
 
 
 class Gauges:

@@ -323,7 +323,8 @@ def cmd_run(args, argv: list[str]) -> int:
         }
 
     if is_standalone(module):
-        return _run_standalone(module, args, out, base, overrides, in_effect, fail)
+        return _run_standalone(module, args, out, base, overrides, in_effect, fail,
+                               vtk_kind, output_times)
 
     if nranks > 1 and in_effect.get("backend") == "gpu":
         from forestpy.parallel import select_device
@@ -432,15 +433,16 @@ def _no_write(path, data) -> None:
     """Stand-in for write_json_atomic on MPI ranks other than 0."""
 
 
-def _run_standalone(module, args, out, base, overrides, in_effect, fail) -> int:
-    """Run a demo that is not a Simulation: ``main(out=..., **overrides) -> dict``."""
+def _run_standalone(module, args, out, base, overrides, in_effect, fail, vtk_kind,
+                    output_times) -> int:
+    """Run a demo that is not a Simulation: ``main(out=..., **overrides) -> dict``.  Its
+    solvers report their steps (progress) and, with ``--vtk``, give the frames of their
+    uniform grid (:class:`forestpy.io.vtk.GridOutput`)."""
     from forestpy.callbacks import Progress, progress_scope
     from forestpy.io.summary import to_jsonable, write_json_atomic
     from forestpy.jit import CompileWatch
 
     unsupported = [flag for flag, value in (
-        ("--vtk/--output-*", args.vtk or args.output_times or args.output_interval
-         or args.output_steps),
         ("--checkpoint-interval", args.checkpoint_interval),
         ("--restart", args.restart),
     ) if value is not None and value is not False]
@@ -451,9 +453,14 @@ def _run_standalone(module, args, out, base, overrides, in_effect, fail) -> int:
                       {**base, "overrides": overrides, "demo_options": in_effect})
     t0 = time.perf_counter()
     watch = CompileWatch(sys.stderr, label=f"demo {base['demo']}")
-    progress = Progress(sys.stderr, every=0.1 if args.quiet else None, compile_watch=watch)
+    observers = [Progress(sys.stderr, every=0.1 if args.quiet else None, compile_watch=watch)]
+    if vtk_kind is not None:  # frames of the uniform grid, whichever kind was asked for
+        from forestpy.io.vtk import GridOutput
+
+        observers.append(GridOutput(out, every_steps=args.output_steps, times=output_times,
+                                    interval=args.output_interval))
     try:
-        with watch, progress_scope(progress):  # the solvers report their steps
+        with watch, progress_scope(*observers):  # the solvers report their steps
             result = module.main(out=out, **overrides)
     except (Exception, KeyboardInterrupt) as e:
         return fail(None, e, "run", time.perf_counter() - t0)

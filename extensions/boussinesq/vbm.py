@@ -36,7 +36,7 @@ import numpy as np
 from forestpy.solvers.rrb import RRBSolver
 
 from forestpy.backend import get_backend
-from forestpy.callbacks import report_step
+from forestpy.callbacks import report_start, report_step
 from forestpy.options import Option
 
 from .kernels import frame_args, frame_cpu, frame_gpu
@@ -299,8 +299,21 @@ class VBM:
         report_step(self)
         return info["iterations"]
 
+    def frame_fields(self) -> dict:
+        """The fields for a ParaView frame (:class:`forestpy.io.vtk.GridOutput`): surface
+        elevation ``zeta``, potentials ``phi``, ``psi``, the still-water depth."""
+        host = self.backend.to_host
+        return {"fields": {"zeta": host(self.zeta), "phi": host(self.phi),
+                           "psi": host(self.psi),
+                           "still_water_depth": np.asarray(host(self.depth))},
+                "lower": (float(self.x[0] - 0.5 * self.dx), float(self.y[0] - 0.5 * self.dy)),
+                "spacing": (self.dx, self.dy),
+                "units": {"x": "m", "y": "m", "t": "s", "zeta": "m", "phi": "m2 s-1",
+                          "psi": "m2 s-1", "still_water_depth": "m"}}
+
     def run(self, t_final):
         self.t_final = float(t_final)
+        report_start(self, t_final)
         while self.t < t_final - 1e-12 * max(1.0, t_final):
             self.step()
         return self

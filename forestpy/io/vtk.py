@@ -75,6 +75,8 @@ __all__ = [
     "PVDCollection",
     "read_pvd",
     "VTKOutput",
+    "GridOutput",
+    "write_grid_frame",
     "write_points",
 ]
 
@@ -499,6 +501,118 @@ def write_frame(sim, path_stem, time: float | None = None, kind: str = "amr",
         fd["units"] = ", ".join(f"{k}={v}" for k, v in units.items())
     build = _build_amr if kind == "amr" else _build_flat
     return _write_atomic(vtk, build(vtk, fd, time_array), kind, stem, fd)
+
+
+# ---------------------------------------------------------------------------- grids
+def write_grid_frame(path_stem, fields: dict, lower, spacing, time: float,
+                     units: dict | None = None, block: str = "grid") -> Path:
+    """Write one frame of a solver on a uniform grid (HWFV1, Boussinesq): ``fields``
+    maps names to ``(ny, nx)`` cell arrays, ``lower`` is the grid's lower-left corner,
+    ``spacing`` ``(dx, dy)``.  The frame has the layout of a flat frame (``NAME.vtm``:
+    one block, named ``block``, holding one image block ``NAME/*.vti``), with the
+    ``TimeValue`` and ``units`` field data, so ParaView and ``forestpy plot`` open it as
+    any other.  Written atomically; returns the ``.vtm`` path."""
+    vtk = _vtk()
+    stem = Path(path_stem)
+    if stem.suffix == LEVELS_EXT:
+        stem = stem.with_suffix("")
+    names = list(fields)
+    arrays = [np.asarray(fields[n], dtype=np.float64) for n in names]
+    if not arrays or any(a.ndim != 2 or a.shape != arrays[0].shape for a in arrays):
+        raise ValueError(f"write_grid_frame: fields must be 2D arrays of one shape, got "
+                         f"{[a.shape for a in arrays]}")
+    ny, nx = arrays[0].shape
+    fd = dict(names=names, values=np.stack(arrays)[None], gqx=np.zeros(1, np.int64),
+              gqy=np.zeros(1, np.int64), mx=nx, my=ny, lower=tuple(map(float, lower)),
+              units=", ".join(f"{k}={v}" for k, v in (units or {}).items()))
+    time_array = vtk["vtkDoubleArray"]()
+    time_array.SetName("TimeValue")
+    time_array.InsertNextValue(float(time))
+    grid = _block(vtk, fd, 0, float(spacing[0]), float(spacing[1]), time_array)
+    name_key = vtk["vtkCompositeDataSet"].NAME()
+    inner = vtk["vtkMultiBlockDataSet"]()
+    inner.SetNumberOfBlocks(1)
+    inner.SetBlock(0, grid)
+    inner.GetMetaData(0).Set(name_key, "patch 0")
+    top = vtk["vtkMultiBlockDataSet"]()
+    top.SetNumberOfBlocks(1)
+    top.SetBlock(0, inner)
+    top.GetMetaData(0).Set(name_key, block)
+    return _write_atomic(vtk, top, "flat", stem)
+
+
+class GridOutput:
+    """Frames of a solver that is not a Simulation (HWFV1, Boussinesq), written while
+    it runs: the solver reports its steps (:func:`forestpy.callbacks.report_step`) to an
+    open :func:`~forestpy.callbacks.progress_scope` holding this object, and has
+    ``frame_fields()`` returning ``{"fields": {name: (ny, nx)}, "lower": (x0, y0),
+    "spacing": (dx, dy), "units": {...}}``.
+
+    A frame is written when a solver is first seen (at ``report_start``, or after its
+    first step), after every ``every_steps``-th step, at the first step at or after each
+    of ``times`` / every ``interval`` (the solvers do not shorten their steps to land on
+    them: the frame holds the time it was taken at), and at the end of the scope.
+    ``NAME.pvd`` lists them with their times, as :class:`VTKOutput` does.
+    """
+
+    def __init__(self, out_dir, name: str = "frame", every_steps: int | None = None,
+                 times: Sequence[float] | None = None, interval: float | None = None):
+        if every_steps is not None and (int(every_steps) != every_steps or every_steps < 1):
+            raise ValueError(f"every_steps must be a positive integer, got {every_steps!r}")
+        if interval is not None and not float(interval) > 0:
+            raise ValueError(f"output interval must be positive, got {interval!r}")
+        self.out_dir = Path(out_dir)
+        self.name = name
+        self.every_steps = every_steps
+        self.interval = None if interval is None else float(interval)
+        self.times = sorted(float(t) for t in (times or ()))
+        self.pvd = PVDCollection(self.out_dir / f"{name}.pvd")
+        self.written: list[tuple[float, int, Path]] = []
+        self._solver = None
+        self._next_t = math.inf
+        self._last = None
+
+    @property
+    def pvd_path(self) -> Path:
+        return self.pvd.path
+
+    def _schedule(self, t: float) -> None:
+        later = [x for x in self.times if x > t + 1e-12 * max(1.0, abs(t))]
+        if self.interval is not None:
+            later.append(self.interval * (math.floor(t / self.interval + 1e-9) + 1))
+        self._next_t = min(later, default=math.inf)
+
+    def start(self, solver, t_final=None) -> None:
+        if solver is self._solver:
+            return
+        self._solver = solver
+        self.write(solver)
+
+    def tick(self, solver, t_final=None) -> None:
+        if solver is not self._solver:
+            self.start(solver, t_final)
+            return
+        due = bool(self.every_steps) and solver.steps % self.every_steps == 0
+        if due or solver.t >= self._next_t - 1e-12 * max(1.0, abs(solver.t)):
+            self.write(solver)
+
+    def close(self) -> None:
+        if self._solver is not None:
+            self.write(self._solver)
+
+    def write(self, solver) -> Path | None:
+        key = (int(solver.steps), float(solver.t))
+        if key == self._last:
+            return None
+        f = solver.frame_fields()
+        stem = self.out_dir / f"{self.name}_{len(self.pvd):04d}"
+        path = write_grid_frame(stem, f["fields"], f["lower"], f["spacing"], solver.t,
+                                f.get("units"), block=f.get("block", "grid"))
+        self.pvd.add(float(solver.t), path.name)
+        self.written.append((float(solver.t), int(solver.steps), path))
+        self._last = key
+        self._schedule(float(solver.t))
+        return path
 
 
 # ---------------------------------------------------------------------------- .pvd

@@ -309,9 +309,9 @@ def test_standalone_demo_runs_main_with_the_output_folder(tmp_path, capsys):
     assert _read(out / "summary.json")["status"] == "ok"
     # typed options still validated, and Simulation-only flags refused
     assert main(["run", str(demo), "--set", "n=0", "--out", str(out)]) == 2
-    assert main(["run", str(demo), "--vtk", "amr", "--out", str(out)]) == 2
+    assert main(["run", str(demo), "--checkpoint-interval", "3", "--out", str(out)]) == 2
     err = capsys.readouterr().err
-    assert "n" in err and "--vtk" in err and "not a Simulation" in err
+    assert "n" in err and "--checkpoint-interval" in err and "not a Simulation" in err
 
 
 def test_mpi_world_size_from_launcher_environment(monkeypatch):
@@ -442,3 +442,57 @@ def test_levels_beyond_the_forest_are_refused_up_front(tmp_path, capsys):
     assert main(["run", str(DEMO), "--set", "max_level=19", "--out", str(out)]) == 2
     _one_error_line(capsys, "max_level", "<= 18", "19")
     assert not out.exists()
+
+
+STANDALONE_GRID = """
+import numpy as np
+from forestpy.callbacks import report_start, report_step
+from forestpy.options import Option, merge_options
+
+OPTIONS = dict(n=Option(8, "steps", min=1))
+
+class Solver:
+    t, steps, t_final = 0.0, 0, 1.0
+    def frame_fields(self):
+        z = np.full((3, 4), self.t)
+        return {"fields": {"depth": z, "u": 2 * z}, "lower": (0.0, 0.0),
+                "spacing": (0.5, 0.5), "units": {"depth": "m", "x": "m", "t": "s"}}
+
+def main(out, **overrides):
+    o = merge_options(OPTIONS, overrides, "grid")
+    s = Solver()
+    report_start(s)
+    for _ in range(o["n"]):
+        s.t += 1.0 / o["n"]
+        s.steps += 1
+        report_step(s)
+    return {"steps": s.steps}
+"""
+
+
+def test_standalone_demo_writes_frames(tmp_path, capsys):
+    # --vtk for a solver outside the Simulation: its grid's frames, indexed by time
+    pytest.importorskip("vtkmodules")
+    from vtkmodules.vtkIOXML import vtkXMLMultiBlockDataReader
+
+    from forestpy.io.vtk import read_pvd
+
+    demo = tmp_path / "grid.py"
+    demo.write_text(STANDALONE_GRID)
+    out = tmp_path / "o"
+    assert main(["run", str(demo), "--out", str(out), "--vtk", "flat", "--output-interval",
+                 "0.25", "--quiet"]) == 0, capsys.readouterr().err
+    entries = read_pvd(out / "frame.pvd")
+    assert [t for t, _ in entries] == [0.0, 0.25, 0.5, 0.75, 1.0]
+    reader = vtkXMLMultiBlockDataReader()
+    reader.SetFileName(str(out / entries[2][1]))
+    reader.Update()
+    grid = reader.GetOutput().GetBlock(0).GetBlock(0)
+    assert grid.GetDimensions() == (5, 4, 1) and grid.GetSpacing()[:2] == (0.5, 0.5)
+    depth = grid.GetCellData().GetArray("depth")
+    assert depth.GetValue(0) == 0.5
+    assert grid.GetFieldData().GetAbstractArray("units").GetValue(0) == "depth=m, x=m, t=s"
+    # every 3 steps: the start, steps 3 and 6, the end
+    out2 = tmp_path / "o2"
+    assert main(["run", str(demo), "--out", str(out2), "--output-steps", "3", "--quiet"]) == 0
+    assert [t for t, _ in read_pvd(out2 / "frame.pvd")] == [0.0, 0.375, 0.75, 1.0]

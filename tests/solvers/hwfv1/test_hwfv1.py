@@ -242,3 +242,28 @@ def test_steps_reported_to_an_open_progress_scope():
         humps.main(L=5, eps=None, t_final=0.5)
     lines = stream.getvalue().splitlines()
     assert lines and lines[-1].startswith("100%  t=0.5/0.5") and "cells/s" in lines[-1]
+
+
+def test_frames_for_paraview(tmp_path):
+    # forestpy run --vtk ... of an HWFV1 demo: the finest grid's frames, with times
+    pytest.importorskip("vtkmodules")
+    from vtkmodules.vtkIOXML import vtkXMLMultiBlockDataReader
+
+    from forestpy.callbacks import progress_scope
+    from forestpy.io.vtk import GridOutput, read_pvd
+
+    frames = GridOutput(tmp_path, interval=0.25)
+    with progress_scope(frames):
+        load("humps").main(L=5, eps=None, t_final=0.5)
+    entries = read_pvd(tmp_path / "frame.pvd")
+    times = [t for t, _ in entries]
+    assert times[0] == 0.0 and times[-1] == pytest.approx(0.5) and len(times) == 3
+    assert 0.25 <= times[1] < 0.5  # the first step at or after 0.25 (no landing)
+    reader = vtkXMLMultiBlockDataReader()
+    reader.SetFileName(str(tmp_path / entries[-1][1]))
+    reader.Update()
+    grid = reader.GetOutput().GetBlock(0).GetBlock(0)
+    assert grid.GetNumberOfCells() == 32 * 32
+    names = [grid.GetCellData().GetArrayName(k)
+             for k in range(grid.GetCellData().GetNumberOfArrays())]
+    assert names == ["depth", "qx", "qy", "bed", "surface", "speed"]
