@@ -343,6 +343,15 @@ def test_vtk_frames_and_gauges_are_written_without_gathering(mpi, serial_vtk_gau
         got = _read_amr((out / "vtk" / got_file).with_suffix(".vthb"))
         ref = _read_amr((ser / "serial" / want_file).with_suffix(".vthb"))
         assert got.keys() == ref.keys() and len(got) >= 64
+        # the levels view the .pvd lists holds the same blocks, one block per level
+        from vtkmodules.vtkIOXML import vtkXMLMultiBlockDataReader
+
+        reader = vtkXMLMultiBlockDataReader()
+        reader.SetFileName(str(out / "vtk" / got_file))
+        reader.Update()
+        mb = reader.GetOutput()
+        assert mb.GetNumberOfCells() == sum(len(f["h"]) for f in got.values())
+        assert mb.GetNumberOfBlocks() == len({key[0] for key in got})
         for key, fields in ref.items():
             assert fields.keys() == got[key].keys()
             for name, values in fields.items():
