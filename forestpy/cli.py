@@ -118,6 +118,50 @@ def load_demo(path) -> object:
     return module
 
 
+def load_config(path) -> object:
+    """The demo-like object of a run configuration file (``forestpy run --config``):
+    the file's ``[run] kind`` (default ``"geoclaw"``) names the loader registered with
+    :func:`forestpy.vtable.register_config_kind`; any problem is a :class:`CLIError`."""
+    from forestpy.vtable import get_config_kind
+
+    path = Path(path)
+    if not path.is_file():
+        raise CLIError(f"--config {path}: no such file")
+    try:
+        import tomllib  # Python 3.11+
+    except ImportError:  # pragma: no cover - Python 3.10
+        try:
+            import tomli as tomllib
+        except ImportError:
+            raise CLIError("--config needs Python 3.11 (tomllib) or pip install tomli") \
+                from None
+    try:
+        with open(path, "rb") as f:
+            run = tomllib.load(f).get("run", {})
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError) as e:
+        raise CLIError(f"--config {path}: not a valid TOML file ({e})") from None
+    kind = run.get("kind", "geoclaw") if isinstance(run, dict) else "geoclaw"
+    try:
+        return get_config_kind(str(kind))(path)
+    except KeyError as e:
+        raise CLIError(f"--config {path}: {e.args[0]}") from None
+    except ValueError as e:  # the loader's check of the file
+        raise CLIError(f"--config {path}: {e}") from None
+
+
+def _config_output(module, args) -> None:
+    """The ``[output]`` table of a configuration, where the command line sets nothing."""
+    out = getattr(module, "output", None) or {}
+    if args.vtk is None and out.get("vtk"):
+        args.vtk = out["vtk"]
+    if args.output_interval is None and args.output_times is None and \
+            args.output_steps is None:
+        args.output_interval = out.get("interval")
+        if out.get("times") is not None:
+            args.output_times = ",".join(map(repr, out["times"]))
+        args.output_steps = out.get("steps")
+
+
 def is_standalone(module) -> bool:
     """A demo that runs itself (not a Simulation): it defines ``main`` with an ``out``
     parameter."""
@@ -228,9 +272,20 @@ def cmd_run(args, argv: list[str]) -> int:
     from forestpy.jit import CompileWatch
     from forestpy.options import describe_options, option_defaults
 
-    demo_path = Path(args.demo)
-    module = load_demo(demo_path)
-    demo_name = demo_path.stem
+    if args.config is not None:
+        if args.demo is not None:
+            raise CLIError(f"give a demo script or --config FILE, not both ({args.demo}, "
+                           f"{args.config})")
+        demo_path = Path(args.config)
+        module = load_config(demo_path)
+        demo_name = str(getattr(module, "name", None) or demo_path.stem)
+        _config_output(module, args)
+    elif args.demo is None:
+        raise CLIError("give a demo script (forestpy run DEMO.py) or --config FILE")
+    else:
+        demo_path = Path(args.demo)
+        module = load_demo(demo_path)
+        demo_name = demo_path.stem
     if args.help_options:
         print(describe_options(module.OPTIONS, f"options of demo {demo_name!r} "
                                f"(forestpy run {args.demo} --set NAME=VALUE):"))
@@ -579,7 +634,12 @@ def build_parser() -> argparse.ArgumentParser:
             "(also when it fails). Exit codes: 0 ok, 1 the simulation failed, 2 usage error."
         ),
     )
-    run.add_argument("demo", help="path of the demo script, e.g. demos/radial_dam.py")
+    run.add_argument("demo", nargs="?", default=None,
+                     help="path of the demo script, e.g. demos/radial_dam.py")
+    run.add_argument("--config", metavar="FILE", default=None,
+                     help="run from a configuration file instead of a demo script (TOML, "
+                     "GeoClaw-like: topography, dtopo, gauges, fgmax, regions, output "
+                     "times; see docs/tutorial.md)")
     run.add_argument(
         "--set",
         action="append",
