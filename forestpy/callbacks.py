@@ -32,7 +32,7 @@ import numpy as np
 from forestpy.io.summary import atomic_path, write_text_atomic
 
 __all__ = ["Progress", "progress_scope", "report_start", "report_step", "Gauges",
-           "read_gauges",
+           "read_gauges", "read_gauge_units",
            "SHALLOW_WATER_SI", "Totals", "OutputTimes", "CheckpointEvery"]
 
 
@@ -522,6 +522,38 @@ def _read_gauges_netcdf(path) -> dict:
                 d[name] = np.asarray(ds[name].values[:, g], dtype=np.float64)
             out[_parse_id(gid)] = d
     return out
+
+
+def read_gauge_units(path) -> dict:
+    """``{name: unit}`` that a gauge file states: the ``units`` attributes of a NetCDF
+    file, or for a CSV the ``units`` of the ``.vtp`` beside it (:meth:`Gauges.write_vtp`);
+    ``{}`` when none."""
+    path = Path(path)
+    if path.suffix == ".nc":
+        try:
+            import xarray as xr
+        except ImportError:
+            return {}
+        with xr.open_dataset(path) as ds:
+            units = {str(n): str(ds[n].attrs["units"]) for n in ds.variables
+                     if "units" in ds[n].attrs}
+        if "time" in units:
+            units["t"] = units["time"]
+        return units
+    vtp = path.with_suffix(".vtp")
+    if not vtp.is_file():
+        return {}
+    try:
+        from vtkmodules.vtkIOXML import vtkXMLPolyDataReader
+    except ImportError:
+        return {}
+    reader = vtkXMLPolyDataReader()
+    reader.SetFileName(str(vtp))
+    reader.Update()
+    arr = reader.GetOutput().GetFieldData().GetAbstractArray("units")
+    if arr is None or not arr.GetNumberOfValues():
+        return {}
+    return dict(item.split("=", 1) for item in arr.GetValue(0).split(", ") if "=" in item)
 
 
 def read_gauges(path) -> dict:

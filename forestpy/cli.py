@@ -277,6 +277,9 @@ def cmd_run(args, argv: list[str]) -> int:
             raise CLIError(f"give a demo script or --config FILE, not both ({args.demo}, "
                            f"{args.config})")
         demo_path = Path(args.config)
+        if args.set:
+            raise CLIError(f"--set: a run from --config takes its values from the file; "
+                           f"edit {demo_path} instead")
         module = load_config(demo_path)
         demo_name = str(getattr(module, "name", None) or demo_path.stem)
         _config_output(module, args)
@@ -537,11 +540,47 @@ def _parse_floats(text: str, flag: str) -> list[float]:
         raise CLIError(f"{flag} expects comma-separated numbers, got {text!r}") from None
 
 
+def _plot_series(args, target: Path, what: str) -> int:
+    """``forestpy plot DIR --gauges [FILE]`` / ``--fgmax [FILE]``."""
+    from forestpy.io.plot import render_fgmax, render_gauges
+
+    folder = target if target.is_dir() else target.parent
+    given = args.gauges if what == "gauges" else args.fgmax
+    if given not in (None, ""):
+        path = Path(given)
+        if not path.is_absolute() and not path.exists():
+            path = folder / path
+    else:
+        names = ("gauges.csv", "gauges.nc") if what == "gauges" else ("fgmax.npz",)
+        path = next((folder / n for n in names if (folder / n).is_file()), folder / names[0])
+    if not path.is_file():
+        raise CLIError(f"--{what}: no such file {path}")
+    default = "series" if what == "gauges" else "map"
+    png = Path(args.png) if args.png else folder / f"{path.stem}_{args.field or default}.png"
+    writable_folder(png.parent, "--png" if args.png else f"--{what}")
+    try:
+        if what == "gauges":
+            out = render_gauges(path, args.field, png)
+        else:
+            out = render_fgmax(path, args.field, png)
+    except (ValueError, RuntimeError, OSError) as e:
+        raise CLIError(str(e)) from e
+    print(f"{PROG} plot: wrote {out}")
+    return 0
+
+
 def cmd_plot(args, argv: list[str]) -> int:
-    """Render frames of an output folder (or a .pvd / frame file) to PNG or a movie."""
+    """Render frames of an output folder (or a .pvd / frame file) to PNG or a movie;
+    or its gauges (``--gauges``) or fgmax map (``--fgmax``)."""
     target = Path(args.target)
     if not target.exists():
         raise CLIError(f"no such output folder or file: {target}")
+    if args.gauges is not None and args.fgmax is not None:
+        raise CLIError("--gauges and --fgmax: one at a time")
+    if args.gauges is not None:
+        return _plot_series(args, target, "gauges")
+    if args.fgmax is not None:
+        return _plot_series(args, target, "fgmax")
     try:
         from forestpy.io.plot import frame_files, leaf_blocks, render_frame, render_movie
 
@@ -737,6 +776,12 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_argument("--fps", type=float, default=5.0, help="movie frames per second")
     plot.add_argument("--cmap", default="viridis", help="matplotlib colour map name")
     plot.add_argument("--no-outlines", action="store_true", help="do not draw patch outlines")
+    plot.add_argument("--gauges", nargs="?", const="", default=None, metavar="FILE",
+                      help="plot the gauges' time series (DIR/gauges.csv or .nc, or FILE) "
+                      "of --field (default surface) instead of a frame")
+    plot.add_argument("--fgmax", nargs="?", const="", default=None, metavar="FILE",
+                      help="map an fgmax field (DIR/fgmax.npz or FILE; --field default "
+                      "max_depth) instead of a frame")
     plot.set_defaults(func=cmd_plot)
 
     lst = sub.add_parser("list", help="list the registered Riemann solvers")

@@ -20,7 +20,7 @@ import numpy as np
 
 __all__ = ["leaf_blocks", "render_frame", "render_movie", "frame_files", "frame_units",
            "clipping_note", "decorate", "colour_bar", "label", "grid_map", "line_chart",
-           "add_line", "save_side_by_side"]
+           "add_line", "save_side_by_side", "render_gauges", "render_fgmax"]
 
 # vtkDataSetAttributes::REFINEDCELL (a coarse cell covered by a finer block) and
 # HIDDENCELL: both are not drawn
@@ -258,6 +258,77 @@ def render_frame(frame, field: str, png, *, contour: Sequence[float] | float | N
     plotter = _scene(pv, blocks, field, clim=clim, contour=contour, outlines=outlines,
                      cmap=cmap, window_size=window_size,
                      title=title or time_title(field, time, units), units=units)
+    png = Path(png)
+    png.parent.mkdir(parents=True, exist_ok=True)
+    plotter.screenshot(str(png))
+    plotter.close()
+    return png
+
+
+def render_gauges(path, field: str | None, png, *, window_size=(1000, 600)) -> Path:
+    """The time series of every gauge of a gauge file (CSV or NetCDF, as
+    :class:`forestpy.callbacks.Gauges` writes) for one ``field`` (default: ``surface``
+    when recorded, else the first) in one chart: axes with units where the file states
+    them, a legend of the gauge ids.  VisClaw's gauge plots."""
+    from forestpy.callbacks import read_gauge_units, read_gauges
+
+    pv = _pyvista()
+    data = read_gauges(path)
+    if not data:
+        raise ValueError(f"{path}: no gauges")
+    names = [k for k in next(iter(data.values())) if k not in ("t", "x", "y")]
+    field = field or ("surface" if "surface" in names else names[0])
+    if field not in names:
+        raise ValueError(f"{path}: no gauge field {field!r}; fields: {names}")
+    units = read_gauge_units(path)
+    t0 = min(float(d["t"][0]) for d in data.values())
+    t1 = max(float(d["t"][-1]) for d in data.values())
+    tu = units.get("t")
+    chart = line_chart(title=f"gauges: {field}, t = {t0:.4g} to {t1:.4g}"
+                       + (f" {tu}" if tu else ""),
+                       xlabel=label("t", tu), ylabel=label(field, units.get(field)))
+    colours = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown",
+               "tab:pink", "tab:gray", "tab:olive", "tab:cyan"]
+    for k, (gid, d) in enumerate(data.items()):
+        add_line(chart, d["t"], d[field], color=colours[k % len(colours)],
+                 label=f"{gid} ({d['x'][0]:.6g}, {d['y'][0]:.6g})")
+    plotter = pv.Plotter(off_screen=True, window_size=list(window_size))
+    plotter.add_chart(chart)
+    png = Path(png)
+    png.parent.mkdir(parents=True, exist_ok=True)
+    plotter.screenshot(str(png))
+    plotter.close()
+    return png
+
+
+#: units of the fgmax fields (:class:`forestpy.extensions.geoclaw.fgmax.FGMax`)
+FGMAX_UNITS = {"max_depth": "m", "max_speed": "m s-1", "max_surface": "m",
+               "arrival_time": "s", "bed": "m"}
+
+
+def render_fgmax(path, field: str | None, png, *, window_size=(900, 800)) -> Path:
+    """A map of one field of an fgmax ``.npz`` (default ``max_depth``; cells that
+    stayed dry, depth 0 or NaN, left out) with axes, colour bar and units."""
+    pv = _pyvista()
+    with np.load(path) as f:
+        res = {k: f[k] for k in f.files}
+    field = field or "max_depth"
+    if field not in FGMAX_UNITS or field not in res:
+        raise ValueError(f"{path}: no fgmax field {field!r}; fields: "
+                         f"{[k for k in FGMAX_UNITS if k in res]}")
+    x, y, v = res["x"], res["y"], np.asarray(res[field], np.float64)
+    if x.ndim != 2 or min(x.shape) < 2:
+        raise ValueError(f"{path}: the fgmax points are not a 2D grid; open fgmax.vtp")
+    if field == "max_depth":
+        v = np.where(v > 0, v, np.nan)
+    plotter = pv.Plotter(off_screen=True, window_size=list(window_size))
+    plotter.set_background("white")
+    grid_map(plotter, x, y, v, name=field.replace("_", " "), unit=FGMAX_UNITS[field])
+    crs = str(res["crs"]) if "crs" in res and str(res["crs"]) else None
+    decorate(plotter, title=f"fgmax: {field.replace('_', ' ')} over the run",
+             xlabel="x (m)", ylabel="y (m)", note=crs,
+             bounds=(x.min(), x.max(), y.min(), y.max(), 0.0, 0.0))
+    plotter.view_xy()
     png = Path(png)
     png.parent.mkdir(parents=True, exist_ok=True)
     plotter.screenshot(str(png))

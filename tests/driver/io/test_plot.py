@@ -148,3 +148,36 @@ def test_frame_pictures_have_axes_units_time_and_say_when_clipped(run_dir, tmp_p
     assert clipping_note([1.0, 2.0], (0.0, 3.0)) is None
     assert "above 1.5 m" in clipping_note([1.0, 2.0], (0.0, 1.5), "m")
     assert "below 1.5" in clipping_note([1.0, 2.0], (1.5, 3.0))
+
+
+def test_plot_gauges_and_fgmax(radial_dam, tmp_path, monkeypatch, capsys):
+    # VisClaw's roles: the gauges' time series and the fgmax map, from forestpy plot
+    from forestpy.extensions.geoclaw.fgmax import FGMax
+    from testsupport import check_figure, record_figures
+
+    from forestpy.callbacks import SHALLOW_WATER_SI, Gauges
+    from forestpy.cli import main
+
+    sim = radial_dam.setup(mx=8, min_level=2, max_level=2, t_final=0.05)
+    sim.callbacks += [
+        Gauges({"a": (0.0, 0.0), "b": (0.7, 0.1)}, fields=["h", "surface"],
+               path=tmp_path / "gauges.csv", units=SHALLOW_WATER_SI),
+        FGMax.grid(-2.0, 2.0, -2.0, 2.0, 21, 21, topo_index=None,
+                   path=tmp_path / "fgmax", crs="radial dam units"),
+    ]
+    sim.run()
+    figures = record_figures(monkeypatch)
+    assert main(["plot", str(tmp_path), "--gauges"]) == 0
+    assert (tmp_path / "gauges_series.png").stat().st_size > 5000
+    chart = [r for r in figures if r["kind"] == "chart"][-1]
+    assert chart["xlabel"] == "t (s)" and chart["ylabel"] == "surface (m)"
+    assert chart["title"] == "gauges: surface, t = 0 to 0.05 s"
+    assert main(["plot", str(tmp_path), "--gauges", "--field", "h",
+                 "--png", str(tmp_path / "h.png")]) == 0
+    assert main(["plot", str(tmp_path), "--fgmax"]) == 0
+    assert (tmp_path / "fgmax_map.png").stat().st_size > 5000
+    check_figure([r for r in figures if r["kind"] != "chart"], time=False)
+    assert main(["plot", str(tmp_path), "--gauges", "--field", "nope"]) == 2
+    assert main(["plot", str(tmp_path), "--fgmax", "missing.npz"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and "nope" in err[0] and "missing.npz" in err[1], err
