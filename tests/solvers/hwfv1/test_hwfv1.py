@@ -267,3 +267,18 @@ def test_frames_for_paraview(tmp_path):
     names = [grid.GetCellData().GetArrayName(k)
              for k in range(grid.GetCellData().GetNumberOfArrays())]
     assert names == ["depth", "qx", "qy", "bed", "surface", "speed"]
+
+
+def test_frames_leave_the_solution_unchanged(tmp_path):
+    # a frame reads the tree's finest values (state()): the run must not notice
+    pytest.importorskip("vtkmodules")
+    from forestpy.callbacks import progress_scope
+    from forestpy.io.vtk import GridOutput
+
+    dam = load("circular_dam")
+    plain = dam.setup(L=6, eps=1e-3).run(1.0)
+    with progress_scope(GridOutput(tmp_path, every_steps=1)):
+        framed = dam.setup(L=6, eps=1e-3).run(1.0)
+    assert framed.steps == plain.steps and len(list(tmp_path.glob("*.vtm"))) > plain.steps
+    for a, b in zip(plain.state(), framed.state()):
+        np.testing.assert_array_equal(a, b)
