@@ -199,9 +199,17 @@ class HWFV1:
             self.leaf_history.append((self.t, int(lev.size)))
         self.t += dt
         self.steps += 1
-        self.cell_updates += int(getattr(self, "nleaves", None) or 4**self.L)
+        self._count_updates()
         report_step(self, t_end if np.isfinite(t_end) else None)
         return dt
+
+    def _count_updates(self) -> None:
+        """Add this step's updated leaves (or cells) to ``cell_updates`` (progress)."""
+        n = getattr(self, "nleaves", None)
+        if not n:
+            q = getattr(self, "q", None)
+            n = q[0].size if q is not None else 4**self.L
+        self.cell_updates = getattr(self, "cell_updates", 0) + int(n)
 
     def run(self, t_final):
         if not np.isfinite(t_final) or t_final < self.t:
@@ -591,6 +599,6 @@ class HWFV1Tree(HWFV1):
         self.leaf_history.append((self.t, self.nleaves))
         self.t += dt
         self.steps += 1
-        self.cell_updates += self.nleaves
+        self._count_updates()
         report_step(self, t_end if np.isfinite(t_end) else None)
         return dt
