@@ -27,9 +27,22 @@
     totals are a reduction over the ranks; ``report`` runs on rank 0 on the state
     gathered to rank 0 only).
 
+``forestpy run --config RUN.toml [--out DIR] ...``
+    A GeoClaw-like run from a configuration file instead of a demo script (topography
+    and dtopo files, gauges, fgmax, regions, output times; the file's ``[run] kind``
+    names the loader, :func:`forestpy.vtable.get_config_kind`; see docs/tutorial.md).
+
+Before Numba compiles anything, ``run`` says so on stderr; the compilation time is
+reported apart (timer table, last line, ``compile_s`` in the summary) and left out of
+the cell-update rates.  Bad input is one line on stderr and exit code 2, nothing
+written: unknown or out-of-range options, an output folder that cannot be written, a
+restart with other ``--set`` values (unless ``--allow-changed-options``).  Restarting
+from the checkpoint of a finished run says so and exits 0.
+
 ``forestpy plot OUT_DIR [--field F] [--frame K|last|all] [--contour V,...] [--movie M]``
     Render frames to PNG (beside the frames, or ``--png FILE``), or every frame into
-    an animated GIF/MP4, offscreen with pyvista.
+    an animated GIF/MP4, offscreen with pyvista; ``--gauges [FILE]`` the gauges' time
+    series, ``--fgmax [FILE]`` an fgmax map.
 
 ``forestpy list``
     List the registered Riemann solvers.
@@ -290,6 +303,10 @@ def cmd_run(args, argv: list[str]) -> int:
         module = load_demo(demo_path)
         demo_name = demo_path.stem
     if args.help_options:
+        if args.config is not None:
+            print(f"a run from --config takes no --set options: its values are the tables "
+                  f"of {args.config} (see docs/tutorial.md)")
+            return 0
         print(describe_options(module.OPTIONS, f"options of demo {demo_name!r} "
                                f"(forestpy run {args.demo} --set NAME=VALUE):"))
         return 0
