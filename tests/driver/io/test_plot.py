@@ -181,3 +181,25 @@ def test_plot_gauges_and_fgmax(radial_dam, tmp_path, monkeypatch, capsys):
     assert main(["plot", str(tmp_path), "--fgmax", "missing.npz"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and "nope" in err[0] and "missing.npz" in err[1], err
+
+
+def test_grid_frames_of_other_solvers_render(tmp_path, monkeypatch):
+    # the frames of HWFV1 / Boussinesq runs (write_grid_frame) are plotted as any other
+    from testsupport import check_figure, record_figures
+
+    from forestpy.io.vtk import PVDCollection, write_grid_frame
+
+    x = np.linspace(0.5, 39.5, 40)
+    depth = 1.0 + 0.1 * np.sin(x)[None, :] * np.ones((30, 1))
+    frame = write_grid_frame(tmp_path / "frame_0000", {"depth": depth, "speed": 0 * depth},
+                             (-20.0, -15.0), (1.0, 1.0), 2.5,
+                             units={"depth": "m", "x": "m", "y": "m", "t": "s"})
+    PVDCollection(tmp_path / "frame.pvd").add(2.5, frame.name)
+    (t, f), = frame_files(tmp_path)
+    blocks = leaf_blocks(f)
+    assert t == 2.5 and len(blocks) == 1 and blocks[0].n_cells == 1200
+    assert blocks[0].bounds[:4] == pytest.approx((-20.0, 20.0, -15.0, 15.0))
+    figures = record_figures(monkeypatch)
+    render_frame(f, "depth", tmp_path / "d.png", time=t)
+    check_figure(figures, clipped=False)
+    assert figures[-1]["title"] == "depth, t = 2.5 s"
