@@ -12,6 +12,7 @@ from forestpy.vtable import (
     RiemannSolver,
     available_riemann,
     get_riemann,
+    register_config_kind,
     register_method,
     register_plugin_module,
     register_riemann,
@@ -19,6 +20,7 @@ from forestpy.vtable import (
 
 register_plugin_module("forestpy.extensions.riemann")
 register_method("clawpack", "forestpy.solvers.clawpack.solver:ClawpackSolver")
+register_config_kind("geoclaw", "forestpy.extensions.geoclaw.config:demo_from_config")
 
 __all__ = ["Simulation", "Domain", "StateError", "RiemannSolver", "register_riemann",
            "get_riemann", "available_riemann", "register_method", "__version__"]

@@ -17,19 +17,23 @@ Example (``setup`` from a demo)::
 
 from __future__ import annotations
 
+import contextvars
 import math
 import os
 import shutil
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
 from forestpy.io.summary import atomic_path, write_text_atomic
 
-__all__ = ["Progress", "Gauges", "read_gauges", "Totals", "OutputTimes", "CheckpointEvery"]
+__all__ = ["Progress", "progress_scope", "report_start", "report_step", "Gauges",
+           "read_gauges", "read_gauge_units",
+           "SHALLOW_WATER_SI", "Totals", "OutputTimes", "CheckpointEvery"]
 
 
 def _time_eps(sim) -> float:
@@ -46,9 +50,16 @@ class Progress:
     line each time another ``every`` fraction of the simulated interval has passed
     (``every=None`` means 0.1).  The fraction is ``(sim.t - t_start) / (t_final -
     t_start)`` with ``t_start`` the time at ``on_start``.
+
+    The rate leaves Numba compilation out: the seconds ``compile_watch`` (a
+    :class:`forestpy.jit.CompileWatch`) or else ``sim.timers`` recorded.  Solvers that
+    are not a Simulation (HWFV1, Boussinesq) report their steps through
+    :func:`report_step`; what the display needs (``geom``, ``dt``, ``cell_updates``)
+    is shown when the solver has it.
     """
 
-    def __init__(self, stream=None, every: float | None = None, width: int = 30):
+    def __init__(self, stream=None, every: float | None = None, width: int = 30,
+                 compile_watch=None):
         self.stream = sys.stderr if stream is None else stream
         if every is not None and not 0.0 < every <= 1.0:
             raise ValueError(f"every={every}: expected a fraction in (0, 1]")
@@ -56,23 +67,28 @@ class Progress:
         self.bar = every is None and bool(isatty and isatty())
         self.every = 0.1 if every is None else float(every)
         self.width = int(width)
+        self.compile_watch = compile_watch
         self._t0 = 0.0
         self._t1 = 1.0
         self._wall0 = 0.0
         self._cells0 = 0
+        self._compile0 = 0.0
         self._next = 0.0
         self._last_draw = -math.inf
+        self._current = None  # the solver report_step last saw
 
     def fraction(self, sim) -> float:
         span = self._t1 - self._t0
-        if span <= 0:
-            return 1.0
+        if not span > 0 or not math.isfinite(span):
+            return 1.0 if span <= 0 else 0.0
         return min(1.0, max(0.0, (sim.t - self._t0) / span))
 
-    def on_start(self, sim) -> None:
-        self._t0, self._t1 = float(sim.t), float(sim.t_final)
+    def on_start(self, sim, t_final=None) -> None:
+        self._t0 = float(sim.t)
+        self._t1 = float(sim.t_final if t_final is None else t_final)
         self._wall0 = time.perf_counter()
         self._cells0 = getattr(sim, "cell_updates", 0)
+        self._compile0 = self._compile_s(sim)
         self._next = self.every
         self._last_draw = -math.inf
         if self.bar:
@@ -98,29 +114,113 @@ class Progress:
         elif self._next <= 1.0 + 1e-12 and self.fraction(sim) >= 1.0 - 1e-12:
             self._line(sim, 1.0)  # the last interval was shorter than ``every``
 
+    def tick(self, solver, t_final=None) -> None:
+        """After a step of a solver that is not a Simulation (see :func:`report_step`):
+        starts the display on the first step of ``solver`` (time 0 to ``t_final``, or
+        ``solver.t_final``), then :meth:`on_step`."""
+        t1 = getattr(solver, "t_final", None) if t_final is None else t_final
+        t1 = math.inf if t1 is None else float(t1)
+        if solver is not self._current:
+            self.close()
+            self._current = solver
+            # counted from the solver's creation: its first step is already in
+            self.on_start(_At(getattr(solver, "t_start", 0.0)), t1)
+        elif t1 != self._t1 and math.isfinite(t1):
+            self._t1 = t1  # a demo that runs on to a later time
+        self.on_step(solver)
+
+    def close(self) -> None:
+        """End the display of the solver :meth:`tick` last saw (its last line)."""
+        if self._current is not None:
+            self.on_end(self._current)
+            self._current = None
+
+    def _compile_s(self, sim) -> float:
+        if self.compile_watch is not None:
+            return float(self.compile_watch.seconds)
+        timers = getattr(sim, "timers", None)
+        return float(getattr(timers, "compile_s", 0.0))
+
     def _state(self, sim) -> str:
-        """Step, dt, patches and cell updates per second since ``on_start``."""
+        """Step, dt, patches and cell updates per second since ``on_start`` (Numba
+        compilation left out of the rate)."""
         wall = time.perf_counter() - self._wall0
-        rate = (getattr(sim, "cell_updates", 0) - self._cells0) / wall if wall > 0 else 0.0
+        parts = [f"step {sim.steps}"]
         dt = getattr(sim, "dt", None)
-        dt_text = f"dt={dt:.3g}  " if isinstance(dt, float) else ""
-        return (f"step {sim.steps}  {dt_text}patches {int(sim.geom.npatch)}  "
-                f"{rate:.3g} cells/s  wall {wall:.1f} s")
+        if isinstance(dt, float):
+            parts.append(f"dt={dt:.3g}")
+        geom = getattr(sim, "geom", None)
+        if geom is not None:
+            parts.append(f"patches {int(geom.npatch)}")
+        if hasattr(sim, "cell_updates"):
+            busy = wall - (self._compile_s(sim) - self._compile0)
+            rate = (sim.cell_updates - self._cells0) / busy if busy > 0 else 0.0
+            parts.append(f"{rate:.3g} cells/s")
+        parts.append(f"wall {wall:.1f} s")
+        return "  ".join(parts)
+
+    def _of(self) -> str:
+        return f"/{self._t1:.4g}" if math.isfinite(self._t1) else ""
 
     def _draw(self, sim) -> None:
         frac = self.fraction(sim)
         n = int(round(frac * self.width))
         self.stream.write(
             f"\r[{'#' * n}{'.' * (self.width - n)}] {100 * frac:5.1f}%  "
-            f"t={sim.t:.4g}/{self._t1:.4g}  {self._state(sim)}\033[K"
+            f"t={sim.t:.4g}{self._of()}  {self._state(sim)}\033[K"
         )
         self.stream.flush()
         self._last_draw = time.perf_counter()
 
     def _line(self, sim, frac: float) -> None:
-        self.stream.write(f"{100 * frac:3.0f}%  t={sim.t:.4g}/{self._t1:.4g}  "
+        self.stream.write(f"{100 * frac:3.0f}%  t={sim.t:.4g}{self._of()}  "
                           f"{self._state(sim)}\n")
         self.stream.flush()
+
+
+class _At:
+    """The start of a solver's run as :meth:`Progress.on_start` reads it."""
+
+    def __init__(self, t):
+        self.t, self.t_final, self.steps, self.cell_updates = float(t), None, 0, 0
+
+
+_OBSERVERS: contextvars.ContextVar = contextvars.ContextVar("forestpy_observers", default=())
+
+
+@contextmanager
+def progress_scope(*observers):
+    """``with progress_scope(Progress(...), GridOutput(...)):`` -- solvers that are not a
+    Simulation report their steps to these observers (:func:`report_step`,
+    :func:`report_start`) within the block; each observer's ``close()`` runs at its end
+    (the progress display's last line, the last frame).  ``forestpy run`` wraps a
+    demo's ``main`` in one."""
+    token = _OBSERVERS.set(tuple(observers))
+    try:
+        yield observers[0] if len(observers) == 1 else observers
+    finally:
+        _OBSERVERS.reset(token)
+        for obs in observers:
+            obs.close()
+
+
+def report_start(solver, t_final=None) -> None:
+    """Called by a solver that is not a Simulation when a run starts (before its first
+    step): observers that care (frames) see the initial state."""
+    for obs in _OBSERVERS.get():
+        start = getattr(obs, "start", None)
+        if start is not None:
+            start(solver, t_final)
+
+
+def report_step(solver, t_final=None) -> None:
+    """Called by a solver that is not a Simulation after each step: shows progress (and
+    writes frames) when a :func:`progress_scope` is open, else does nothing.  ``solver``
+    has ``t`` and ``steps`` (and optionally ``dt``, ``cell_updates``, ``t_final``,
+    ``frame_fields()``); ``t_final`` is where the current run ends, when the solver does
+    not hold it."""
+    for obs in _OBSERVERS.get():
+        obs.tick(solver, t_final)
 
 
 class Gauges:
@@ -141,13 +241,22 @@ class Gauges:
         A path ending in ``.nc`` is written as NetCDF through ``xarray`` (installed
         separately) with dimensions ``(time, gauge)``; see :meth:`write_netcdf`.
 
+    units : mapping of str to str, optional
+        Units of the fields and of ``t``, ``x``, ``y`` (UDUNITS strings, e.g.
+        :data:`SHALLOW_WATER_SI`); written as the ``units`` attributes of the NetCDF file
+        and into ``gauges.vtp``.
+    crs : str, optional
+        The coordinate system of ``x, y`` in words (e.g. ``"local metres from the tank's
+        corner"`` or ``"UTM zone 56S (EPSG:32756)"``), written beside the units.
+
     The state is sampled with ``sim.sample`` at ``on_start`` and after every accepted
     step.  :meth:`data` returns the samples in the same form as :func:`read_gauges`.
     """
 
     timer_phase = "output"
 
-    def __init__(self, points, fields: Sequence | None = None, path=None):
+    def __init__(self, points, fields: Sequence | None = None, path=None,
+                 units: Mapping[str, str] | None = None, crs: str | None = None):
         if isinstance(points, Mapping):
             ids, xy = list(points.keys()), list(points.values())
         else:
@@ -166,6 +275,8 @@ class Gauges:
         self.y = xy[:, 1].copy()
         self.requested_fields = None if fields is None else list(fields)
         self.path = path
+        self.units = {str(k): str(v) for k, v in (units or {}).items()}
+        self.crs = None if crs is None else str(crs)
         self.field_names: list[str] = []
         self._index: list[int] = []
         self._derived: dict = {}
@@ -258,12 +369,20 @@ class Gauges:
             data[name] = np.full(len(self.ids), np.nan) if empty else series[-1]
             data[f"max_{name}"] = (np.full(len(self.ids), np.nan) if empty
                                    else np.fmax.reduce(series, axis=0))
-        return write_points(path, self.x, self.y, data, labels=self.ids)
+        meta = {}
+        if self.units:
+            meta["units"] = ", ".join(f"{k}={v}" for k, v in self.units.items())
+        if self.crs:
+            meta["crs"] = self.crs
+        return write_points(path, self.x, self.y, data, labels=self.ids, meta=meta)
 
     def write_netcdf(self, path) -> None:
-        """Write the samples as NetCDF through ``xarray`` (variables per field with
-        dimensions ``(time, gauge)``, coordinates ``t``, ``gauge``, ``x``, ``y``); written
-        to a temporary name and renamed."""
+        """Write the samples as NetCDF through ``xarray`` following the CF conventions'
+        time-series layout (``featureType = "timeSeries"``): one variable per field with
+        dimensions ``(time, gauge)``, the coordinates ``time``, ``gauge`` (the ids,
+        ``cf_role = "timeseries_id"``), ``x`` and ``y``; ``units`` and ``long_name``
+        attributes where known (``units``, ``crs``).  Written to a temporary name and
+        renamed; :func:`read_gauges` reads it back."""
         try:
             import xarray as xr
         except ImportError as exc:
@@ -272,15 +391,31 @@ class Gauges:
         vals = np.array(self._values, dtype=np.float64).reshape(
             len(self.times), len(self.ids), len(self.field_names)
         )
+
+        def attrs(name, **extra):
+            a = dict(extra)
+            if name in LONG_NAMES:
+                a.setdefault("long_name", LONG_NAMES[name])
+            if name in self.units:
+                a["units"] = self.units[name]
+            return a
+
+        xy = {"coordinate_system": self.crs} if self.crs else {}
         ds = xr.Dataset(
-            {name: (("time", "gauge"), vals[:, :, k]) for k, name in enumerate(self.field_names)},
+            {name: (("time", "gauge"), vals[:, :, k], attrs(name, coordinates="x y"))
+             for k, name in enumerate(self.field_names)},
             coords={
-                "time": np.array(self.times, dtype=np.float64),
-                "gauge": [str(g) for g in self.ids],
-                "x": ("gauge", self.x.copy()),
-                "y": ("gauge", self.y.copy()),
+                "time": ("time", np.array(self.times, dtype=np.float64),
+                         attrs("t", standard_name="time", long_name="simulation time",
+                               axis="T")),
+                "gauge": ("gauge", [str(g) for g in self.ids],
+                          {"cf_role": "timeseries_id", "long_name": "gauge id"}),
+                "x": ("gauge", self.x.copy(), attrs("x", long_name="gauge x coordinate", **xy)),
+                "y": ("gauge", self.y.copy(), attrs("y", long_name="gauge y coordinate", **xy)),
             },
-            attrs={"source": "forestpy Gauges"},
+            attrs={"Conventions": "CF-1.8", "featureType": "timeSeries",
+                   "title": "forestpy gauge time series", "source": "forestpy Gauges",
+                   **({"coordinate_system": self.crs} if self.crs else {})},
         )
         with atomic_path(path) as tmp:
             ds.to_netcdf(tmp)
@@ -354,17 +489,90 @@ def _parse_id(text: str):
         return text
 
 
+#: Units of the shallow-water fields, their derived fields and t, x, y in SI (UDUNITS).
+SHALLOW_WATER_SI = {
+    "t": "s", "x": "m", "y": "m", "h": "m", "hu": "m2 s-1", "hv": "m2 s-1", "depth": "m",
+    "surface": "m", "velocity_x": "m s-1", "velocity_y": "m s-1", "speed": "m s-1",
+}
+#: ``long_name`` attributes of the NetCDF gauge variables.
+LONG_NAMES = {
+    "t": "simulation time", "h": "water depth", "hu": "x momentum (depth times velocity)",
+    "hv": "y momentum (depth times velocity)", "depth": "water depth",
+    "surface": "water surface elevation", "velocity_x": "x velocity",
+    "velocity_y": "y velocity", "speed": "flow speed",
+}
+
+
+def _read_gauges_netcdf(path) -> dict:
+    try:
+        import xarray as xr
+    except ImportError as exc:
+        raise RuntimeError("reading NetCDF gauges needs xarray: pip install xarray") from exc
+    from forestpy.errors import InputFileError
+
+    with xr.open_dataset(path) as ds:
+        if "gauge" not in ds.dims or "time" not in ds.dims:
+            raise InputFileError(f"{path}: not a gauge file (no time and gauge dimensions)")
+        t = np.asarray(ds["time"].values, dtype=np.float64)
+        names = [n for n in ds.data_vars if ds[n].dims == ("time", "gauge")]
+        out = {}
+        for g, gid in enumerate(ds["gauge"].values):
+            gid = gid.decode() if isinstance(gid, bytes) else str(gid)
+            d = {"t": t.copy(), "x": np.full(len(t), float(ds["x"].values[g])),
+                 "y": np.full(len(t), float(ds["y"].values[g]))}
+            for name in names:
+                d[name] = np.asarray(ds[name].values[:, g], dtype=np.float64)
+            out[_parse_id(gid)] = d
+    return out
+
+
+def read_gauge_units(path) -> dict:
+    """``{name: unit}`` that a gauge file states: the ``units`` attributes of a NetCDF
+    file, or for a CSV the ``units`` of the ``.vtp`` beside it (:meth:`Gauges.write_vtp`);
+    ``{}`` when none."""
+    path = Path(path)
+    if path.suffix == ".nc":
+        try:
+            import xarray as xr
+        except ImportError:
+            return {}
+        with xr.open_dataset(path) as ds:
+            units = {str(n): str(ds[n].attrs["units"]) for n in ds.variables
+                     if "units" in ds[n].attrs}
+        if "time" in units:
+            units["t"] = units["time"]
+        return units
+    vtp = path.with_suffix(".vtp")
+    if not vtp.is_file():
+        return {}
+    try:
+        from vtkmodules.vtkIOXML import vtkXMLPolyDataReader
+    except ImportError:
+        return {}
+    reader = vtkXMLPolyDataReader()
+    reader.SetFileName(str(vtp))
+    reader.Update()
+    arr = reader.GetOutput().GetFieldData().GetAbstractArray("units")
+    if arr is None or not arr.GetNumberOfValues():
+        return {}
+    return dict(item.split("=", 1) for item in arr.GetValue(0).split(", ") if "=" in item)
+
+
 def read_gauges(path) -> dict:
-    """Read a gauge CSV written by :class:`Gauges`.
+    """Read a gauge file written by :class:`Gauges`: CSV, or NetCDF (a ``.nc`` file).
 
     Returns ``{gauge_id: {"t": array, "x": array, "y": array, field: array, ...}}``
     with rows in file (time) order; ids that look like integers become ``int``.
-    Lines starting with ``#`` are skipped.  A file that is not such a table raises
-    :class:`~forestpy.errors.InputFileError` naming the file and the line.
+    Lines of a CSV starting with ``#`` are skipped.  A file that is not such a table
+    raises :class:`~forestpy.errors.InputFileError` naming the file and the line.
     """
     from forestpy.errors import InputFileError
 
     try:
+        with open(path, "rb") as f:
+            magic = f.read(4)
+        if str(path).endswith(".nc") or magic[:3] == b"CDF" or magic == b"\x89HDF":
+            return _read_gauges_netcdf(path)
         with open(path, encoding="utf-8") as f:
             lines = [(k, ln.strip()) for k, ln in enumerate(f, start=1)
                      if ln.strip() and not ln.startswith("#")]

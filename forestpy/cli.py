@@ -27,9 +27,22 @@
     totals are a reduction over the ranks; ``report`` runs on rank 0 on the state
     gathered to rank 0 only).
 
+``forestpy run --config RUN.toml [--out DIR] ...``
+    A GeoClaw-like run from a configuration file instead of a demo script (topography
+    and dtopo files, gauges, fgmax, regions, output times; the file's ``[run] kind``
+    names the loader, :func:`forestpy.vtable.get_config_kind`; see docs/tutorial.md).
+
+Before Numba compiles anything, ``run`` says so on stderr; the compilation time is
+reported apart (timer table, last line, ``compile_s`` in the summary) and left out of
+the cell-update rates.  Bad input is one line on stderr and exit code 2, nothing
+written: unknown or out-of-range options, an output folder that cannot be written, a
+restart with other ``--set`` values (unless ``--allow-changed-options``).  Restarting
+from the checkpoint of a finished run says so and exits 0.
+
 ``forestpy plot OUT_DIR [--field F] [--frame K|last|all] [--contour V,...] [--movie M]``
     Render frames to PNG (beside the frames, or ``--png FILE``), or every frame into
-    an animated GIF/MP4, offscreen with pyvista.
+    an animated GIF/MP4, offscreen with pyvista; ``--gauges [FILE]`` the gauges' time
+    series, ``--fgmax [FILE]`` an fgmax map.
 
 ``forestpy list``
     List the registered Riemann solvers.
@@ -48,6 +61,7 @@ import json
 import os
 import re
 import sys
+import tempfile
 import time
 import traceback
 import uuid
@@ -117,6 +131,50 @@ def load_demo(path) -> object:
     return module
 
 
+def load_config(path) -> object:
+    """The demo-like object of a run configuration file (``forestpy run --config``):
+    the file's ``[run] kind`` (default ``"geoclaw"``) names the loader registered with
+    :func:`forestpy.vtable.register_config_kind`; any problem is a :class:`CLIError`."""
+    from forestpy.vtable import get_config_kind
+
+    path = Path(path)
+    if not path.is_file():
+        raise CLIError(f"--config {path}: no such file")
+    try:
+        import tomllib  # Python 3.11+
+    except ImportError:  # pragma: no cover - Python 3.10
+        try:
+            import tomli as tomllib
+        except ImportError:
+            raise CLIError("--config needs Python 3.11 (tomllib) or pip install tomli") \
+                from None
+    try:
+        with open(path, "rb") as f:
+            run = tomllib.load(f).get("run", {})
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError) as e:
+        raise CLIError(f"--config {path}: not a valid TOML file ({e})") from None
+    kind = run.get("kind", "geoclaw") if isinstance(run, dict) else "geoclaw"
+    try:
+        return get_config_kind(str(kind))(path)
+    except KeyError as e:
+        raise CLIError(f"--config {path}: {e.args[0]}") from None
+    except ValueError as e:  # the loader's check of the file
+        raise CLIError(f"--config {path}: {e}") from None
+
+
+def _config_output(module, args) -> None:
+    """The ``[output]`` table of a configuration, where the command line sets nothing."""
+    out = getattr(module, "output", None) or {}
+    if args.vtk is None and out.get("vtk"):
+        args.vtk = out["vtk"]
+    if args.output_interval is None and args.output_times is None and \
+            args.output_steps is None:
+        args.output_interval = out.get("interval")
+        if out.get("times") is not None:
+            args.output_times = ",".join(map(repr, out["times"]))
+        args.output_steps = out.get("steps")
+
+
 def is_standalone(module) -> bool:
     """A demo that runs itself (not a Simulation): it defines ``main`` with an ``out``
     parameter."""
@@ -171,16 +229,32 @@ def parse_sets(items, defaults: Mapping, where: str = "the demo") -> dict:
     return overrides
 
 
+def writable_folder(folder: Path, flag: str) -> Path:
+    """Create ``folder`` if needed and check that a file can be written in it; else a
+    :class:`CLIError` (one line, exit code 2) before anything is computed."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as e:
+        reason = e.strerror or type(e).__name__
+        raise CLIError(f"{flag} {folder}: cannot write in this folder ({reason})") from None
+    return folder
+
+
 # --------------------------------------------------------------------------- run
-def _summary_line(sim, summary: dict | None = None) -> str:
+def _summary_line(sim, summary: dict | None = None, setup_compile_s: float = 0.0) -> str:
     # pass the summary already made: with MPI, summary() is collective (the totals)
     summary = sim.summary() if summary is None else summary
-    cups = summary["cell_updates_per_s"] or float("nan")  # compilation excluded
+    cups = summary["cell_updates_per_s"] or float("nan")  # startup, compilation excluded
     levels = "  ".join(f"L{k}:{v}" for k, v in sorted(sim.patches_per_level().items()))
+    compiled = float(summary.get("compile_s") or 0.0) + setup_compile_s
+    compiling = (f"; compiling kernels took {compiled:.1f} s (first run only, cached "
+                 "for later runs)") if compiled >= 0.05 else ""
     return (
         f"{sim.steps} steps ({sim.rejected_steps} rejected, {sim.regrids} regrids) to "
-        f"t={sim.t:.6g} in {sim.wall_s:.3f} s, {cups:.3g} cell updates/s (after startup), "
-        f"patches per level: {levels}"
+        f"t={sim.t:.6g} in {sim.wall_s:.3f} s, {cups:.3g} cell updates/s (startup and "
+        f"compilation excluded), patches per level: {levels}{compiling}"
     )
 
 
@@ -209,12 +283,31 @@ def cmd_run(args, argv: list[str]) -> int:
     from forestpy.errors import InputFileError
     from forestpy.io.checkpoint import CheckpointError, read_checkpoint
     from forestpy.io.summary import to_jsonable, write_json_atomic
+    from forestpy.jit import CompileWatch
     from forestpy.options import OptionError, check_relations, describe_options, option_defaults
 
-    demo_path = Path(args.demo)
-    module = load_demo(demo_path)
-    demo_name = demo_path.stem
+    if args.config is not None:
+        if args.demo is not None:
+            raise CLIError(f"give a demo script or --config FILE, not both ({args.demo}, "
+                           f"{args.config})")
+        demo_path = Path(args.config)
+        if args.set:
+            raise CLIError(f"--set: a run from --config takes its values from the file; "
+                           f"edit {demo_path} instead")
+        module = load_config(demo_path)
+        demo_name = str(getattr(module, "name", None) or demo_path.stem)
+        _config_output(module, args)
+    elif args.demo is None:
+        raise CLIError("give a demo script (forestpy run DEMO.py) or --config FILE")
+    else:
+        demo_path = Path(args.demo)
+        module = load_demo(demo_path)
+        demo_name = demo_path.stem
     if args.help_options:
+        if args.config is not None:
+            print(f"a run from --config takes no --set options: its values are the tables "
+                  f"of {args.config} (see docs/tutorial.md)")
+            return 0
         print(describe_options(module.OPTIONS, f"options of demo {demo_name!r} "
                                f"(forestpy run {args.demo} --set NAME=VALUE):"))
         return 0
@@ -260,11 +353,14 @@ def cmd_run(args, argv: list[str]) -> int:
         extra = checkpoint.get("extra") or {}
         if isinstance(extra, Mapping) and "overrides" in extra:
             if extra["overrides"] != to_jsonable(overrides):
-                print(
-                    f"{PROG} run: warning: the checkpoint was written with --set "
-                    f"{extra['overrides']}, this run has {to_jsonable(overrides)}",
-                    file=sys.stderr,
-                )
+                changed = _changed_sets(extra["overrides"], to_jsonable(overrides))
+                if not args.allow_changed_options:
+                    raise CLIError(
+                        f"--restart: the checkpoint was written with other --set options "
+                        f"({changed}); give the same ones, or --allow-changed-options to "
+                        "continue with these")
+                print(f"{PROG} run: warning: continuing with changed options ({changed})",
+                      file=sys.stderr)
 
     nranks, rank = mpi_world_size(), 0
     if nranks > 1:
@@ -275,10 +371,7 @@ def cmd_run(args, argv: list[str]) -> int:
 
     out = Path(args.out) if args.out is not None else Path("out") / demo_name
     made = [p for p in (out, *out.parents) if not p.exists()]  # removed on a usage error
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise CLIError(f"--out {out}: cannot create the output folder ({e})") from e
+    writable_folder(out, "--out")
 
     def usage_error(e: Exception, prefix: str | None = None) -> CLIError:
         """A bad option value or input file found by setup (or a checkpoint that does not
@@ -321,7 +414,7 @@ def cmd_run(args, argv: list[str]) -> int:
 
     if is_standalone(module):
         return _run_standalone(module, args, out, base, overrides, in_effect, fail,
-                               usage_error)
+                               usage_error, vtk_kind, output_times)
 
     if nranks > 1 and in_effect.get("backend") == "gpu":
         from forestpy.parallel import select_device
@@ -334,8 +427,9 @@ def cmd_run(args, argv: list[str]) -> int:
         from forestpy.parallel import build_distributed
 
         build = build_distributed()
+    watch = CompileWatch(sys.stderr if rank == 0 else None, label=f"demo {demo_name}")
     try:
-        with build:
+        with build, watch:
             sim = module.setup(**overrides)
         for attr in ("run", "summary", "timers", "callbacks", "options"):
             if not hasattr(sim, attr):
@@ -353,6 +447,11 @@ def cmd_run(args, argv: list[str]) -> int:
             sim.restore(checkpoint)
         except CheckpointError as e:
             raise usage_error(e, "--restart: ") from e
+        if sim.t >= sim.t_final - 1e-12 * max(1.0, abs(sim.t_final)):
+            print(f"{PROG} run: {args.restart} is at t={sim.t:.6g}, the end of the run "
+                  f"(t_final={sim.t_final:.6g}): nothing to do; --set t_final=... (with "
+                  "--allow-changed-options) runs on", file=sys.stderr)
+            return 0
         print(
             f"{PROG} run: restarting from {args.restart} at t={sim.t:.6g}, step {sim.steps}",
             file=sys.stderr,
@@ -383,13 +482,18 @@ def cmd_run(args, argv: list[str]) -> int:
     if rank == 0:  # after distribute: progress needs no gathered state
         sim.callbacks.insert(0, Progress(sys.stderr, every=0.1 if args.quiet else None))
     t0 = time.perf_counter()
+    riemann = getattr(getattr(sim, "riemann", None), "name", None)
+    watch.label = riemann or f"demo {demo_name}"
+    watch.timers = sim.timers
+    setup_compile_s = watch.seconds
     try:
-        sim.run()
+        with watch:
+            sim.run()
     except (Exception, KeyboardInterrupt) as e:
         return fail(sim, e, "run", time.perf_counter() - t0)
 
     # on every rank: with MPI the totals are a collective reduction (no gathered state)
-    summary = {**base, **sim.summary(), "status": "ok"}
+    summary = {**base, **sim.summary(), "setup_compile_s": setup_compile_s, "status": "ok"}
     report = getattr(module, "report", None)
     if callable(report):
         # with MPI the state is gathered to rank 0 only (collective), which runs report
@@ -405,24 +509,35 @@ def cmd_run(args, argv: list[str]) -> int:
     write_json(out / "summary.json", summary)
     if rank == 0:
         print(sim.timers.report(sim.wall_s))
-        print(_summary_line(sim, summary))
+        print(_summary_line(sim, summary, setup_compile_s))
         print(f"wrote {out / 'options_used.json'} and {out / 'summary.json'}")
     return 0
+
+
+def _changed_sets(before: Mapping, now: Mapping) -> str:
+    """``key: old -> new`` for every --set value that differs (``default`` if unset)."""
+    keys = sorted(set(before) | set(now))
+    return ", ".join(f"{k}: {before.get(k, 'default')!r} -> {now.get(k, 'default')!r}"
+                     for k in keys if before.get(k, "default") != now.get(k, "default"))
 
 
 def _no_write(path, data) -> None:
     """Stand-in for write_json_atomic on MPI ranks other than 0."""
 
 
-def _run_standalone(module, args, out, base, overrides, in_effect, fail, usage_error) -> int:
-    """Run a demo that is not a Simulation: ``main(out=..., **overrides) -> dict``."""
+def _run_standalone(module, args, out, base, overrides, in_effect, fail, usage_error,
+                    vtk_kind, output_times) -> int:
+    """Run a demo that is not a Simulation: ``main(out=..., **overrides) -> dict``.  Its
+    solvers report their steps (progress) and, with ``--vtk``, give the frames of their
+    uniform grid (:class:`forestpy.io.vtk.GridOutput`)."""
+    from forestpy.callbacks import Progress, progress_scope
     from forestpy.errors import InputFileError
     from forestpy.io.summary import to_jsonable, write_json_atomic
+    from forestpy.jit import CompileWatch
     from forestpy.options import OptionError
 
+
     unsupported = [flag for flag, value in (
-        ("--vtk/--output-*", args.vtk or args.output_times or args.output_interval
-         or args.output_steps),
         ("--checkpoint-interval", args.checkpoint_interval),
         ("--restart", args.restart),
     ) if value is not None and value is not False]
@@ -432,8 +547,16 @@ def _run_standalone(module, args, out, base, overrides, in_effect, fail, usage_e
     write_json_atomic(out / "options_used.json",
                       {**base, "overrides": overrides, "demo_options": in_effect})
     t0 = time.perf_counter()
+    watch = CompileWatch(sys.stderr, label=f"demo {base['demo']}")
+    observers = [Progress(sys.stderr, every=0.1 if args.quiet else None, compile_watch=watch)]
+    if vtk_kind is not None:  # frames of the uniform grid, whichever kind was asked for
+        from forestpy.io.vtk import GridOutput
+
+        observers.append(GridOutput(out, every_steps=args.output_steps, times=output_times,
+                                    interval=args.output_interval))
     try:
-        result = module.main(out=out, **overrides)
+        with watch, progress_scope(*observers):  # the solvers report their steps
+            result = module.main(out=out, **overrides)
     except (OptionError, InputFileError) as e:  # a usage error: leave nothing behind
         with contextlib.suppress(OSError):
             (out / "options_used.json").unlink()
@@ -444,9 +567,10 @@ def _run_standalone(module, args, out, base, overrides, in_effect, fail, usage_e
     result = to_jsonable(result if result is not None else {})
     write_json_atomic(out / "report.json", result)
     write_json_atomic(out / "summary.json", {**base, "status": "ok", "wall_s": wall,
-                                             "report": result})
+                                             "compile_s": watch.seconds, "report": result})
     print(json.dumps(result, indent=1))
-    print(f"wrote {out / 'report.json'} and {out / 'summary.json'} ({wall:.3g} s)")
+    compiling = f", of which compiling {watch.seconds:.1f} s" if watch.seconds >= 0.05 else ""
+    print(f"wrote {out / 'report.json'} and {out / 'summary.json'} ({wall:.3g} s{compiling})")
     return 0
 
 
@@ -457,11 +581,47 @@ def _parse_floats(text: str, flag: str) -> list[float]:
         raise CLIError(f"{flag} expects comma-separated numbers, got {text!r}") from None
 
 
+def _plot_series(args, target: Path, what: str) -> int:
+    """``forestpy plot DIR --gauges [FILE]`` / ``--fgmax [FILE]``."""
+    from forestpy.io.plot import render_fgmax, render_gauges
+
+    folder = target if target.is_dir() else target.parent
+    given = args.gauges if what == "gauges" else args.fgmax
+    if given not in (None, ""):
+        path = Path(given)
+        if not path.is_absolute() and not path.exists():
+            path = folder / path
+    else:
+        names = ("gauges.csv", "gauges.nc") if what == "gauges" else ("fgmax.npz",)
+        path = next((folder / n for n in names if (folder / n).is_file()), folder / names[0])
+    if not path.is_file():
+        raise CLIError(f"--{what}: no such file {path}")
+    default = "series" if what == "gauges" else "map"
+    png = Path(args.png) if args.png else folder / f"{path.stem}_{args.field or default}.png"
+    writable_folder(png.parent, "--png" if args.png else f"--{what}")
+    try:
+        if what == "gauges":
+            out = render_gauges(path, args.field, png)
+        else:
+            out = render_fgmax(path, args.field, png)
+    except (ValueError, RuntimeError, OSError) as e:
+        raise CLIError(str(e)) from e
+    print(f"{PROG} plot: wrote {out}")
+    return 0
+
+
 def cmd_plot(args, argv: list[str]) -> int:
-    """Render frames of an output folder (or a .pvd / frame file) to PNG or a movie."""
+    """Render frames of an output folder (or a .pvd / frame file) to PNG or a movie;
+    or its gauges (``--gauges``) or fgmax map (``--fgmax``)."""
     target = Path(args.target)
     if not target.exists():
         raise CLIError(f"no such output folder or file: {target}")
+    if args.gauges is not None and args.fgmax is not None:
+        raise CLIError("--gauges and --fgmax: one at a time")
+    if args.gauges is not None:
+        return _plot_series(args, target, "gauges")
+    if args.fgmax is not None:
+        return _plot_series(args, target, "fgmax")
     try:
         from forestpy.io.plot import frame_files, leaf_blocks, render_frame, render_movie
 
@@ -472,15 +632,25 @@ def cmd_plot(args, argv: list[str]) -> int:
         raise CLIError(f"{target}: the collection lists no frames")
     contour = None if args.contour is None else _parse_floats(args.contour, "--contour")
     folder = target if target.is_dir() else target.parent
+    movie = None
+    if args.movie is not None:
+        movie = Path(args.movie)
+        if not movie.is_absolute() and movie.parent == Path("."):
+            movie = folder / movie
+        if movie.suffix not in (".gif", ".mp4"):
+            raise CLIError(f"--movie {args.movie}: the file must end in .gif or .mp4")
+        writable_folder(movie.parent, "--movie")
+    elif args.png:
+        writable_folder(Path(args.png).parent, "--png")
+    else:
+        writable_folder(folder, "the frames' folder (where the images go; --png FILE "
+                        "writes elsewhere)")
     field = args.field
     try:
         if field is None:  # the first derived field (depth for shallow water), else q0
             names = [n for n in leaf_blocks(frames[0][1])[0].cell_data if n != "vtkGhostType"]
             field = "depth" if "depth" in names else names[0]
-        if args.movie is not None:
-            movie = Path(args.movie)
-            if not movie.is_absolute() and movie.parent == Path("."):
-                movie = folder / movie
+        if movie is not None:
             path = render_movie(target, field, movie, fps=args.fps, contour=contour,
                                 outlines=not args.no_outlines, cmap=args.cmap)
             print(f"{PROG} plot: wrote {path} ({len(frames)} frames of {field!r})")
@@ -503,11 +673,10 @@ def cmd_plot(args, argv: list[str]) -> int:
             t, frame = frames[k]
             png = Path(args.png) if args.png and len(chosen) == 1 else \
                 folder / f"{frame.stem}_{field}.png"
-            title = None if t is None else f"{field}, t = {t:.6g}"
             path = render_frame(frame, field, png, contour=contour,
-                                outlines=not args.no_outlines, cmap=args.cmap, title=title)
+                                outlines=not args.no_outlines, cmap=args.cmap, time=t)
             print(f"{PROG} plot: wrote {path}")
-    except (ValueError, FileNotFoundError, RuntimeError) as e:
+    except (ValueError, RuntimeError, OSError) as e:
         raise CLIError(str(e)) from e
     return 0
 
@@ -545,7 +714,12 @@ def build_parser() -> argparse.ArgumentParser:
             "(also when it fails). Exit codes: 0 ok, 1 the simulation failed, 2 usage error."
         ),
     )
-    run.add_argument("demo", help="path of the demo script, e.g. demos/radial_dam.py")
+    run.add_argument("demo", nargs="?", default=None,
+                     help="path of the demo script, e.g. demos/radial_dam.py")
+    run.add_argument("--config", metavar="FILE", default=None,
+                     help="run from a configuration file instead of a demo script (TOML, "
+                     "GeoClaw-like: topography, dtopo, gauges, fgmax, regions, output "
+                     "times; see docs/tutorial.md)")
     run.add_argument(
         "--set",
         action="append",
@@ -574,9 +748,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--vtk",
         choices=("amr", "flat"),
         default=None,
-        help="write ParaView frames into DIR: 'amr' (.vthb overlapping AMR) or 'flat' "
-        "(.vtm of image blocks), indexed by DIR/frame.pvd; at the start, the end and the "
-        "output times below",
+        help="write ParaView frames into DIR, indexed by DIR/frame.pvd (open it: every "
+        "level, with times): 'amr' (a per-level .vtm plus the .vthb overlapping-AMR "
+        "dataset) or 'flat' (the .vtm only); at the start, the end and the output times "
+        "below",
     )
     run.add_argument("--output-interval", type=float, default=None, metavar="DT",
                      help="a frame every DT of simulated time (steps land on the times)")
@@ -611,6 +786,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="continue from a checkpoint written by a run of the same demo with the same "
         "--set options",
     )
+    run.add_argument(
+        "--allow-changed-options",
+        action="store_true",
+        help="with --restart: continue although the --set options differ from the "
+        "checkpoint's (e.g. a later t_final); without it that is an error",
+    )
     run.set_defaults(func=cmd_run)
 
     plot = sub.add_parser(
@@ -636,6 +817,12 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_argument("--fps", type=float, default=5.0, help="movie frames per second")
     plot.add_argument("--cmap", default="viridis", help="matplotlib colour map name")
     plot.add_argument("--no-outlines", action="store_true", help="do not draw patch outlines")
+    plot.add_argument("--gauges", nargs="?", const="", default=None, metavar="FILE",
+                      help="plot the gauges' time series (DIR/gauges.csv or .nc, or FILE) "
+                      "of --field (default surface) instead of a frame")
+    plot.add_argument("--fgmax", nargs="?", const="", default=None, metavar="FILE",
+                      help="map an fgmax field (DIR/fgmax.npz or FILE; --field default "
+                      "max_depth) instead of a frame")
     plot.set_defaults(func=cmd_plot)
 
     lst = sub.add_parser("list", help="list the registered Riemann solvers")

@@ -27,6 +27,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from forestpy.forest.quadrants import MAX_LEVEL
+
 __all__ = [
     "Option",
     "OptionError",
@@ -256,8 +258,6 @@ def standard_options(*, mx=16, min_level=2, max_level=4, refine_threshold=0.05,
     """The options every adaptive demo shares, typed and documented, with the demo's
     own defaults; merge them into the demo's ``OPTIONS``.  The levels are bounded by
     the forest's coordinates (:data:`~forestpy.forest.quadrants.MAX_LEVEL`)."""
-    from forestpy.forest.quadrants import MAX_LEVEL
-
     top = MAX_LEVEL - 2  # Simulation: max_level < MAX_LEVEL - 1
     return dict(
         mx=Option(mx, "cells per patch side (a multiple of 4)", min=4, max=1024,

@@ -1328,7 +1328,9 @@ class Simulation:
     def summary(self) -> dict:
         """The run summary written to ``summary.json``."""
         wall = self.wall_s
-        stepping = wall - self.timers.seconds["startup"]
+        # startup (kernel loading) and Numba compilation elsewhere (CompileWatch) left out
+        stepping = wall - self.timers.seconds["startup"] - sum(
+            v for k, v in self.timers.compiled.items() if k != "startup")
         return {
             "demo": self.name,
             **self.backend.describe(),
@@ -1340,6 +1342,7 @@ class Simulation:
             "cell_updates": int(self.cell_updates),
             "wall_s": wall,
             "startup_s": self.timers.seconds["startup"],
+            "compile_s": self.timers.compile_s,
             "cell_updates_per_s": self.cell_updates / stepping if stepping > 0 else None,
             "patches_per_level": {str(k): v for k, v in self.patches_per_level().items()},
             "patches": int(self.geom.npatch),

@@ -45,6 +45,20 @@ class Timers:
         self.seconds = dict.fromkeys(PHASES, 0.0)
         self.sync = sync
         self._open: list[list] = []  # [phase, seconds of nested top-level phases]
+        #: Numba compilation seconds per top-level phase it happened in ("other" when
+        #: none was open), from :class:`forestpy.jit.CompileWatch`; counted inside the
+        #: phases' seconds, not beside them.
+        self.compiled: dict[str, float] = {}
+
+    def add_compile(self, seconds: float) -> None:
+        """Record ``seconds`` of compilation inside the innermost open top-level phase."""
+        where = next((p for p, _ in reversed(self._open) if "." not in p), "other")
+        self.compiled[where] = self.compiled.get(where, 0.0) + float(seconds)
+
+    @property
+    def compile_s(self) -> float:
+        """Total compilation seconds recorded (:meth:`add_compile`)."""
+        return sum(self.compiled.values())
 
     @contextmanager
     def __call__(self, phase: str):
@@ -78,11 +92,14 @@ class Timers:
         return max(0.0, wall - covered)
 
     def as_dict(self, wall: float | None = None) -> dict:
-        """Seconds per phase; with ``wall`` also ``other`` and ``total``."""
+        """Seconds per phase; with ``wall`` also ``other`` and ``total``; ``compile``
+        (the compilation inside them, by phase) when any was recorded."""
         out = {k: round(v, 6) for k, v in self.seconds.items()}
         if wall is not None:
             out["other"] = round(self.other(wall), 6)
             out["total"] = round(wall, 6)
+        if self.compiled:
+            out["compile"] = {k: round(v, 6) for k, v in self.compiled.items()}
         return out
 
     def report(self, wall: float) -> str:
@@ -99,4 +116,9 @@ class Timers:
             lines.append(line(k, v))
         lines.append(line("other", self.other(wall)))
         lines.append(f"{'total wall':<24}{wall:10.3f}")
+        if self.compile_s > 0:
+            where = ", ".join(f"{k} {v:.1f} s" for k, v in self.compiled.items() if v >= 0.05)
+            lines.append(f"{'  of which compiling':<24}{self.compile_s:10.3f}"
+                         f"{100.0 * self.compile_s / wall if wall > 0 else 0.0:7.1f}%"
+                         + (f"  ({where})" if where else ""))
         return "\n".join(lines)

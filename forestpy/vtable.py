@@ -261,6 +261,30 @@ def register_method(name: str, factory: Callable | str, *, replace: bool = False
     _METHODS[name] = factory
 
 
+_CONFIG_KINDS: dict[str, Callable | str] = {}
+
+
+def register_config_kind(name: str, loader: Callable | str) -> None:
+    """Register what ``forestpy run --config FILE`` does for ``[run] kind = name``:
+    ``loader(path)`` reads the file and returns a demo-like object (``OPTIONS``,
+    ``setup(**overrides)``, optionally ``report(sim, out)``, ``output`` and ``name``);
+    it may be given as ``"module:attribute"``, imported on first use."""
+    _CONFIG_KINDS[name] = loader
+
+
+def get_config_kind(name: str) -> Callable:
+    """The loader registered for configuration files of kind ``name``."""
+    try:
+        loader = _CONFIG_KINDS[name]
+    except KeyError:
+        raise KeyError(f"no configuration kind {name!r}; known: {sorted(_CONFIG_KINDS)}"
+                       ) from None
+    if isinstance(loader, str):
+        module, _, attr = loader.partition(":")
+        loader = _CONFIG_KINDS[name] = getattr(importlib.import_module(module), attr)
+    return loader
+
+
 def _load_builtin_and_entry_points() -> None:
     global _ENTRY_POINTS_LOADED
     if _ENTRY_POINTS_LOADED:

@@ -155,3 +155,50 @@ def mpirun() -> str | None:
     ``FORESTPY_MPIRUN`` names it where another MPI's mpirun comes first on PATH."""
     return os.environ.get("FORESTPY_MPIRUN") or shutil.which(
         "mpirun", path=str(Path(sys.executable).parent)) or shutil.which("mpirun")
+
+
+# --------------------------------------------------------------------------------------
+# figures
+# --------------------------------------------------------------------------------------
+def record_figures(monkeypatch) -> list[dict]:
+    """Record what every map of the project is decorated with (forestpy.io.plot's
+    ``decorate``: title, axis titles, note; ``colour_bar``: the bar's title; the line
+    charts' titles) while still drawing it; returns the list the records go to."""
+    import forestpy.io.plot as plot
+
+    records: list[dict] = []
+    decorate, colour_bar, line_chart = plot.decorate, plot.colour_bar, plot.line_chart
+
+    def rec_decorate(plotter, **kw):
+        records.append({"kind": "map", **kw})
+        return decorate(plotter, **kw)
+
+    def rec_bar(title):
+        records.append({"kind": "bar", "title": title})
+        return colour_bar(title)
+
+    def rec_chart(**kw):
+        records.append({"kind": "chart", **kw})
+        return line_chart(**kw)
+
+    monkeypatch.setattr(plot, "decorate", rec_decorate)
+    monkeypatch.setattr(plot, "colour_bar", rec_bar)
+    monkeypatch.setattr(plot, "line_chart", rec_chart)
+    return records
+
+
+def check_figure(records, *, units=("m",), time=True, clipped=None):
+    """Every map recorded has axis titles with a unit, a title with the time; every
+    colour bar a unit; ``clipped``: whether some map says its colour range is clipped."""
+    maps = [r for r in records if r["kind"] == "map"]
+    assert maps, "no map drawn"
+    for r in maps + [r for r in records if r["kind"] == "chart"]:
+        assert any(f"({u}" in r["xlabel"] or f"{u})" in r["xlabel"] for u in units), r
+        assert any(f"({u}" in r["ylabel"] or f"{u})" in r["ylabel"] for u in units), r
+        if time:
+            assert "t = " in r["title"], r
+    for r in records:
+        if r["kind"] == "bar":
+            assert r["title"].endswith(")") and " (" in r["title"], r
+    if clipped is not None:
+        assert any("colour range clipped" in (r.get("note") or "") for r in maps) == clipped

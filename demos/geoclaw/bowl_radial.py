@@ -254,83 +254,47 @@ def mass(sim) -> dict:
 
 
 # --------------------------------------------------------------------------- pictures
-_RAMP = np.array([[68, 1, 84], [59, 82, 139], [33, 145, 140], [94, 201, 98],
-                  [253, 231, 37]], float)  # a viridis-like ramp
-
-
-def colormap(v, vmin, vmax, nan_rgb=(255, 255, 255)):
-    """RGB uint8 image of the values ``v`` (NaN: ``nan_rgb``)."""
-    s = np.clip((np.asarray(v, float) - vmin) / max(vmax - vmin, 1e-300), 0.0, 1.0)
-    s = np.where(np.isfinite(s), s, 0.0) * (len(_RAMP) - 1)
-    k = np.minimum(s.astype(int), len(_RAMP) - 2)
-    f = (s - k)[..., None]
-    rgb = (1 - f) * _RAMP[k] + f * _RAMP[k + 1]
-    rgb[~np.isfinite(np.asarray(v, float))] = nan_rgb
-    return rgb.astype(np.uint8)
-
-
-def line_plot(series, xlim, ylim, size=(480, 640)):
-    """A plain line plot as an RGB image: ``series`` is ``[(x, y, rgb), ...]``; white
-    background, black frame, no labels (the caller documents axes and colours)."""
-    hgt, wid = size
-    img = np.full((hgt, wid, 3), 255, np.uint8)
-    img[[0, -1], :] = 0
-    img[:, [0, -1]] = 0
-    cols = np.arange(1, wid - 1)
-    xs = xlim[0] + (cols - 0.5) / (wid - 2) * (xlim[1] - xlim[0])
-    for x, y, rgb in series:
-        yv = np.interp(xs, x, y, left=np.nan, right=np.nan)
-        rows = (hgt - 2) * (1.0 - (yv - ylim[0]) / (ylim[1] - ylim[0]))
-        prev = None
-        for c, r in zip(cols, rows):
-            if not np.isfinite(r):
-                prev = None
-                continue
-            r = int(np.clip(r, 1, hgt - 2))
-            a, b = (r, r) if prev is None else (min(prev, r), max(prev, r))
-            img[a : b + 1, max(c - 1, 1) : c + 1] = rgb
-            prev = r
-    return img
-
-
-def write_png(path, rgb) -> Path:
-    """Write an RGB uint8 image (row 0 at the top) as PNG (through imageio)."""
-    import imageio.v2 as imageio
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    imageio.imwrite(path, np.ascontiguousarray(rgb, np.uint8))
-    return path
-
-
 def picture(sim, out, exact: Thacker | None = None) -> Path:
-    """``bowl_radial.png``.  Left: the surface ``h + b`` on the finest grid (viridis-like
-    ramp over its range, white: dry).  Right: the surface along y = 0 near the still
-    level (blue: this run, red: exact when given, black: the bottom)."""
+    """``bowl_radial.png`` (pyvista offscreen).  Left: the surface ``h + b`` on the
+    finest grid over its whole range (dry cells left white).  Right: the surface along
+    y = 0 (blue: this run, red: exact when given, black: the bottom)."""
+    from forestpy.io.plot import (
+        _pyvista,
+        add_line,
+        decorate,
+        grid_map,
+        line_chart,
+        save_side_by_side,
+    )
+
+    pv = _pyvista()
     X, Y, h, b = finest_grid(sim)
     wet = h > sim.options["params"]["dry_tolerance"]
     eta2d = np.where(wet, h + b, np.nan)
-    lo, hi = float(np.nanmin(eta2d)), float(np.nanmax(eta2d))
-    surface = colormap(eta2d, lo, max(hi, lo + 1e-9))
-    reps = max(1, 480 // h.shape[0])
-    surface = np.repeat(np.repeat(surface[::-1], reps, 0), reps, 1)
+    p = pv.Plotter(off_screen=True, window_size=[800, 760])
+    p.set_background("white")
+    grid_map(p, X, Y, eta2d, name="surface h + b", unit="m")
+    decorate(p, title=f"surface elevation, t = {sim.t:.4g} s (white: dry)", xlabel="x (m)",
+             ylabel="y (m)", bounds=(-HALF_WIDTH, HALF_WIDTH, -HALF_WIDTH, HALF_WIDTH, 0, 0))
+    p.view_xy()
+    right = pv.Plotter(off_screen=True, window_size=[800, 760])
+    chart = line_chart(title=f"along y = 0, t = {sim.t:.4g} s", xlabel="x (m)",
+                       ylabel="elevation (m)")
     j = h.shape[0] // 2
-    xs = X[j]
-    eta = np.where(h[j] > 1e-3, h[j] + b[j], np.nan)
     xb = np.linspace(-HALF_WIDTH, HALF_WIDTH, 2001)
-    series = [(xb, H0 / A2 * xb**2 - H0, (0, 0, 0))]
+    add_line(chart, xb, H0 / A2 * xb**2 - H0, color="black", label="bottom")
     if exact is not None:
         wet_ref = exact.depth(xb, 0 * xb, sim.t) > 0
-        series.append((xb, np.where(wet_ref, exact.surface(xb, 0 * xb, sim.t), np.nan),
-                       (220, 30, 30)))
-        lo, hi = min(lo, float(exact.surface(HALF_WIDTH, 0, sim.t))), max(
-            hi, float(exact.surface(0.0, 0.0, sim.t)))
-    series.append((xs, eta, (30, 60, 220)))
+        add_line(chart, xb, np.where(wet_ref, exact.surface(xb, 0 * xb, sim.t), np.nan),
+                 color="red", label="exact (Thacker)")
+    eta = np.where(h[j] > 1e-3, h[j] + b[j], np.nan)
+    add_line(chart, X[j], eta, color="tab:blue", label="forestpy")
+    lo, hi = float(np.nanmin(eta2d)), float(np.nanmax(eta2d))  # the water, not the bowl
     pad = 0.25 * (hi - lo) + 1.0
-    plot = line_plot(series, (-HALF_WIDTH, HALF_WIDTH), (lo - pad, hi + pad),
-                     size=(surface.shape[0], surface.shape[0]))
-    gap = np.full((surface.shape[0], 8, 3), 255, np.uint8)
-    return write_png(Path(out) / "bowl_radial.png", np.concatenate([surface, gap, plot], axis=1))
+    chart.x_range = [-HALF_WIDTH, HALF_WIDTH]
+    chart.y_range = [lo - pad, hi + pad]
+    right.add_chart(chart)
+    return save_side_by_side(Path(out) / "bowl_radial.png", [p, right])
 
 
 # --------------------------------------------------------------------------- report
@@ -349,7 +313,7 @@ def report(sim, out) -> dict:
         rec["max_depth"] = float(leaves(sim)[4].max())
     try:
         rec["png"] = str(picture(sim, out, exact))
-    except ImportError as e:  # imageio is in the plot extra
+    except (ImportError, RuntimeError) as e:  # pyvista is in the plot extra
         rec["png"] = f"not written: {e}"
     return rec
 

@@ -36,8 +36,14 @@ ones, with differences.  The modelled peak is the maximum of ``h + b`` at the ce
 the point, sampled every step; where that cell never got wet (P2 and P3 lie on ground
 higher than the water beside them: P2's DEM is 23.58 m, its observed stage 23.36 m),
 the peak of the nearest wet point of the 1 m fgmax map within 3 m, and the distance is
-reported.  Also ``max_depth.png``, the fgmax rasters (``fgmax_*.asc/.tif``) and the
-volume balance (injected = stored + outflow).
+reported.  Also ``max_depth.png``, the fgmax files and the volume balance (injected =
+stored + outflow).
+
+Which coordinates where (also in ``report.json``'s ``coordinates``): the frames,
+``fgmax.npz``, ``fgmax.vtp`` and ``max_depth.png`` are in the local metres above (they
+overlay in ParaView); the fgmax rasters ``fgmax_<field>.tif`` (tagged EPSG:32756) and
+``.asc`` and the ``x, y`` of ``peak_stages.csv`` are in MGA / UTM zone 56S metres, as
+the DEM (``x_local, y_local`` beside them).
 
     forestpy run demos/geoclaw/merewether.py --out out/merewether
     forestpy run demos/geoclaw/merewether.py --set uniform=true --out out/merewether_1m
@@ -53,7 +59,7 @@ import numpy as np
 from forestpy.extensions.geoclaw import datasets
 from forestpy.extensions.geoclaw.fgmax import FGMax
 from forestpy.extensions.geoclaw.model import geoclaw_simulation, riemann_solver_option
-from forestpy.extensions.geoclaw.rasters import Raster, write_geotiff
+from forestpy.extensions.geoclaw.rasters import Raster
 from forestpy.extensions.geoclaw.refinement import Region
 from forestpy.extensions.geoclaw.sources import DischargeSource
 from forestpy.extensions.geoclaw.topography import Topography, TopographyStack, make_setaux
@@ -91,6 +97,13 @@ DT_INITIAL = 0.05  # s; later steps follow the Courant number
 
 
 @functools.lru_cache(maxsize=4)
+def local_crs(origin) -> str:
+    """The local coordinate system in words (frames, fgmax.npz/.vtp, the report's
+    ``x_local``/``y_local``)."""
+    return (f"local metres: x = easting - {origin[0]:.3f}, y = northing - {origin[1]:.3f} "
+            f"(MGA / UTM zone 56S, EPSG:{EPSG})")
+
+
 def local_grid(house_height: float = 3.0):
     """The DEM in local coordinates: ``(topography raster, Manning raster, origin)``.
 
@@ -176,7 +189,8 @@ def setup(**overrides):
     nfx, nfy = max(2, round(NX * dx / h)), max(2, round(NY * dx / h))
     sx, sy = NX * dx / nfx, NY * dx / nfy
     flood = SparseFGMax.grid(0.5 * sx, NX * dx - 0.5 * sx, 0.5 * sy, NY * dx - 0.5 * sy,
-                             nfx, nfy, dry_tolerance=o["dry_tolerance"], every=o["fgmax_every"])
+                             nfx, nfy, dry_tolerance=o["dry_tolerance"], every=o["fgmax_every"],
+                             epsg=EPSG, origin=(x0, y0), crs=local_crs((x0, y0)))
     sim = geoclaw_simulation(
         setaux,
         domain=domain,
@@ -252,6 +266,7 @@ def report(sim, out) -> dict:
             float(obs["stage_tuflow"][k])
         rows.append(dict(
             id=int(obs["id"][k]), x=float(obs["x"][k] + x0), y=float(obs["y"][k] + y0),
+            x_local=float(obs["x"][k]), y_local=float(obs["y"][k]),
             modelled=model, observed=seen, tuflow=tuflow,
             modelled_minus_observed=model - seen, modelled_minus_tuflow=model - tuflow,
             tuflow_minus_observed=tuflow - seen,
@@ -269,13 +284,8 @@ def report(sim, out) -> dict:
         return float(np.sqrt(np.mean(d**2))) if d.size else None
 
     flood = info["flood"]
-    flood.write(out / "fgmax")  # local coordinates
-    res = flood.results()
-    for field in ("max_depth", "max_surface"):  # georeferenced copies (the DEM's CRS)
-        r = Raster(res[field], res["x"][0, 0] + x0, res["y"][0, 0] + y0,
-                   res["x"][0, 1] - res["x"][0, 0], res["y"][1, 0] - res["y"][0, 0], "cell")
-        write_geotiff(out / f"{field}_utm56.tif", r, epsg=EPSG)
-    png = plot_max_depth(flood.results(), obs, out / "max_depth.png", sim.t)
+    written = flood.write(out / "fgmax")  # rasters in UTM 56, .npz/.vtp local
+    png = plot_max_depth(flood.results(), obs, out / "max_depth.png", sim.t, (x0, y0))
     injected = sim.geoclaw_sources.volume_added
     stored = volume(sim)
     return {
@@ -290,9 +300,17 @@ def report(sim, out) -> dict:
         "flooded_area_m2": float(np.sum(flood.results()["max_depth"] > 0.01)
                                  * _cell_area(flood)),
         "max_speed": float(np.max(flood.results()["max_speed"])),
-        "files": ["peak_stages.csv", "fgmax.npz", "fgmax_max_depth.tif", "max_depth_utm56.tif",
-                  "max_surface_utm56.tif"]
+        "files": ["peak_stages.csv", *(p.name for p in written)]
         + ([png.name] if png is not None else []),
+        "coordinates": {
+            "local": local_crs((x0, y0)),
+            "in_local": ["frames (.vtm/.vthb)", "fgmax.npz", "fgmax.vtp", "max_depth.png",
+                         "peak_stages.csv x_local, y_local"],
+            "in_utm56": ["fgmax_*.tif (EPSG:32756)", "fgmax_*.asc",
+                         "peak_stages.csv x, y", "report peak_stages x, y"],
+            "origin_utm56": [x0, y0],
+            "epsg": EPSG,
+        },
     }
 
 
@@ -301,40 +319,46 @@ def _cell_area(flood) -> float:
     return float((x[0, 1] - x[0, 0]) * (y[1, 0] - y[0, 0]))
 
 
-def plot_max_depth(res: dict, obs: dict, png: Path, t_final: float = 1000.0):
-    """PNG of the maximum depth (pyvista offscreen); None when pyvista is missing."""
+def plot_max_depth(res: dict, obs: dict, png: Path, t_final: float = 1000.0,
+                   origin=(0.0, 0.0)):
+    """PNG of the maximum depth over the bed (pyvista offscreen), in local metres with
+    the origin in the axis titles; None when pyvista is missing.  The colour range ends
+    at the 99th percentile of the flooded cells (the few deepest cells, in the inflow
+    pit, would wash out the streets), and the picture says so with the true maximum."""
     try:
-        from forestpy.io.plot import _pyvista
+        from forestpy.io.plot import (
+            _pyvista,
+            clipping_note,
+            decorate,
+            grid_map,
+        )
 
         pv = _pyvista()
     except (ImportError, RuntimeError):
         return None
     x, y, d = res["x"], res["y"], res["max_depth"]
-    sx, sy = x[0, 1] - x[0, 0], y[1, 0] - y[0, 0]
-    grid = pv.ImageData(dimensions=(x.shape[1] + 1, x.shape[0] + 1, 1), spacing=(sx, sy, 1),
-                        origin=(x[0, 0] - 0.5 * sx, y[0, 0] - 0.5 * sy, 0))
-    grid.cell_data["max depth (m)"] = np.where(d > 0.01, d, np.nan).ravel()
-    bed = pv.ImageData(dimensions=(x.shape[1] + 1, x.shape[0] + 1, 1), spacing=(sx, sy, 1),
-                       origin=(x[0, 0] - 0.5 * sx, y[0, 0] - 0.5 * sy, -1))
-    bed.cell_data["bed (m)"] = res["bed"].ravel()
-    p = pv.Plotter(off_screen=True, window_size=[900, 950])
-    p.add_mesh(bed, scalars="bed (m)", cmap="gray", show_scalar_bar=False)
-    p.add_mesh(grid, scalars="max depth (m)", cmap="viridis", nan_opacity=0.0,
-               clim=[0.0, max(1e-3, float(np.nanpercentile(d[d > 0.01], 99))
-                              if (d > 0.01).any() else 1.0)],
-               scalar_bar_args={"title": "max depth (m)", "vertical": True,
-                                "position_x": 0.8, "position_y": 0.15, "width": 0.08,
-                                "height": 0.7})
+    flooded = np.where(d > 0.01, d, np.nan)
+    top = float(np.nanpercentile(flooded, 99)) if np.isfinite(flooded).any() else 1.0
+    clim = [0.0, max(1e-3, top)]
+    p = pv.Plotter(off_screen=True, window_size=[900, 1000])
+    p.set_background("white")
+    grid_map(p, x, y, res["bed"], name="bed", unit="m AHD", cmap="gray", z=-1.0, bar=False)
+    grid_map(p, x, y, flooded, name="max depth", unit="m", clim=clim)
     pts = np.column_stack([obs["x"], obs["y"], np.ones(len(obs["x"]))])
     p.add_point_labels(pts, [f"P{i}" for i in obs["id"]], point_color="red", point_size=10,
                        text_color="black", font_size=14, always_visible=True)
-    p.add_text(f"Merewether 2007: maximum depth over {t_final:g} s (bed in grey)", font_size=10)
+    note = clipping_note(flooded, clim, "m")
+    if note:
+        note += " (99th percentile of the flooded cells)"
+    decorate(p, title=f"Merewether 2007: maximum depth, t = 0 to {t_final:g} s (bed in grey)",
+             xlabel=f"x (m east of {origin[0]:.1f}, UTM 56S)",
+             ylabel=f"y (m north of {origin[1]:.1f})", note=note,
+             bounds=(x.min(), x.max(), y.min(), y.max(), 0.0, 0.0))
     p.view_xy()
     png.parent.mkdir(parents=True, exist_ok=True)
     p.screenshot(str(png))
     p.close()
     return png
-
 
 if __name__ == "__main__":
     sim = setup().run()

@@ -27,8 +27,12 @@ flags (surface departing from still water by more than ``wave_tolerance``) up to
 level below the finest, and refinement regions that keep the finest level over the
 coast with the valley and the gauges, and the island (``REGIONS``).
 
+Coordinates are the tank's, in metres (:data:`CRS`): frames, gauges and fgmax alike.
 The report (``forestpy run`` calls :func:`report`) writes ``gauges.csv`` (model and
-measured surface elevation at the measured times, every 0.05 s), ``gauges.png`` and returns,
+measured surface elevation at the measured times, every 0.05 s), ``gauges.png``,
+``gauges.vtp`` (the gauge points with the last and highest value of each recorded field,
+for ParaView), the fgmax files of the valley box (``fgmax.npz``, ``fgmax.vtp``,
+``fgmax_<field>.tif/.asc``) and returns,
 per gauge, the RMS difference over 10-22.5 s and the errors in peak height and peak
 time (peak over 10-22.5 s), with the measured series as is and with its datum offset
 (the mean over 0-5 s, before any wave arrives) removed, and the maximum runup (the
@@ -61,7 +65,7 @@ from forestpy.extensions.geoclaw.refinement import Region
 from forestpy.extensions.geoclaw.topography import Topography, TopographyStack, make_setaux
 
 from forestpy import Domain, Simulation
-from forestpy.callbacks import Gauges
+from forestpy.callbacks import SHALLOW_WATER_SI, Gauges
 from forestpy.options import Option, merge_options, simulation_options, standard_options
 
 GRAV = 9.81
@@ -69,6 +73,7 @@ TANK = (5.488, 3.402)  # the surveyed tank (m)
 SURVEY_DX = 0.014  # spacing of the survey points (m)
 WALL_TOP = 0.3  # bed elevation beyond the tank (m): dry ground, higher than any water
 GAUGES = datasets.OKUSHIRI_GAUGES
+CRS = "wave tank metres: x from the wavemaker (x = 0) towards the coast, y across the tank"
 RUNUP_BOX = (4.9, 5.45, 1.4, 2.4)  # the Monai valley and its mouth: fgmax for the runup
 WINDOW = (10.0, 22.5)  # the comparison window (s)
 DATUM_WINDOW = (0.0, 5.0)  # before any wave reaches the gauges (s)
@@ -156,7 +161,8 @@ def setup(**overrides) -> Simulation:
     regions += [Region(*box, min_level=top, max_level=top) for box in REGIONS.values()]
     callbacks = []
     if o["gauges"]:
-        callbacks.append(Gauges(GAUGES, fields=["surface", "depth"]))
+        callbacks.append(Gauges(GAUGES, fields=["surface", "depth"], units=SHALLOW_WATER_SI,
+                                crs=CRS))
         n = max(2, round((RUNUP_BOX[1] - RUNUP_BOX[0]) / o["dx_finest"]) + 1)
         m = max(2, round((RUNUP_BOX[3] - RUNUP_BOX[2]) / o["dx_finest"]) + 1)
         callbacks.append(FGMax.grid(*RUNUP_BOX, n, m, dry_tolerance=o["dry_tolerance"],
@@ -279,6 +285,17 @@ def report(sim, out, plot: bool = True) -> dict:
                 row += [f"{np.interp(t_meas[n], t_mod, model[gid]):.9e}", f"{meas[gid][n]:.6g}"]
             w.writerow(row)
     result["csv"] = str(out / "gauges.csv")
+    files = []
+    try:  # the gauge points for ParaView, beside the frames (same coordinates)
+        g = next(cb for cb in sim.callbacks if isinstance(cb, Gauges))
+        files.append(g.write_vtp(out / "gauges.vtp"))
+    except ImportError:  # vtk is optional
+        pass
+    fg = next((cb for cb in sim.callbacks if isinstance(cb, FGMax)), None)
+    if fg is not None:
+        files += fg.write(out / "fgmax")
+    result["files"] = [Path(f).name for f in files]
+    result["coordinates"] = CRS
     png = None
     if plot:
         png = plot_gauges(out / "gauges.png", t_mod, model, t_meas[keep],

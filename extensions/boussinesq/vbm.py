@@ -36,6 +36,7 @@ import numpy as np
 from forestpy.solvers.rrb import RRBSolver
 
 from forestpy.backend import get_backend
+from forestpy.callbacks import report_start, report_step
 from forestpy.options import Option
 
 from .kernels import frame_args, frame_cpu, frame_gpu
@@ -214,6 +215,7 @@ class VBM:
         self._taken = xp.zeros(shape)
         self.t = 0.0
         self.steps = 0
+        self.cell_updates = 0
         self.iterations = []
         self.timers = {"solve": 0.0, "explicit": 0.0}
 
@@ -288,14 +290,30 @@ class VBM:
         t3 = time.perf_counter()
         self.t += self.dt
         self.steps += 1
+        self.cell_updates += self.zeta.size
         self.iterations.append(info["iterations"])
         self.timers["solve"] += t2 - t1
         self.timers["explicit"] += (t1 - t0) + (t3 - t2)
         if not info["converged"]:
             raise RuntimeError(f"RRB-PCG did not converge in frame {self.steps}")
+        report_step(self)
         return info["iterations"]
 
+    def frame_fields(self) -> dict:
+        """The fields for a ParaView frame (:class:`forestpy.io.vtk.GridOutput`): surface
+        elevation ``zeta``, potentials ``phi``, ``psi``, the still-water depth."""
+        host = self.backend.to_host
+        return {"fields": {"zeta": host(self.zeta), "phi": host(self.phi),
+                           "psi": host(self.psi),
+                           "still_water_depth": np.asarray(host(self.depth))},
+                "lower": (float(self.x[0] - 0.5 * self.dx), float(self.y[0] - 0.5 * self.dy)),
+                "spacing": (self.dx, self.dy),
+                "units": {"x": "m", "y": "m", "t": "s", "zeta": "m", "phi": "m2 s-1",
+                          "psi": "m2 s-1", "still_water_depth": "m"}}
+
     def run(self, t_final):
+        self.t_final = float(t_final)
+        report_start(self, t_final)
         while self.t < t_final - 1e-12 * max(1.0, t_final):
             self.step()
         return self

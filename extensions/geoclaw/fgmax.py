@@ -27,13 +27,20 @@ class FGMax:
 
     ``topo_index``: aux field of the bed (``None``: flat bed at 0, e.g. for solvers
     without aux); ``dry_tolerance``: depths at or below it count as dry (speed 0, no
-    surface)."""
+    surface).
+
+    Coordinates: the points are in the simulation's coordinates; ``origin`` is where
+    their ``(0, 0)`` lies in the map projection ``epsg`` (a run in local coordinates
+    keeps rounding small), and ``crs`` says it in words.  :meth:`write` georeferences
+    the rasters (``x + origin``, ``epsg``) and leaves ``.npz`` and ``.vtp`` in the
+    simulation's coordinates, beside the frames, with the origin and ``crs`` stored."""
 
     timer_phase = "output"
 
     def __init__(self, x, y, topo_index: int | None = 0, dry_tolerance: float = 1e-3,
                  sea_level: float = 0.0, arrival_tol: float = 1e-2,
-                 arrival_depth: float | None = None, path=None, epsg: int | None = None):
+                 arrival_depth: float | None = None, path=None, epsg: int | None = None,
+                 origin: tuple[float, float] = (0.0, 0.0), crs: str | None = None):
         x, y = np.broadcast_arrays(np.asarray(x, np.float64), np.asarray(y, np.float64))
         if x.size == 0:
             raise ValueError("FGMax needs at least one point")
@@ -45,6 +52,8 @@ class FGMax:
         self.arrival_tol = float(arrival_tol)
         self.arrival_depth = self.dry_tolerance if arrival_depth is None else arrival_depth
         self.path, self.epsg = path, epsg
+        self.origin = (float(origin[0]), float(origin[1]))
+        self.crs = crs
         self.reset()
 
     @classmethod
@@ -109,12 +118,15 @@ class FGMax:
         res = self.results()
         base = path.with_suffix("")
         files = [base.with_suffix(".npz")]
-        np.savez(files[0], **res)
+        np.savez(files[0], **res, origin=np.array(self.origin),
+                 epsg=np.int64(-1 if self.epsg is None else self.epsg),
+                 crs=np.str_(self.crs or ""))
         try:
             from forestpy.io.vtk import write_points
 
+            meta = {"crs": self.crs} if self.crs else {}
             files.append(write_points(base.with_suffix(".vtp"), res["x"], res["y"],
-                                      {k: res[k] for k in (*FIELDS, "bed")}))
+                                      {k: res[k] for k in (*FIELDS, "bed")}, meta=meta))
         except ImportError:  # vtk is optional
             pass
         X, Y = res["x"], res["y"]
@@ -124,7 +136,8 @@ class FGMax:
                        and dx > 0 and dy > 0)
             if uniform:
                 for k in FIELDS:
-                    r = Raster(res[k], X[0, 0], Y[0, 0], dx, dy, "cell")
+                    r = Raster(res[k], X[0, 0] + self.origin[0], Y[0, 0] + self.origin[1],
+                               dx, dy, "cell")
                     tif = Path(f"{base}_{k}.tif")
                     write_geotiff(tif, r, epsg=self.epsg)
                     files.append(tif)

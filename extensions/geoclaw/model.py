@@ -38,6 +38,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from forestpy.callbacks import SHALLOW_WATER_SI
 from forestpy.options import Option
 from forestpy.simulation import Domain, Simulation
 
@@ -270,4 +271,5 @@ def geoclaw_simulation(
     hook.bind(sim)
     sim.geoclaw_sources = hook
     sim.geoclaw_refinement = flags
+    sim.units = dict(SHALLOW_WATER_SI)  # metres, seconds: frames and plots say so
     return sim

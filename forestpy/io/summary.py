@@ -67,22 +67,37 @@ def to_jsonable(obj):
     return repr(obj)
 
 
+def _umask() -> int:
+    """The process's umask (read without changing it where the system allows)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)  # elsewhere: set and put back at once
+    os.umask(mask)
+    return mask
+
+
 @contextmanager
 def atomic_path(path):
     """``with atomic_path(path) as tmp:`` -- write the file named ``tmp``; when the block
     ends it replaces ``path`` atomically (for writers that take a file name).
 
     The parent folder is created when missing; ``tmp`` is a new empty file in the same
-    folder (mode 0644).  When the block ends, ``os.replace`` moves it onto ``path``, so
-    readers see either the old file or the complete new one; if the block raises,
-    ``tmp`` is removed and ``path`` is left as it was.
+    folder with the mode an ordinary new file gets (``0666`` less the process's umask;
+    ``mkstemp`` alone would make it ``0600``).  When the block ends, ``os.replace``
+    moves it onto ``path``, so readers see either the old file or the complete new one;
+    if the block raises, ``tmp`` is removed and ``path`` is left as it was.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; outputs are meant to be shared
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600: as open() would
         yield tmp
         os.replace(tmp, path)
     except BaseException:

@@ -5,25 +5,38 @@ XML writers of the ``vtk`` package (``pip install 'forestpy[io]'``):
 
 ``kind="amr"`` (default)
     A ``vtkOverlappingAMR`` dataset: ``NAME.vthb`` plus one ``.vti`` image block per
-    patch in the folder ``NAME/``.  AMR level 0 is the coarsest forest level present,
-    the origin is the domain's lower corner, every block carries its AMR box (global
-    cell indices of its level) and the spacing of its level.  Besides the leaves the
-    frame holds every *ancestor* patch down to the coarsest level, filled with the 2x2
-    averages of its children, so each level covers the whole refined region; the cells
-    of a block covered by a finer block are blanked (``vtkGhostType`` flag
-    ``REFINEDCELL``, from ``vtkAMRUtilities.BlankCells``), and ParaView's AMR reader
-    shows the finest data everywhere.  ``coarse_levels=False`` writes the leaves only
-    (nothing is covered then, nothing is blanked).
+    patch in the folder ``NAME/``, and beside it ``NAME.vtm``, a multiblock index of the
+    same leaf blocks grouped by level (see *Levels view* below).  AMR level 0 is the
+    coarsest forest level present, the origin is the domain's lower corner, every block
+    carries its AMR box (global cell indices of its level) and the spacing of its
+    level.  Besides the leaves the frame holds every *ancestor* patch down to the
+    coarsest level, filled with the 2x2 averages of its children, so each level covers
+    the whole refined region; the cells of a block covered by a finer block are blanked
+    (``vtkGhostType`` flag ``REFINEDCELL``, from ``vtkAMRUtilities.BlankCells``), and
+    ParaView's AMR reader shows the finest data everywhere.  ``coarse_levels=False``
+    writes the leaves only (nothing is covered then, nothing is blanked).
 ``kind="flat"``
-    A ``vtkMultiBlockDataSet`` (``NAME.vtm`` plus ``NAME/*.vti``): one image block per
-    leaf patch.  Leaves never overlap, so readers without AMR support show it right.
+    A ``vtkMultiBlockDataSet`` (``NAME.vtm`` plus ``NAME/*.vti``): one block per level
+    (``level L``), holding one image block per leaf patch of that level.  Leaves never
+    overlap, so readers without AMR support show it right.
+
+*Levels view.*  The ``.pvd`` collection of :class:`VTKOutput` lists the ``.vtm`` file of
+every frame, for both kinds: ParaView's PVD reader opens each with its multiblock
+reader, which reads every block, so opening ``frame.pvd`` shows every refinement level
+with the simulation times.  (A ``.pvd`` listing ``.vthb`` files would not: the PVD
+reader gives the AMR reader no "Default Number Of Levels", and before ParaView 5.13
+that reader's default was one level, so every finer level came back empty.)  The
+``.vtm`` of an AMR frame references the leaf blocks that ``NAME/`` already holds, so
+the data is on disk once; the ``.vthb`` stays the file to open for AMR-aware filters.
 
 Cell data: the solver's ``field_names`` and its ``derived_fields``, interior cells only
-(no ghost cells); every block also carries a one-value field-data array ``TimeValue``.
+(no ghost cells); every block also carries a one-value field-data array ``TimeValue``
+and, when the simulation has ``units`` (``{name: unit}``, e.g. GeoClaw runs: SI), a
+string ``units`` (``"h=m, ..., x=m, t=s"``).
 
 Frames are written into a temporary folder next to the destination and then renamed
-into place (the block folder first, the ``.vthb``/``.vtm`` file last), so a crash never
-leaves a frame file pointing at missing or half-written blocks.
+into place (the block folder first, then the ``.vthb``, the ``.vtm`` last), so a crash
+never leaves a frame file pointing at missing or half-written blocks.
 
 :class:`PVDCollection` indexes frames by simulation time (a ``.pvd`` file that
 ParaView opens as a time series); :class:`VTKOutput` is a run callback writing frames
@@ -34,7 +47,7 @@ Example::
     from forestpy.io.vtk import VTKOutput
     sim = setup(max_level=4)
     sim.callbacks.append(VTKOutput("out/radial", interval=0.1))
-    sim.run()           # out/radial/frame.pvd, frame_0000.vthb, frame_0000/, ...
+    sim.run()   # out/radial/frame.pvd, frame_0000.vtm, frame_0000.vthb, frame_0000/, ...
 """
 
 from __future__ import annotations
@@ -55,16 +68,22 @@ from forestpy.io.summary import atomic_path, write_text_atomic
 
 __all__ = [
     "FRAME_KINDS",
+    "LEVELS_EXT",
+    "levels_index",
     "frame_data",
     "write_frame",
     "PVDCollection",
     "read_pvd",
     "VTKOutput",
+    "GridOutput",
+    "write_grid_frame",
     "write_points",
 ]
 
 #: Frame kinds and the extension of their index file.
 FRAME_KINDS = {"amr": ".vthb", "flat": ".vtm"}
+#: The extension of the per-level multiblock index that a ``.pvd`` lists (both kinds).
+LEVELS_EXT = ".vtm"
 
 
 def _check_kind(kind) -> str:
@@ -243,6 +262,13 @@ def _block(vtk, fd, i, hx, hy, time_array):
         cd.AddArray(arr)
     if time_array is not None:
         grid.GetFieldData().AddArray(time_array)
+    if fd.get("units"):
+        from vtkmodules.vtkCommonCore import vtkStringArray
+
+        units = vtkStringArray()
+        units.SetName("units")
+        units.InsertNextValue(fd["units"])
+        grid.GetFieldData().AddArray(units)
     return grid
 
 
@@ -269,27 +295,79 @@ def _build_amr(vtk, fd, time_array):
 
 
 def _build_flat(vtk, fd, time_array):
+    """One block per level (``level L``), each a multiblock of that level's leaves
+    (``patch P``, P the leaf's index in ``sim.geom``)."""
     leaves = np.flatnonzero(fd["leaf"])
-    mb = vtk["vtkMultiBlockDataSet"]()
-    mb.SetNumberOfBlocks(len(leaves))
+    levels = fd["level"][leaves]
     name_key = vtk["vtkCompositeDataSet"].NAME()
-    for j, i in enumerate(leaves):
-        lev = int(fd["level"][i])
+    top = vtk["vtkMultiBlockDataSet"]()
+    present = sorted({int(v) for v in levels})
+    top.SetNumberOfBlocks(len(present))
+    for k, lev in enumerate(present):
         hx, hy = _spacing(fd, lev)
-        mb.SetBlock(j, _block(vtk, fd, i, hx, hy, time_array))
-        mb.GetMetaData(j).Set(name_key, f"patch{j}_level{lev}")
-    return mb
+        mine = leaves[levels == lev]
+        mb = vtk["vtkMultiBlockDataSet"]()
+        mb.SetNumberOfBlocks(len(mine))
+        for j, i in enumerate(mine):
+            mb.SetBlock(j, _block(vtk, fd, i, hx, hy, time_array))
+            mb.GetMetaData(j).Set(name_key, f"patch {int(i)}")
+        top.SetBlock(k, mb)
+        top.GetMetaData(k).Set(name_key, f"level {lev}")
+    return top
 
 
-def _write_atomic(vtk, dataset, kind: str, stem: Path) -> Path:
-    """Write ``dataset`` as ``stem + ext`` plus the block folder ``stem``, atomically."""
+def levels_index(blocks) -> str:
+    """The text of a ``.vtm`` multiblock file: one block per level, named ``level L``,
+    holding the image files of that level.  ``blocks`` is ``(level, patch, file)`` per
+    leaf block, ``file`` relative to the ``.vtm``'s folder, in the order to list."""
+    by_level: dict[int, list] = {}
+    for lev, patch, f in blocks:
+        by_level.setdefault(int(lev), []).append((int(patch), str(f)))
+    lines = ['<?xml version="1.0"?>',
+             '<VTKFile type="vtkMultiBlockDataSet" version="1.0" byte_order="LittleEndian" '
+             'header_type="UInt32">',
+             "  <vtkMultiBlockDataSet>"]
+    for k, lev in enumerate(sorted(by_level)):
+        lines.append(f'    <Block index="{k}" name="level {lev}">')
+        for j, (patch, f) in enumerate(by_level[lev]):
+            lines.append(f'      <DataSet index="{j}" name="patch {patch}" '
+                         f'file={quoteattr(f)}/>')
+        lines.append("    </Block>")
+    lines += ["  </vtkMultiBlockDataSet>", "</VTKFile>", ""]
+    return "\n".join(lines)
+
+
+def _amr_leaf_files(vthb: Path, fd) -> list[tuple[int, int, str]]:
+    """``(level, patch, file)`` of the leaf blocks of the ``.vthb`` that VTK just wrote
+    from ``fd`` (:func:`_build_amr`'s order: per level, the blocks in ``fd`` order)."""
+    root = ET.parse(vthb).getroot()
+    level, leaf = fd["level"], fd["leaf"]
+    lmin = int(level.min())
+    out = []
+    for block in root.iter("Block"):
+        k = int(block.get("level"))
+        order = np.flatnonzero(level == lmin + k)
+        for ds in block.iter("DataSet"):
+            i = int(order[int(ds.get("index"))])
+            if leaf[i] and ds.get("file"):
+                out.append((lmin + k, i, ds.get("file")))
+    if len(out) != int(leaf.sum()):
+        raise OSError(f"{vthb}: {len(out)} leaf blocks listed, {int(leaf.sum())} written")
+    return out
+
+
+def _write_atomic(vtk, dataset, kind: str, stem: Path, fd=None) -> Path:
+    """Write ``dataset`` as ``stem + ext`` plus the block folder ``stem`` (and, for an
+    AMR frame, the levels view ``stem.vtm`` of the leaves in ``fd``), atomically."""
     ext = FRAME_KINDS[kind]
     directory, name = stem.parent, stem.name
     directory.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", suffix=".tmp", dir=directory))
-    final_file, final_dir = directory / f"{name}{ext}", directory / name
-    old = None  # a holding folder for the blocks of a frame being replaced
-    moved = False
+    # moved into place in this order: blocks, then the index files, the one a .pvd
+    # lists last
+    names = [name, f"{name}{ext}"] + ([f"{name}{LEVELS_EXT}"] if kind == "amr" else [])
+    old = None  # a holding folder for the files of a frame being replaced
+    held, placed = [], []
     try:
         writer = (
             vtk["vtkXMLUniformGridAMRWriter"]()
@@ -303,23 +381,30 @@ def _write_atomic(vtk, dataset, kind: str, stem: Path) -> Path:
         ok = writer.Write()
         if not ok or writer.GetErrorCode() or not (tmp / f"{name}{ext}").is_file():
             raise OSError(f"VTK could not write the frame {stem}{ext} (into {tmp})")
-        blocks = tmp / name
-        if not blocks.is_dir():  # an empty dataset writes no block folder
-            blocks.mkdir()
-        if final_dir.exists() or final_dir.is_symlink():
-            old = Path(tempfile.mkdtemp(prefix=f".{name}.", suffix=".old", dir=directory))
-            os.replace(final_dir, old / name)
-        os.replace(blocks, final_dir)
-        moved = True
-        os.replace(tmp / f"{name}{ext}", final_file)  # the frame appears only now
-        moved = False
-        return final_file
+        if not (tmp / name).is_dir():  # an empty dataset writes no block folder
+            (tmp / name).mkdir()
+        if kind == "amr":
+            files = _amr_leaf_files(tmp / f"{name}{ext}", fd)
+            (tmp / f"{name}{LEVELS_EXT}").write_text(levels_index(files), encoding="utf-8")
+        for n in names:
+            final = directory / n
+            if final.exists() or final.is_symlink():
+                if old is None:
+                    old = Path(tempfile.mkdtemp(prefix=f".{name}.", suffix=".old",
+                                                dir=directory))
+                os.replace(final, old / n)
+                held.append(n)
+        for n in names:
+            os.replace(tmp / n, directory / n)
+            placed.append(n)
+        return directory / f"{name}{ext}"
     except BaseException:
-        # roll back: the new blocks out, the replaced frame's blocks back in
-        if moved:
-            shutil.rmtree(final_dir, ignore_errors=True)
-        if old is not None and (old / name).exists() and not final_dir.exists():
-            os.replace(old / name, final_dir)
+        # roll back: the new files out, the replaced frame's files back in
+        for n in placed:
+            p = directory / n
+            shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+        for n in held:
+            os.replace(old / n, directory / n)
         raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -328,10 +413,11 @@ def _write_atomic(vtk, dataset, kind: str, stem: Path) -> Path:
 
 
 def write_points(path, x, y, point_data: dict, labels: Sequence | None = None,
-                 z=None) -> Path:
+                 z=None, meta: dict | None = None) -> Path:
     """Write points (gauges, fgmax points) with one value per point for each entry of
     ``point_data`` as a VTK PolyData file (``.vtp``) that ParaView opens beside the
-    frames; ``labels`` become a string array ``label``.  NaN values are kept (ParaView
+    frames; ``labels`` become a string array ``label``; each entry of ``meta`` (e.g.
+    ``units``, ``crs``) a one-string field-data array.  NaN values are kept (ParaView
     shows them as NaN colour).  Written to a temporary name and renamed."""
     try:
         from vtkmodules.util.numpy_support import numpy_to_vtk
@@ -369,6 +455,11 @@ def write_points(path, x, y, point_data: dict, labels: Sequence | None = None,
         for label in labels:
             names.InsertNextValue(str(label))
         poly.GetPointData().AddArray(names)
+    for key, text in (meta or {}).items():
+        arr = vtkStringArray()
+        arr.SetName(str(key))
+        arr.InsertNextValue(str(text))
+        poly.GetFieldData().AddArray(arr)
     with atomic_path(path) as tmp:
         writer = vtkXMLPolyDataWriter()
         writer.SetInputData(poly)
@@ -383,8 +474,9 @@ def write_frame(sim, path_stem, time: float | None = None, kind: str = "amr",
     """Write one frame of ``sim``; returns the path of the ``.vthb`` / ``.vtm`` file.
 
     ``path_stem`` is the frame's path without extension (an extension ``.vthb`` or
-    ``.vtm`` is dropped): ``out/frame_0003`` gives ``out/frame_0003.vthb`` and the block
-    folder ``out/frame_0003/``.  ``time`` (default ``sim.t``) goes into each block's
+    ``.vtm`` is dropped): ``out/frame_0003`` gives ``out/frame_0003.vthb``, the block
+    folder ``out/frame_0003/`` and (AMR) the levels view ``out/frame_0003.vtm``, the
+    file to list in a ``.pvd``.  ``time`` (default ``sim.t``) goes into each block's
     ``TimeValue`` field data.  ``coarse_levels`` (``kind="amr"`` only) adds the
     averaged ancestor patches (see the module docstring).  A frame of the same name is
     replaced.  Raises ``ValueError`` for an unknown ``kind`` and ``OSError`` when the
@@ -404,8 +496,123 @@ def write_frame(sim, path_stem, time: float | None = None, kind: str = "amr",
     time_array = vtk["vtkDoubleArray"]()
     time_array.SetName("TimeValue")
     time_array.InsertNextValue(t)
+    units = getattr(sim, "units", None)
+    if units:  # "name=unit, ..." as field data beside the time (forestpy plot reads it)
+        fd["units"] = ", ".join(f"{k}={v}" for k, v in units.items())
     build = _build_amr if kind == "amr" else _build_flat
-    return _write_atomic(vtk, build(vtk, fd, time_array), kind, stem)
+    return _write_atomic(vtk, build(vtk, fd, time_array), kind, stem, fd)
+
+
+# ---------------------------------------------------------------------------- grids
+def write_grid_frame(path_stem, fields: dict, lower, spacing, time: float,
+                     units: dict | None = None, block: str = "grid") -> Path:
+    """Write one frame of a solver on a uniform grid (HWFV1, Boussinesq): ``fields``
+    maps names to ``(ny, nx)`` cell arrays, ``lower`` is the grid's lower-left corner,
+    ``spacing`` ``(dx, dy)``.  The frame has the layout of a flat frame (``NAME.vtm``:
+    one block, named ``block``, holding one image block ``NAME/*.vti``), with the
+    ``TimeValue`` and ``units`` field data, so ParaView and ``forestpy plot`` open it as
+    any other.  Written atomically; returns the ``.vtm`` path."""
+    vtk = _vtk()
+    stem = Path(path_stem)
+    if stem.suffix == LEVELS_EXT:
+        stem = stem.with_suffix("")
+    names = list(fields)
+    arrays = [np.asarray(fields[n], dtype=np.float64) for n in names]
+    if not arrays or any(a.ndim != 2 or a.shape != arrays[0].shape for a in arrays):
+        raise ValueError(f"write_grid_frame: fields must be 2D arrays of one shape, got "
+                         f"{[a.shape for a in arrays]}")
+    ny, nx = arrays[0].shape
+    fd = dict(names=names, values=np.stack(arrays)[None], gqx=np.zeros(1, np.int64),
+              gqy=np.zeros(1, np.int64), mx=nx, my=ny, lower=tuple(map(float, lower)),
+              units=", ".join(f"{k}={v}" for k, v in (units or {}).items()))
+    time_array = vtk["vtkDoubleArray"]()
+    time_array.SetName("TimeValue")
+    time_array.InsertNextValue(float(time))
+    grid = _block(vtk, fd, 0, float(spacing[0]), float(spacing[1]), time_array)
+    name_key = vtk["vtkCompositeDataSet"].NAME()
+    inner = vtk["vtkMultiBlockDataSet"]()
+    inner.SetNumberOfBlocks(1)
+    inner.SetBlock(0, grid)
+    inner.GetMetaData(0).Set(name_key, "patch 0")
+    top = vtk["vtkMultiBlockDataSet"]()
+    top.SetNumberOfBlocks(1)
+    top.SetBlock(0, inner)
+    top.GetMetaData(0).Set(name_key, block)
+    return _write_atomic(vtk, top, "flat", stem)
+
+
+class GridOutput:
+    """Frames of a solver that is not a Simulation (HWFV1, Boussinesq), written while
+    it runs: the solver reports its steps (:func:`forestpy.callbacks.report_step`) to an
+    open :func:`~forestpy.callbacks.progress_scope` holding this object, and has
+    ``frame_fields()`` returning ``{"fields": {name: (ny, nx)}, "lower": (x0, y0),
+    "spacing": (dx, dy), "units": {...}}``.
+
+    A frame is written when a solver is first seen (at ``report_start``, or after its
+    first step), after every ``every_steps``-th step, at the first step at or after each
+    of ``times`` / every ``interval`` (the solvers do not shorten their steps to land on
+    them: the frame holds the time it was taken at), and at the end of the scope.
+    ``NAME.pvd`` lists them with their times, as :class:`VTKOutput` does.
+    """
+
+    def __init__(self, out_dir, name: str = "frame", every_steps: int | None = None,
+                 times: Sequence[float] | None = None, interval: float | None = None):
+        if every_steps is not None and (int(every_steps) != every_steps or every_steps < 1):
+            raise ValueError(f"every_steps must be a positive integer, got {every_steps!r}")
+        if interval is not None and not float(interval) > 0:
+            raise ValueError(f"output interval must be positive, got {interval!r}")
+        self.out_dir = Path(out_dir)
+        self.name = name
+        self.every_steps = every_steps
+        self.interval = None if interval is None else float(interval)
+        self.times = sorted(float(t) for t in (times or ()))
+        self.pvd = PVDCollection(self.out_dir / f"{name}.pvd")
+        self.written: list[tuple[float, int, Path]] = []
+        self._solver = None
+        self._next_t = math.inf
+        self._last = None
+
+    @property
+    def pvd_path(self) -> Path:
+        return self.pvd.path
+
+    def _schedule(self, t: float) -> None:
+        later = [x for x in self.times if x > t + 1e-12 * max(1.0, abs(t))]
+        if self.interval is not None:
+            later.append(self.interval * (math.floor(t / self.interval + 1e-9) + 1))
+        self._next_t = min(later, default=math.inf)
+
+    def start(self, solver, t_final=None) -> None:
+        if solver is self._solver:
+            return
+        self._solver = solver
+        self.write(solver)
+
+    def tick(self, solver, t_final=None) -> None:
+        if solver is not self._solver:
+            self.start(solver, t_final)
+            return
+        due = bool(self.every_steps) and solver.steps % self.every_steps == 0
+        if due or solver.t >= self._next_t - 1e-12 * max(1.0, abs(solver.t)):
+            self.write(solver)
+
+    def close(self) -> None:
+        if self._solver is not None:
+            self.write(self._solver)
+
+    def write(self, solver) -> Path | None:
+        key = (int(solver.steps), float(solver.t))
+        if key == self._last:
+            return None
+        f = solver.frame_fields()
+        stem = self.out_dir / f"{self.name}_{len(self.pvd):04d}"
+        path = write_grid_frame(stem, f["fields"], f["lower"], f["spacing"], solver.t,
+                                f.get("units"), block=f.get("block", "grid"))
+        self.pvd.add(float(solver.t), path.name)
+        self.written.append((float(solver.t), int(solver.steps), path))
+        self._last = key
+        self._schedule(float(solver.t))
+        return path
 
 
 # ---------------------------------------------------------------------------- .pvd
@@ -496,7 +703,8 @@ class VTKOutput:
     out_dir : path
         Folder of the frames and of ``NAME.pvd``.
     name : str
-        Frame file prefix: ``NAME_0000.vthb`` (``.vtm`` for ``kind="flat"``), ...
+        Frame file prefix: ``NAME_0000.vtm`` (the levels view, listed in ``NAME.pvd``)
+        and, for ``kind="amr"``, ``NAME_0000.vthb``, ...
     kind : ``"amr"`` or ``"flat"``
         See :func:`write_frame`.
     every_steps : int, optional
@@ -511,7 +719,8 @@ class VTKOutput:
 
     The first frame is written at ``on_start`` and the last at ``on_end`` (unless the
     last step already wrote one).  ``written`` lists ``(sim.t, sim.steps, path)`` per
-    frame and ``seconds`` the time spent writing.  When ``NAME.pvd`` exists and the run
+    frame (``path`` the ``.vtm`` the ``.pvd`` lists) and ``seconds`` the time spent
+    writing.  When ``NAME.pvd`` exists and the run
     starts at ``t > 0`` (a restart), its frames before that time are kept and the
     numbering continues.
     """
@@ -593,10 +802,11 @@ class VTKOutput:
         used = {f for _, f in self.pvd.entries}
         while True:
             stem = self.out_dir / f"{self.name}_{self._index:04d}"
-            if f"{stem.name}{FRAME_KINDS[self.kind]}" not in used:
+            if not {f"{stem.name}{FRAME_KINDS[self.kind]}", f"{stem.name}{LEVELS_EXT}"} & used:
                 break
             self._index += 1
-        path = write_frame(sim, stem, kind=self.kind, coarse_levels=self.coarse_levels)
+        write_frame(sim, stem, kind=self.kind, coarse_levels=self.coarse_levels)
+        path = stem.with_name(f"{stem.name}{LEVELS_EXT}")
         self.pvd.add(float(sim.t), path.name)
         self._index += 1
         self._last = (int(sim.steps), float(sim.t))

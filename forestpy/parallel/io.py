@@ -26,7 +26,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from forestpy.callbacks import Gauges
-from forestpy.io.vtk import VTKOutput, _block, _spacing, _vtk, frame_data
+from forestpy.io.vtk import LEVELS_EXT, VTKOutput, _block, _spacing, _vtk, frame_data, levels_index
 
 __all__ = ["ParallelGauges", "ParallelVTKOutput", "write_frame_distributed"]
 
@@ -52,7 +52,8 @@ def _owned_view(sim):
 
 def write_frame_distributed(sim, path_stem, time: float | None = None) -> Path:
     """Collective: write one AMR frame (leaves) of ``sim``, each rank its own blocks,
-    rank 0 the ``.vthb``; returns its path on every rank.  Blocks are written into a
+    rank 0 the ``.vthb`` and the levels view ``.vtm`` (see :mod:`forestpy.io.vtk`);
+    returns the ``.vthb``'s path on every rank.  Blocks are written into a
     temporary folder that is renamed into place before the index appears (a crash
     leaves no index pointing at missing blocks)."""
     comm, rank, lo = sim.comm, sim.exchange.rank, sim.layout.lo
@@ -95,10 +96,15 @@ def write_frame_distributed(sim, path_stem, time: float | None = None) -> Path:
         try:
             if not errors:
                 (tmp / f"{name}.vthb").write_text(_index(sim, name, t))
+                level = np.asarray(sim.geom.level)
+                leaves = [(int(level[p]), p, f"{name}/{name}_{p}.vti")
+                          for p in range(len(level))]
+                (tmp / f"{name}{LEVELS_EXT}").write_text(levels_index(leaves))
                 if (directory / name).exists():
                     shutil.rmtree(directory / name)
                 os.replace(tmp / name, directory / name)
                 os.replace(tmp / f"{name}.vthb", final)
+                os.replace(tmp / f"{name}{LEVELS_EXT}", directory / f"{name}{LEVELS_EXT}")
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     comm.Barrier()
@@ -156,9 +162,10 @@ class ParallelVTKOutput(VTKOutput):
         self._due(sim)
         start = _time.perf_counter()
         used = {f for _, f in self.pvd.entries}
-        while f"{self.name}_{self._index:04d}.vthb" in used:
+        while {f"{self.name}_{self._index:04d}{ext}" for ext in (".vthb", LEVELS_EXT)} & used:
             self._index += 1
         path = write_frame_distributed(sim, self.out_dir / f"{self.name}_{self._index:04d}")
+        path = path.with_suffix(LEVELS_EXT)
         if sim.exchange.rank == 0:
             self.pvd.add(float(sim.t), path.name)
         else:

@@ -8,6 +8,8 @@ import time
 import numba
 import numpy as np
 
+from forestpy.callbacks import report_start, report_step
+
 from . import mra
 from .fv1 import INFLOW, OPEN, WALL, cell_update, dt_uniform, ghost_bc, step_uniform, wave_speed
 from .mra import demorton, haar, morton
@@ -113,6 +115,7 @@ class HWFV1:
         self.dx, self.dy = (x1 - x0) / n, (y1 - y0) / n
         self.eps, self.g, self.cfl, self.n_manning = eps, float(g), float(cfl), float(n_manning)
         self.t, self.steps = 0.0, 0
+        self.cell_updates = 0  # leaves (or cells) updated, summed over the steps
         self.time_mra = self.time_fv = 0.0
         self.leaf_history = []
         if eps is None:
@@ -138,6 +141,20 @@ class HWFV1:
             return self.q[0], self.q[1], self.q[2], self.z
         f = mra.from_zorder(self.s[:, mra.offset(self.L):])
         return f[0], f[1], f[2], f[3]
+
+    def frame_fields(self) -> dict:
+        """The state on the finest grid for a ParaView frame
+        (:class:`forestpy.io.vtk.GridOutput`): depth, discharges, bed, surface, speed."""
+        h, qx, qy, z = (np.asarray(a, dtype=np.float64) for a in self.state())
+        wet = h > 1e-10
+        speed = np.where(wet, np.hypot(qx, qy) / np.where(wet, h, 1.0), 0.0)
+        x0, _, y0, _ = self.extent
+        return {"fields": {"depth": h, "qx": qx, "qy": qy, "bed": z, "surface": h + z,
+                           "speed": speed},
+                "lower": (x0, y0), "spacing": (self.dx, self.dy),
+                "units": {"x": "m", "y": "m", "t": "s", "depth": "m", "qx": "m2 s-1",
+                          "qy": "m2 s-1", "bed": "m", "surface": "m", "speed": "m s-1"},
+                "block": f"level {self.L} (finest, uniform)"}
 
     def cell_centres(self):
         x0, _, y0, _ = self.extent
@@ -182,11 +199,22 @@ class HWFV1:
             self.leaf_history.append((self.t, int(lev.size)))
         self.t += dt
         self.steps += 1
+        self._count_updates()
+        report_step(self, t_end if np.isfinite(t_end) else None)
         return dt
+
+    def _count_updates(self) -> None:
+        """Add this step's updated leaves (or cells) to ``cell_updates`` (progress)."""
+        n = getattr(self, "nleaves", None)
+        if not n:
+            q = getattr(self, "q", None)
+            n = q[0].size if q is not None else 4**self.L
+        self.cell_updates = getattr(self, "cell_updates", 0) + int(n)
 
     def run(self, t_final):
         if not np.isfinite(t_final) or t_final < self.t:
             raise ValueError(f"t_final={t_final} must be finite and >= t={self.t}")
+        report_start(self, t_final)
         while self.t < t_final * (1 - 1e-14):
             dt = self.step(t_final)
             if not dt > 0:
@@ -571,4 +599,6 @@ class HWFV1Tree(HWFV1):
         self.leaf_history.append((self.t, self.nleaves))
         self.t += dt
         self.steps += 1
+        self._count_updates()
+        report_step(self, t_end if np.isfinite(t_end) else None)
         return dt

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from testsupport import check_figure, record_figures
 
 from forestpy.options import OptionError
 
@@ -92,13 +93,14 @@ def test_thacker_adaptive_as_accurate_as_uniform(bowl, thacker_runs):
     assert abs(bowl.mass(amr)["volume_change_relative"]) < 1e-13
 
 
-def test_hump_adaptive_symmetry_mass_and_report(bowl, hump_amr, tmp_path):
+def test_hump_adaptive_symmetry_mass_and_report(bowl, hump_amr, tmp_path, monkeypatch):
     """The hump on an adaptive grid through runup on the shore: the depth is mirror
     symmetric to round-off, the volume is conserved to round-off, the grid adapts, and
     the report gives those numbers and writes the PNG."""
     sim = hump_amr
     assert sim.regrids >= 3 and 4 in sim.patches_per_level()
     assert len(sim.patches_per_level()) >= 2
+    figures = record_figures(monkeypatch)
     rec = bowl.report(sim, tmp_path)
     assert rec["case"] == "hump"
     assert rec["mirror_asymmetry"] < 1e-10
@@ -110,6 +112,9 @@ def test_hump_adaptive_symmetry_mass_and_report(bowl, hump_amr, tmp_path):
     assert (h[np.hypot(x, y) > math.sqrt(bowl.A2) + 2.0] > 0.05).any()
     png = Path(rec["png"])
     assert png.is_file() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # a map and a line chart with units and the time; the whole range coloured
+    check_figure(figures, clipped=False)
+    assert [r["kind"] for r in figures].count("chart") == 1
 
 
 def test_ring_spread_decreases_with_refinement(bowl, hump_amr, hump_uniform):

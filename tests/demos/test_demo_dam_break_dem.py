@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from forestpy.extensions.geoclaw.rasters import read_esri_ascii, read_geotiff
+from testsupport import check_figure, record_figures
 
 from forestpy.options import OptionError
 
@@ -86,8 +87,9 @@ def test_adaptive_flood_matches_uniform(dam, dam_runs):
     assert amr.cell_updates < uni.cell_updates
 
 
-def test_report_writes_rasters_and_picture(dam, dam_runs, tmp_path):
+def test_report_writes_rasters_and_picture(dam, dam_runs, tmp_path, monkeypatch):
     amr, _ = dam_runs
+    figures = record_figures(monkeypatch)
     rec = dam.report(amr, tmp_path)
     res = amr.fgmax.results()
     assert rec["flooded_area_m2"] > 3e5
@@ -105,3 +107,7 @@ def test_report_writes_rasters_and_picture(dam, dam_runs, tmp_path):
     assert np.load(tmp_path / "fgmax.npz")["max_depth"].shape == res["max_depth"].shape
     png = Path(rec["png"])
     assert png.is_file() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # two maps with axes in metres, colour bars with units, the time span, and the
+    # depth's colour range capped at its 99th percentile says so
+    check_figure(figures, units=("m",), clipped=True)
+    assert sum(r["kind"] == "map" for r in figures) == 2

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from forestpy.extensions.geoclaw import datasets
 from forestpy.extensions.geoclaw.rasters import read_geotiff
+from testsupport import check_figure, record_figures
 
 from forestpy.options import OptionError
 
@@ -73,7 +74,8 @@ def test_coarse_run_conserves_volume(merewether, merewether_coarse):
     assert sim.regrids > 0 and set(sim.patches_per_level()) == {0, 1}
 
 
-def test_report_writes_table_and_map(merewether, merewether_coarse, tmp_path):
+def test_report_writes_table_and_map(merewether, merewether_coarse, tmp_path, monkeypatch):
+    figures = record_figures(monkeypatch)
     result = merewether.report(merewether_coarse, tmp_path)
     rows = list(csv.DictReader(open(tmp_path / "peak_stages.csv")))
     obs = datasets.merewether_observations()
@@ -93,15 +95,26 @@ def test_report_writes_table_and_map(merewether, merewether_coarse, tmp_path):
     assert result["volume_injected"] == pytest.approx(19.7 * 150.0, rel=1e-13)
     assert abs(result["volume_outflow"]) <= 1e-12 * result["volume_injected"]
     assert (tmp_path / "fgmax.npz").is_file() and (tmp_path / "fgmax_max_depth.asc").is_file()
-    # the georeferenced copy: UTM 56 coordinates, same values as the local fgmax map
-    geo = read_geotiff(tmp_path / "max_depth_utm56.tif")
+    assert all((tmp_path / f).is_file() for f in result["files"])
+    # one system per kind of file, said in the report: the rasters in UTM 56 (the DEM's),
+    # same values as the local fgmax map; the .npz in local metres with its origin
+    geo = read_geotiff(tmp_path / "fgmax_max_depth.tif")
     res = merewether_coarse.merewether["flood"].results()
     x0, y0 = merewether_coarse.merewether["origin"]
+    assert result["coordinates"]["origin_utm56"] == [x0, y0]
+    assert result["coordinates"]["epsg"] == 32756 == geo.meta["epsg"]
+    npz = np.load(tmp_path / "fgmax.npz")
+    assert tuple(npz["origin"]) == (x0, y0) and "local metres" in str(npz["crs"])
+    np.testing.assert_array_equal(npz["x"], res["x"])
+    for row, r in zip(rows, result["peak_stages"]):
+        assert float(row["x_local"]) == pytest.approx(r["x"] - x0, abs=1e-3)
     assert geo.x[0] == pytest.approx(res["x"][0, 0] + x0, abs=1e-6)
     assert geo.y[0] == pytest.approx(res["y"][0, 0] + y0, abs=1e-6)
     np.testing.assert_allclose(geo.z, res["max_depth"], rtol=1e-6, atol=1e-6)
     if "max_depth.png" in result["files"]:
         assert (tmp_path / "max_depth.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        # capped at the 99th percentile of the flooded cells: the picture says so
+        check_figure(figures, clipped=True)
     json.dumps(result)  # the CLI writes it as JSON
 
 

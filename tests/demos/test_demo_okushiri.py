@@ -98,6 +98,10 @@ def test_reduced_run_follows_the_gauges(okushiri_report):
         assert e["rms"] < 0.008, g
         assert abs(e["peak_error"]) < 0.005, g
         assert abs(e["peak_time_error"]) < 0.8, g
+    # the gauge points and the valley's fgmax for ParaView, in the frames' coordinates
+    assert {"gauges.vtp", "fgmax.npz", "fgmax.vtp"} <= set(rep["files"])
+    assert all((out / f).is_file() for f in rep["files"])
+    assert "wave tank metres" in rep["coordinates"]
 
 
 def test_report_plot(okushiri, okushiri_reduced, tmp_path):

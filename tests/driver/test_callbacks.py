@@ -1,13 +1,24 @@
 """Tests of the run callbacks: Progress, Gauges (+ read_gauges), Totals, OutputTimes."""
 
 import io
+import os
+import stat
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from testsupport import ROOT
 
-from forestpy.callbacks import Gauges, OutputTimes, Progress, Totals, read_gauges
+from forestpy.callbacks import (
+    SHALLOW_WATER_SI,
+    Gauges,
+    OutputTimes,
+    Progress,
+    Totals,
+    progress_scope,
+    read_gauges,
+    report_step,
+)
 from forestpy.cli import load_demo
 
 DEMO = ROOT / "demos" / "radial_dam.py"
@@ -148,6 +159,56 @@ def test_progress_lines_every_tenth():
     assert [ln.split("%")[0].strip() for ln in lines] == [str(10 * k) for k in range(1, 11)]
 
 
+def test_progress_rate_leaves_compilation_out(monkeypatch):
+    # 10 s of wall time, 8 of them compiling: the rate is over the other 2 s
+    clock = iter([100.0, 110.0])
+    monkeypatch.setattr("forestpy.callbacks.time.perf_counter", lambda: next(clock))
+    stream = io.StringIO()
+    sim = _fake()
+    sim.cell_updates, sim.timers = 0, SimpleNamespace(compile_s=1.0)
+    progress = Progress(stream, every=1.0)
+    progress.on_start(sim)
+    sim.t, sim.steps, sim.cell_updates, sim.timers.compile_s = 1.0, 5, 2000, 9.0
+    progress.on_step(sim)
+    assert "1e+03 cells/s" in stream.getvalue() and "wall 10.0 s" in stream.getvalue()
+
+
+class _Solver:
+    """A solver that is not a Simulation (as HWFV1, VBM): it reports its own steps."""
+
+    def __init__(self, t_final=None):
+        self.t, self.steps, self.cell_updates = 0.0, 0, 0
+        if t_final is not None:
+            self.t_final = t_final
+
+    def step(self, dt, t_end=None):
+        self.t += dt
+        self.steps += 1
+        self.cell_updates += 100
+        report_step(self, t_end)
+
+
+def test_report_step_shows_progress_only_in_a_scope():
+    _Solver(1.0).step(0.5)  # no scope open: nothing happens
+    stream = io.StringIO()
+    with progress_scope(Progress(stream)):
+        solver = _Solver(t_final=1.0)
+        for _ in range(10):
+            solver.step(0.1)
+        other = _Solver()  # a second solver: its own display, the end given per step
+        for _ in range(4):
+            other.step(0.5, t_end=2.0)
+    lines = stream.getvalue().splitlines()
+    first = [ln for ln in lines if "/1 " in ln]
+    second = [ln for ln in lines if "/2 " in ln]
+    assert [ln.split("%")[0].strip() for ln in first] == [str(10 * k) for k in range(1, 11)]
+    assert first[-1].startswith("100%  t=1/1  step 10") and "cells/s" in first[-1]
+    assert [ln.split("%")[0].strip() for ln in second] == ["25", "50", "75", "100"]
+    assert len(lines) == len(first) + len(second)
+    _Solver(1.0).step(0.5)  # the scope closed: nothing happens
+    assert stream.getvalue().splitlines() == lines
+
+
 def test_progress_bar_on_tty():
     class Tty(io.StringIO):
         def isatty(self):
@@ -193,12 +254,13 @@ def test_timer_breakdown_by_phase_and_ghost_fill_kind(radial_dam, tmp_path):
 def test_gauges_record_derived_fields_and_write_netcdf(radial_dam, tmp_path):
     xr = pytest.importorskip("xarray")
     sim = radial_dam.setup(mx=8, min_level=2, max_level=3, t_final=0.1)
-    points = {"centre": (0.05, 0.02), "ring": (0.55, 0.1)}
+    points = {"centre": (0.05, 0.02), "ring": (0.55, 0.1), 7: (-0.3, 0.4)}
     fields = ["h", "speed", "velocity_x", "surface", "hu"]
-    gauges = Gauges(points, fields=fields, path=tmp_path / "g.nc")
+    gauges = Gauges(points, fields=fields, path=tmp_path / "g.nc", units=SHALLOW_WATER_SI,
+                    crs="local metres from the domain centre")
     sim.callbacks.append(gauges)
     sim.run()
-    q = sim.sample([0.05, 0.55], [0.02, 0.1])
+    q = sim.sample([0.05, 0.55, -0.3], [0.02, 0.1, 0.4])
     last = gauges.data()
     for g, gid in enumerate(points):
         h, hu, hv = q[g]
@@ -207,11 +269,62 @@ def test_gauges_record_derived_fields_and_write_netcdf(radial_dam, tmp_path):
         assert last[gid]["speed"][-1] == pytest.approx(np.hypot(hu, hv) / h, rel=1e-14)
         assert last[gid]["surface"][-1] == pytest.approx(h, rel=1e-14)  # flat bottom
     ds = xr.open_dataset(tmp_path / "g.nc")
-    assert list(ds["gauge"].values) == ["centre", "ring"]
-    assert ds["speed"].shape == (len(gauges.times), 2)
+    assert list(ds["gauge"].values) == ["centre", "ring", "7"]
+    assert ds["speed"].shape == (len(gauges.times), 3)
     np.testing.assert_array_equal(ds["time"].values, gauges.times)
     np.testing.assert_array_equal(ds["hu"].values[:, 1], last["ring"]["hu"])
+    # CF metadata: the time-series layout, units, names, the coordinate system
+    assert ds.attrs["Conventions"] == "CF-1.8" and ds.attrs["featureType"] == "timeSeries"
+    assert ds["gauge"].attrs["cf_role"] == "timeseries_id"
+    assert ds["time"].attrs["units"] == "s" and ds["time"].attrs["standard_name"] == "time"
+    assert ds["speed"].attrs["units"] == "m s-1" and ds["hu"].attrs["units"] == "m2 s-1"
+    assert ds["surface"].attrs["long_name"] == "water surface elevation"
+    assert ds["x"].attrs["units"] == "m"
+    assert ds.attrs["coordinate_system"] == "local metres from the domain centre"
     ds.close()
+    # read_gauges reads the NetCDF back as it reads the CSV: the same series
+    gauges.write(tmp_path / "g.csv")
+    from_nc, from_csv = read_gauges(tmp_path / "g.nc"), read_gauges(tmp_path / "g.csv")
+    assert list(from_nc) == list(from_csv) == ["centre", "ring", 7]
+    for gid in from_csv:
+        assert from_nc[gid].keys() == from_csv[gid].keys()
+        for key in from_csv[gid]:
+            np.testing.assert_array_equal(from_nc[gid][key], from_csv[gid][key])
     with pytest.raises(ValueError, match="unknown gauge field 'depthh'.*speed"):
         bad = Gauges([(0.0, 0.0)], fields=["depthh"])
         bad.on_start(sim)
+
+
+def test_gauges_vtp_says_units_and_coordinates(tmp_path, radial_dam):
+    pytest.importorskip("vtk")
+    from vtkmodules.vtkIOXML import vtkXMLPolyDataReader
+
+    sim = radial_dam.setup(mx=8, min_level=2, max_level=2, t_final=0.01)
+    sim.callbacks.append(Gauges([(0.0, 0.0)], path=tmp_path / "g.csv", units={"h": "m"},
+                                crs="local"))
+    sim.run()
+    reader = vtkXMLPolyDataReader()
+    reader.SetFileName(str(tmp_path / "g.vtp"))
+    reader.Update()
+    fd = reader.GetOutput().GetFieldData()
+    assert fd.GetAbstractArray("units").GetValue(0) == "h=m"
+    assert fd.GetAbstractArray("crs").GetValue(0) == "local"
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027, 0o002])
+def test_output_files_follow_the_umask(tmp_path, umask, radial_dam):
+    # atomic writes go through mkstemp (0600): the file must get the mode a plain open()
+    # would give it, 0666 less the umask
+    from forestpy.io.summary import write_json_atomic
+
+    old = os.umask(umask)
+    try:
+        write_json_atomic(tmp_path / "s.json", {"a": 1})
+        sim = radial_dam.setup(mx=8, min_level=2, max_level=2, t_final=0.01)
+        sim.callbacks.append(Gauges([(0.0, 0.0)], path=tmp_path / "g.csv"))
+        sim.run()
+    finally:
+        os.umask(old)
+    names = ["s.json", "g.csv"] + (["g.vtp"] if (tmp_path / "g.vtp").exists() else [])
+    for name in names:
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o666 & ~umask, name

@@ -330,9 +330,9 @@ def test_standalone_demo_runs_main_with_the_output_folder(tmp_path, capsys):
     assert _read(out / "summary.json")["status"] == "ok"
     # typed options still validated, and Simulation-only flags refused
     assert main(["run", str(demo), "--set", "n=0", "--out", str(out)]) == 2
-    assert main(["run", str(demo), "--vtk", "amr", "--out", str(out)]) == 2
+    assert main(["run", str(demo), "--checkpoint-interval", "3", "--out", str(out)]) == 2
     err = capsys.readouterr().err
-    assert "n" in err and "--vtk" in err and "not a Simulation" in err
+    assert "n" in err and "--checkpoint-interval" in err and "not a Simulation" in err
 
 
 def test_mpi_world_size_from_launcher_environment(monkeypatch):
@@ -364,3 +364,173 @@ def test_standalone_demo_bad_input_file_leaves_nothing(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "InputFileError" in err[0] and "line 2" in err[0], err
     assert not out.exists()
+
+
+def test_compilation_is_announced_and_reported_apart(tmp_path, capsys):
+    # a demo whose setup compiles a Numba function of its own (no disk cache): the
+    # notice comes before it, the summary keeps the compilation time apart from the rate
+    demo = demo_file(tmp_path, """
+        import numba
+
+        def qinit(x, y):
+            h = numba.njit(lambda a: a * 0.0 + 1.0)(x)
+            return np.stack([h, np.zeros_like(x), np.zeros_like(x)])
+        """, name="jit_demo.py")
+    out = tmp_path / "o"
+    rc = main(["run", str(demo), "--out", str(out), "--quiet"])
+    captured = capsys.readouterr()
+    assert rc == 0, captured.err
+    notice = "forestpy: compiling kernels for demo jit_demo (first run on this machine; " \
+             "cached for later runs) ..."
+    assert captured.err.splitlines()[0] == notice
+    summary = _read(out / "summary.json")
+    assert summary["setup_compile_s"] > 0 and summary["compile_s"] >= 0
+    assert "compiling kernels took" in captured.out
+    assert "(startup and compilation excluded)" in captured.out
+
+
+STANDALONE_STEPS = """
+from forestpy.callbacks import report_step
+from forestpy.options import Option, merge_options
+
+OPTIONS = dict(n=Option(4, "steps", min=1))
+
+class Solver:
+    t, steps, t_final = 0.0, 0, 1.0
+
+def main(out, **overrides):
+    o = merge_options(OPTIONS, overrides, "stepper")
+    s = Solver()
+    for _ in range(o["n"]):
+        s.t += 1.0 / o["n"]
+        s.steps += 1
+        report_step(s)
+    return {"steps": s.steps}
+"""
+
+
+def test_standalone_demo_shows_progress(tmp_path, capsys):
+    demo = tmp_path / "stepper.py"
+    demo.write_text(STANDALONE_STEPS)
+    assert main(["run", str(demo), "--set", "n=5", "--out", str(tmp_path / "o"),
+                 "--quiet"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert [ln.split("%")[0].strip() for ln in err] == ["20", "40", "60", "80", "100"]
+    assert err[-1].startswith("100%  t=1/1  step 5")
+
+
+# --------------------------------------------------------------------------- bad output
+def _frames_folder(tmp_path) -> Path:
+    """A folder with a .pvd (the checks below come before any frame is read)."""
+    folder = tmp_path / "frames"
+    folder.mkdir()
+    (folder / "frame.pvd").write_text(
+        '<?xml version="1.0"?>\n<VTKFile type="Collection" version="0.1"><Collection>'
+        '<DataSet timestep="0" file="frame_0000.vtm"/></Collection></VTKFile>\n')
+    return folder
+
+
+def _one_error_line(capsys, *words):
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "error:" in err[0] and "Traceback" not in err[0], err
+    for w in words:
+        assert w in err[0], err
+    return err[0]
+
+
+@pytest.mark.parametrize("command", ["run", "png", "movie"])
+def test_unwritable_output_is_one_line_and_exit_2(tmp_path, capsys, command):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder")
+    frames = _frames_folder(tmp_path)
+    if command == "run":
+        argv = ["run", str(DEMO), *SMALL, "--out", str(blocker / "out")]
+    elif command == "png":
+        argv = ["plot", str(frames), "--png", str(blocker / "x.png")]
+    else:
+        argv = ["plot", str(frames), "--movie", str(blocker / "x.gif")]
+    assert main(argv) == 2
+    _one_error_line(capsys, "cannot write in this folder", str(blocker))
+    assert blocker.read_text() == "not a folder"
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0,
+                    reason="needs POSIX permissions and a non-root user")
+def test_read_only_output_folders(tmp_path, capsys):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    frames = _frames_folder(tmp_path)
+    ro.chmod(0o555)
+    frames.chmod(0o555)
+    try:
+        assert main(["run", str(DEMO), *SMALL, "--out", str(ro)]) == 2
+        _one_error_line(capsys, "--out", "Permission denied")
+        assert main(["plot", str(frames)]) == 2  # images go beside the frames
+        _one_error_line(capsys, "--png FILE")
+        assert main(["plot", str(frames), "--movie", str(ro / "m.gif")]) == 2
+        _one_error_line(capsys, "--movie")
+        assert not os.listdir(ro)
+    finally:
+        ro.chmod(0o755)
+        frames.chmod(0o755)
+
+
+def test_levels_beyond_the_forest_are_refused_up_front(tmp_path, capsys):
+    out = tmp_path / "o"
+    assert main(["run", str(DEMO), "--set", "max_level=19", "--out", str(out)]) == 2
+    _one_error_line(capsys, "max_level", "<= 18", "19")
+    assert not out.exists()
+
+
+STANDALONE_GRID = """
+import numpy as np
+from forestpy.callbacks import report_start, report_step
+from forestpy.options import Option, merge_options
+
+OPTIONS = dict(n=Option(8, "steps", min=1))
+
+class Solver:
+    t, steps, t_final = 0.0, 0, 1.0
+    def frame_fields(self):
+        z = np.full((3, 4), self.t)
+        return {"fields": {"depth": z, "u": 2 * z}, "lower": (0.0, 0.0),
+                "spacing": (0.5, 0.5), "units": {"depth": "m", "x": "m", "t": "s"}}
+
+def main(out, **overrides):
+    o = merge_options(OPTIONS, overrides, "grid")
+    s = Solver()
+    report_start(s)
+    for _ in range(o["n"]):
+        s.t += 1.0 / o["n"]
+        s.steps += 1
+        report_step(s)
+    return {"steps": s.steps}
+"""
+
+
+def test_standalone_demo_writes_frames(tmp_path, capsys):
+    # --vtk for a solver outside the Simulation: its grid's frames, indexed by time
+    pytest.importorskip("vtkmodules")
+    from vtkmodules.vtkIOXML import vtkXMLMultiBlockDataReader
+
+    from forestpy.io.vtk import read_pvd
+
+    demo = tmp_path / "grid.py"
+    demo.write_text(STANDALONE_GRID)
+    out = tmp_path / "o"
+    assert main(["run", str(demo), "--out", str(out), "--vtk", "flat", "--output-interval",
+                 "0.25", "--quiet"]) == 0, capsys.readouterr().err
+    entries = read_pvd(out / "frame.pvd")
+    assert [t for t, _ in entries] == [0.0, 0.25, 0.5, 0.75, 1.0]
+    reader = vtkXMLMultiBlockDataReader()
+    reader.SetFileName(str(out / entries[2][1]))
+    reader.Update()
+    grid = reader.GetOutput().GetBlock(0).GetBlock(0)
+    assert grid.GetDimensions() == (5, 4, 1) and grid.GetSpacing()[:2] == (0.5, 0.5)
+    depth = grid.GetCellData().GetArray("depth")
+    assert depth.GetValue(0) == 0.5
+    assert grid.GetFieldData().GetAbstractArray("units").GetValue(0) == "depth=m, x=m, t=s"
+    # every 3 steps: the start, steps 3 and 6, the end
+    out2 = tmp_path / "o2"
+    assert main(["run", str(demo), "--out", str(out2), "--output-steps", "3", "--quiet"]) == 0
+    assert [t for t, _ in read_pvd(out2 / "frame.pvd")] == [0.0, 0.375, 0.75, 1.0]

@@ -310,3 +310,48 @@ def test_cli_bad_restart(kind, good_checkpoint, tmp_path, capsys):
 
 def test_cli_bad_checkpoint_interval(tmp_path):
     assert main(["run", DEMO, *SETS, "--out", tmp_path, "--checkpoint-interval", "0"]) == 2
+
+
+def test_cli_restart_with_changed_options_needs_the_flag(tmp_path, capsys):
+    a, b = tmp_path / "A", tmp_path / "B"
+    assert main(["run", DEMO, *SETS, "--quiet", "--out", a, "--checkpoint-interval", "3"]) == 0
+    ckpt = sorted(a.glob("checkpoint_0*.npz"))[0]
+    capsys.readouterr()
+    changed = [*SETS, "--set", "cfl=0.5"]
+    assert main(["run", DEMO, *changed, "--quiet", "--out", b, "--restart", ckpt]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--allow-changed-options" in err[0] and "cfl" in err[0], err
+    assert not b.exists() or not list(b.iterdir())  # nothing written
+    assert main(["run", DEMO, *changed, "--quiet", "--out", b, "--restart", ckpt,
+                 "--allow-changed-options"]) == 0
+    assert "continuing with changed options (cfl: 'default' -> 0.5)" in capsys.readouterr().err
+    assert _summary(b)["status"] == "ok"
+
+
+def test_cli_restart_of_a_finished_run(tmp_path, capsys):
+    a = tmp_path / "A"
+    assert main(["run", DEMO, *SETS, "--quiet", "--out", a, "--checkpoint-interval", "1000"]) == 0
+    before = {p.name: p.read_bytes() for p in a.iterdir()}
+    capsys.readouterr()
+    assert main(["run", DEMO, *SETS, "--quiet", "--out", a, "--restart",
+                 a / "checkpoint_latest.npz"]) == 0
+    captured = capsys.readouterr()
+    assert "nothing to do" in captured.err and len(captured.err.strip().splitlines()) == 1
+    assert "phase" not in captured.out and "%" not in captured.out  # no timer table
+    assert {p.name: p.read_bytes() for p in a.iterdir()} == before  # nothing rewritten
+
+
+def test_restart_timer_shares_stay_below_100_percent(tmp_path, capsys):
+    # a checkpoint written during a run holds that run's phase timers: its wall time
+    # must cover them, or the restarted run's table shows shares above 100 %
+    a, b = tmp_path / "A", tmp_path / "B"
+    assert main(["run", DEMO, *SETS, "--quiet", "--out", a, "--checkpoint-interval", "3"]) == 0
+    capsys.readouterr()
+    assert main(["run", DEMO, *SETS, "--quiet", "--out", b, "--restart",
+                 sorted(a.glob("checkpoint_0*.npz"))[0]]) == 0
+    table = capsys.readouterr().out.split("total wall")[0]
+    shares = [float(ln.split()[-1].rstrip("%")) for ln in table.splitlines()[1:]]
+    assert shares and max(shares) <= 100.0
+    timers = _summary(b)["timers"]
+    assert sum(v for k, v in timers.items() if k not in ("total", "compile") and "." not in k
+               and isinstance(v, float)) <= timers["total"] * (1 + 1e-9)

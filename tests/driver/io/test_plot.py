@@ -117,3 +117,89 @@ def test_cli_run_writes_frames_at_output_times_and_plot_renders_them(tmp_path, c
                        (["--contour", "a,b"], "--contour expects")]:
         assert main(["plot", str(out), *bad]) == 2
         assert match in capsys.readouterr().err
+
+
+def test_frame_pictures_have_axes_units_time_and_say_when_clipped(run_dir, tmp_path,
+                                                                  monkeypatch):
+    from testsupport import check_figure, record_figures
+
+    from forestpy.io.plot import clipping_note
+    from forestpy.io.vtk import write_frame
+
+    sim = run_dir[2]
+    sim.units = {"x": "m", "y": "m", "depth": "m", "h": "m", "t": "s"}
+    try:
+        frame = write_frame(sim, tmp_path / "f")
+    finally:
+        del sim.units
+    figures = record_figures(monkeypatch)
+    render_frame(frame, "depth", tmp_path / "a.png", time=0.25)
+    check_figure(figures, clipped=False)
+    assert figures[-1]["title"] == "depth, t = 0.25 s" and figures[-1]["xlabel"] == "x (m)"
+    assert [r["title"] for r in figures if r["kind"] == "bar"] == ["depth (m)"]
+    figures.clear()
+    render_frame(frame, "depth", tmp_path / "b.png", time=0.25, clim=(1.0, 1.2))
+    check_figure(figures, clipped=True)
+    # a frame without units: plain names, no unit made up
+    figures.clear()
+    render_frame(run_dir[0] / "frame_0000.vtm",
+                 "depth", tmp_path / "c.png", time=0.0)
+    assert figures[-1]["xlabel"] == "x" and figures[-1]["title"] == "depth, t = 0"
+    assert clipping_note([1.0, 2.0], (0.0, 3.0)) is None
+    assert "above 1.5 m" in clipping_note([1.0, 2.0], (0.0, 1.5), "m")
+    assert "below 1.5" in clipping_note([1.0, 2.0], (1.5, 3.0))
+
+
+def test_plot_gauges_and_fgmax(radial_dam, tmp_path, monkeypatch, capsys):
+    # VisClaw's roles: the gauges' time series and the fgmax map, from forestpy plot
+    from forestpy.extensions.geoclaw.fgmax import FGMax
+    from testsupport import check_figure, record_figures
+
+    from forestpy.callbacks import SHALLOW_WATER_SI, Gauges
+    from forestpy.cli import main
+
+    sim = radial_dam.setup(mx=8, min_level=2, max_level=2, t_final=0.05)
+    sim.callbacks += [
+        Gauges({"a": (0.0, 0.0), "b": (0.7, 0.1)}, fields=["h", "surface"],
+               path=tmp_path / "gauges.csv", units=SHALLOW_WATER_SI),
+        FGMax.grid(-2.0, 2.0, -2.0, 2.0, 21, 21, topo_index=None,
+                   path=tmp_path / "fgmax", crs="radial dam units"),
+    ]
+    sim.run()
+    figures = record_figures(monkeypatch)
+    assert main(["plot", str(tmp_path), "--gauges"]) == 0
+    assert (tmp_path / "gauges_series.png").stat().st_size > 5000
+    chart = [r for r in figures if r["kind"] == "chart"][-1]
+    assert chart["xlabel"] == "t (s)" and chart["ylabel"] == "surface (m)"
+    assert chart["title"] == "gauges: surface, t = 0 to 0.05 s"
+    assert main(["plot", str(tmp_path), "--gauges", "--field", "h",
+                 "--png", str(tmp_path / "h.png")]) == 0
+    assert main(["plot", str(tmp_path), "--fgmax"]) == 0
+    assert (tmp_path / "fgmax_map.png").stat().st_size > 5000
+    check_figure([r for r in figures if r["kind"] != "chart"], time=False)
+    assert main(["plot", str(tmp_path), "--gauges", "--field", "nope"]) == 2
+    assert main(["plot", str(tmp_path), "--fgmax", "missing.npz"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and "nope" in err[0] and "missing.npz" in err[1], err
+
+
+def test_grid_frames_of_other_solvers_render(tmp_path, monkeypatch):
+    # the frames of HWFV1 / Boussinesq runs (write_grid_frame) are plotted as any other
+    from testsupport import check_figure, record_figures
+
+    from forestpy.io.vtk import PVDCollection, write_grid_frame
+
+    x = np.linspace(0.5, 39.5, 40)
+    depth = 1.0 + 0.1 * np.sin(x)[None, :] * np.ones((30, 1))
+    frame = write_grid_frame(tmp_path / "frame_0000", {"depth": depth, "speed": 0 * depth},
+                             (-20.0, -15.0), (1.0, 1.0), 2.5,
+                             units={"depth": "m", "x": "m", "y": "m", "t": "s"})
+    PVDCollection(tmp_path / "frame.pvd").add(2.5, frame.name)
+    (t, f), = frame_files(tmp_path)
+    blocks = leaf_blocks(f)
+    assert t == 2.5 and len(blocks) == 1 and blocks[0].n_cells == 1200
+    assert blocks[0].bounds[:4] == pytest.approx((-20.0, 20.0, -15.0, 15.0))
+    figures = record_figures(monkeypatch)
+    render_frame(f, "depth", tmp_path / "d.png", time=t)
+    check_figure(figures, clipped=False)
+    assert figures[-1]["title"] == "depth, t = 2.5 s"

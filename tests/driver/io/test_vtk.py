@@ -95,12 +95,13 @@ def _check_values(name, got, expected):
 
 def test_pvd_lists_every_frame(run):
     sim, amr, flat, out = run
-    for cb, ext in ((amr, ".vthb"), (flat, ".vtm")):
+    for cb in (amr, flat):  # both list the levels view (.vtm); AMR has its .vthb too
         entries = read_pvd(cb.pvd_path)
         assert [t for t, _ in entries] == [t for t, _, _ in cb.written]
         assert [f for _, f in entries] == [p.name for _, _, p in cb.written]
         assert entries[0][0] == 0.0 and entries[-1][0] == pytest.approx(sim.t_final)
-        assert all(f.endswith(ext) and (out / f).is_file() for _, f in entries)
+        assert all(f.endswith(".vtm") and (out / f).is_file() for _, f in entries)
+        assert all((out / f).with_suffix(".vthb").is_file() == (cb is amr) for _, f in entries)
         assert len({f for _, f in entries}) == len(entries)  # no duplicate frames
     # every step for "amr" (plus frame 0), interval 0.05 for "flat" (0, >= 0.05, end)
     assert len(amr.written) == sim.steps + 1
@@ -117,7 +118,7 @@ def test_amr_frames_read_back(run):
     blanked_somewhere = False
     for (t, _, path), snap in zip(amr.written, amr.snapshots):
         reader = vtkXMLUniformGridAMRReader()
-        reader.SetFileName(str(path))
+        reader.SetFileName(str(path.with_suffix(".vthb")))
         reader.SetMaximumLevelsToReadByDefault(0)  # all levels
         reader.Update()
         data = reader.GetOutput()
@@ -186,7 +187,7 @@ def test_amr_frames_read_back(run):
     assert last["t"] == sim.t
     exp = _expected(last["q"])
     reader = vtkXMLUniformGridAMRReader()
-    reader.SetFileName(str(amr.written[-1][2]))
+    reader.SetFileName(str(amr.written[-1][2].with_suffix(".vthb")))
     reader.SetMaximumLevelsToReadByDefault(0)
     reader.Update()
     data = reader.GetOutput()
@@ -209,10 +210,21 @@ def test_flat_frames_read_back(run):
         reader.SetFileName(str(path))
         reader.Update()
         mb = reader.GetOutput()
-        assert mb.GetNumberOfBlocks() == sum(snap["ppl"].values()) == len(snap["level"])
+        # one block per level, named, holding that level's leaves in patch order
+        levels = sorted(snap["ppl"])
+        assert mb.GetNumberOfBlocks() == len(levels)
+        blocks = []
+        for k, lev in enumerate(levels):
+            assert mb.GetMetaData(k).Get(mb.NAME()) == f"level {lev}"
+            sub = mb.GetBlock(k)
+            assert sub.GetNumberOfBlocks() == snap["ppl"][lev]
+            mine = np.flatnonzero(snap["level"] == lev)
+            for j in range(sub.GetNumberOfBlocks()):
+                assert sub.GetMetaData(j).Get(mb.NAME()) == f"patch {mine[j]}"
+                blocks.append((mine[j], sub.GetBlock(j)))
+        assert len(blocks) == len(snap["level"])
         exp = _expected(snap["q"])
-        for p in range(mb.GetNumberOfBlocks()):
-            grid = mb.GetBlock(p)
+        for p, grid in blocks:
             h = 5.0 / (sim.mx * 2 ** int(snap["level"][p]))
             assert grid.GetSpacing()[:2] == pytest.approx((h, h), rel=1e-12)
             assert grid.GetNumberOfCells() == sim.mx * sim.my
@@ -242,7 +254,7 @@ def test_leaves_only_and_overwrite(run, tmp_path):
     assert [data.GetNumberOfBlocks(k) for k in range(data.GetNumberOfLevels())] == [
         ppl.get(lmin + k, 0) for k in range(max(ppl) - lmin + 1)
     ]
-    assert sorted(os.listdir(tmp_path)) == ["leaves", "leaves.vthb"]
+    assert sorted(os.listdir(tmp_path)) == ["leaves", "leaves.vthb", "leaves.vtm"]
     assert len(os.listdir(tmp_path / "leaves")) == sim.geom.npatch
 
 

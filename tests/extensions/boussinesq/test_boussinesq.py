@@ -240,3 +240,18 @@ def test_cosh_profile_coefficients_and_exact_dispersion_at_kappa():
     assert np.isfinite([D, M, N]).all() and D[0] == M[0] == N[0] == 0.0
     with pytest.raises(ValueError, match="kappa"):
         profile_coefficients(1.0, -1.0)
+
+
+def test_steps_reported_to_an_open_progress_scope():
+    # forestpy run shows progress for the Boussinesq demos: every frame reaches it
+    import io
+
+    from forestpy.callbacks import Progress, progress_scope
+
+    stream = io.StringIO()
+    model = VBM(np.full((3, 16), 2.0), 0.5, tol=1e-12)
+    with progress_scope(Progress(stream, every=0.5)):
+        model.run(10 * model.dt)
+    lines = stream.getvalue().splitlines()
+    assert [ln.split("%")[0].strip() for ln in lines] == ["50", "100"]
+    assert "step 10" in lines[-1] and model.cell_updates == 10 * 48

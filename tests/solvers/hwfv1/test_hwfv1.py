@@ -228,3 +228,57 @@ def test_tree_node_cpu_step_never_reads_nodes_outside_the_tree_and_keeps_inflow(
     assert [k for _, k in tree.leaf_history] == [k for _, k in ref.leaf_history]
     for a, b in zip(ref.state(), tree.state()):
         np.testing.assert_allclose(b, a, rtol=0, atol=1e-12)
+
+
+def test_steps_reported_to_an_open_progress_scope():
+    # forestpy run shows progress for HWFV1 demos: every step reaches the display
+    import io
+
+    from forestpy.callbacks import Progress, progress_scope
+
+    stream = io.StringIO()
+    with progress_scope(Progress(stream, every=0.5)):
+        humps = load("humps")
+        humps.main(L=5, eps=None, t_final=0.5)
+    lines = stream.getvalue().splitlines()
+    assert lines and lines[-1].startswith("100%  t=0.5/0.5") and "cells/s" in lines[-1]
+
+
+def test_frames_for_paraview(tmp_path):
+    # forestpy run --vtk ... of an HWFV1 demo: the finest grid's frames, with times
+    pytest.importorskip("vtkmodules")
+    from vtkmodules.vtkIOXML import vtkXMLMultiBlockDataReader
+
+    from forestpy.callbacks import progress_scope
+    from forestpy.io.vtk import GridOutput, read_pvd
+
+    frames = GridOutput(tmp_path, interval=0.25)
+    with progress_scope(frames):
+        load("humps").main(L=5, eps=None, t_final=0.5)
+    entries = read_pvd(tmp_path / "frame.pvd")
+    times = [t for t, _ in entries]
+    assert times[0] == 0.0 and times[-1] == pytest.approx(0.5) and len(times) == 3
+    assert 0.25 <= times[1] < 0.5  # the first step at or after 0.25 (no landing)
+    reader = vtkXMLMultiBlockDataReader()
+    reader.SetFileName(str(tmp_path / entries[-1][1]))
+    reader.Update()
+    grid = reader.GetOutput().GetBlock(0).GetBlock(0)
+    assert grid.GetNumberOfCells() == 32 * 32
+    names = [grid.GetCellData().GetArrayName(k)
+             for k in range(grid.GetCellData().GetNumberOfArrays())]
+    assert names == ["depth", "qx", "qy", "bed", "surface", "speed"]
+
+
+def test_frames_leave_the_solution_unchanged(tmp_path):
+    # a frame reads the tree's finest values (state()): the run must not notice
+    pytest.importorskip("vtkmodules")
+    from forestpy.callbacks import progress_scope
+    from forestpy.io.vtk import GridOutput
+
+    dam = load("circular_dam")
+    plain = dam.setup(L=6, eps=1e-3).run(1.0)
+    with progress_scope(GridOutput(tmp_path, every_steps=1)):
+        framed = dam.setup(L=6, eps=1e-3).run(1.0)
+    assert framed.steps == plain.steps and len(list(tmp_path.glob("*.vtm"))) > plain.steps
+    for a, b in zip(plain.state(), framed.state()):
+        np.testing.assert_array_equal(a, b)
