@@ -50,7 +50,7 @@ def depth_error_along_axis(sim, reference) -> float:
     return float(np.sum(np.abs(h - sample(r_ref, h_ref, np.hypot(x, y)))) * dx)
 
 
-def run_case(case: str, subcycle: bool = True) -> dict:
+def run_case(case: str, subcycle: bool = True, overrides: dict | None = None) -> dict:
     import importlib.util
 
     import numba
@@ -61,10 +61,11 @@ def run_case(case: str, subcycle: bool = True) -> dict:
     from forestpy.extensions.reference import solve_radial_dam
 
     demo.setup(mx=8, min_level=1, max_level=2, t_final=0.05).run()  # compile the kernels
-    sim = demo.setup(**CASES[case], subcycle=subcycle)
-    t0 = time.perf_counter()
+    options = {**CASES[case], **(overrides or {})}
+    sim = demo.setup(**options, subcycle=subcycle)
+    t0, c0 = time.perf_counter(), time.process_time()
     sim.run()
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     t0 = time.perf_counter()
     ref = solve_radial_dam(ncells=20000, t_final=sim.t)
     reference_s = time.perf_counter() - t0
@@ -74,12 +75,15 @@ def run_case(case: str, subcycle: bool = True) -> dict:
         "benchmark": "radial_dam",
         "reference_wall_s": round(reference_s, 3),  # the 1D reference (20000 cells)
         "case": case,
-        **CASES[case],
+        **options,
+        "refine_threshold": sim.options["refine_threshold"],
         "subcycle": sim.subcycling,
         "threads": numba.config.NUMBA_NUM_THREADS,
         "machine": platform.machine(),
         "cpu": platform.processor() or "unknown",
         "steps": sim.steps,
+        "level_steps": sim.level_steps,
+        "cpu_s": round(cpu, 4),
         "regrids": sim.regrids,
         "patches_per_level": sim.patches_per_level(),
         "cell_updates": sim.cell_updates,
@@ -99,21 +103,37 @@ def main(argv=None) -> None:
                    help="NUMBA_NUM_THREADS values (default: 1 and all cores)")
     p.add_argument("--subcycle", choices=("on", "off"), action="append",
                    help="local time stepping of the adaptive runs (default: on)")
+    p.add_argument("--mx", type=int, help="cells per patch side (instead of the case's)")
+    p.add_argument("--min-level", type=int, help="coarsest level (finest: + the case's span)")
+    p.add_argument("--threshold", type=float, help="refine threshold (default the demo's)")
     p.add_argument("--inline", action="store_true", help="run in this process (one case)")
     args = p.parse_args(argv)
+    extra = []
+    for flag in ("mx", "min_level", "threshold"):
+        value = getattr(args, flag)
+        if value is not None:
+            extra += [f"--{flag.replace('_', '-')}", str(value)]
     modes = args.subcycle or ["on"]
     cases = args.case or ["uniform", "adaptive"]
     if args.inline:
         for case in cases:
+            over = {}
+            if args.mx is not None:
+                over["mx"] = args.mx
+            if args.min_level is not None:
+                span = CASES[case]["max_level"] - CASES[case]["min_level"]
+                over.update(min_level=args.min_level, max_level=args.min_level + span)
+            if args.threshold is not None:
+                over["refine_threshold"] = args.threshold
             for mode in modes:
-                print(json.dumps(run_case(case, mode == "on")), flush=True)
+                print(json.dumps(run_case(case, mode == "on", over)), flush=True)
         return
     for threads in args.threads or [1, os.cpu_count()]:
         for case in cases:
             for mode in modes:
                 env = {**os.environ, "NUMBA_NUM_THREADS": str(threads)}
                 out = subprocess.run([sys.executable, __file__, "--inline", "--case", case,
-                                      "--subcycle", mode],
+                                      "--subcycle", mode, *extra],
                                      env=env, check=True, capture_output=True, text=True)
                 print(out.stdout.strip(), flush=True)
 

@@ -281,6 +281,7 @@ def test_lake_at_rest_adaptive_grid_with_islands_rest_regrid():
     rest through regrids that refine and coarsen across shorelines; the volume changes
     at those shorelines (it cannot be kept as well: docs/geoclaw_solver.md, 'AMR')."""
     sim, levels = adaptive_lake(-0.3, shore_regrid="rest")
+    assert sim.subcycling and len(set(sim.level_steps.values())) > 1  # local time steps
     q = interior(sim)
     assert (q[:, 0] == 0).any() and q[:, 0].min() >= 0.0
     assert sim.regrids >= 6 and (2, 3, 4) in levels
