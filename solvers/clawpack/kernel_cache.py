@@ -98,7 +98,9 @@ def _module_text(riemann, cache: bool) -> str:
     _, tail = rest.split(_END, 1)
     header = (
         f"{_BEGIN}\n"
-        f"# generated for Riemann solver {riemann.name!r}; RPN2/RPT2 are set on import\n"
+        # no solver name here: solvers with the same physics (a renamed copy) share
+        # the file, and so Numba's cache of it, instead of rewriting it in turn
+        "# generated for a Riemann solver of these sizes; RPN2/RPT2 are set on import\n"
         f"MEQN = {int(riemann.num_eqn)}\n"
         f"MWAVES = {int(riemann.num_waves)}\n"
         f"USE_FWAVE = {bool(riemann.fwave)}\n"
