@@ -3,6 +3,7 @@
 import dataclasses
 
 from forestpy.solvers.clawpack import kernel_cache
+
 from forestpy.vtable import get_riemann
 
 
