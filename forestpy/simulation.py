@@ -316,6 +316,7 @@ class Simulation:
         self._root_copy = None  # (root, global arrays on root): see root_view
         self._spare = self._spare_of = None  # see _new_state
         self._subcycler = None  # made at the first step when subcycling applies
+        self.carried = None  # see regrid(carry=...)
         self._initial_refinement()
         self.timers = Timers()  # the phases of the run, not of the initial refinement
         self.totals_initial = self.totals()
@@ -656,7 +657,8 @@ class Simulation:
                                          self.layout.local_arrays, probe)
             c = float(self.backend.to_host(cfl.max()))
             if self.subcycling:  # the coarsest level's dt: finer levels take halves
-                level = self.backend.to_device(self.geom.level.astype(np.float64))
+                level = self.backend.to_device(
+                    self.layout.owned_geom.level.astype(np.float64))
                 coarsest = float(self.geom.level.min())
                 c = float(self.backend.to_host((cfl * 2.0 ** (coarsest - level)).max()))
         c = float(self.exchange.allreduce(np.array([c]), "max")[0])
@@ -925,7 +927,7 @@ class Simulation:
         return side
 
     # ------------------------------------------------------------------ regrid
-    def regrid(self, frozen_below: int | None = None) -> bool:
+    def regrid(self, frozen_below: int | None = None, carry=None) -> bool:
         """Tag, refine/coarsen/balance, transfer data conservatively, rebuild plans;
         returns whether the forest changed.
 
@@ -939,7 +941,11 @@ class Simulation:
         leaves coarser than this level must stay as they are (their levels are in the
         middle of a step); only leaves of this level or finer are refined, only finer
         ones coarsened, and a new forest that would change a frozen leaf (the 2:1
-        balance reaching down) is dropped."""
+        balance reaching down) is dropped.
+
+        ``carry`` (an array like ``q``, local rows): transferred with the state, as a
+        conserved density, into ``self.carried`` (the subcycled step's state at the
+        start of the frozen levels' step; owned rows, halo rows zero)."""
         self._localize()
         be, xp = self.backend, self.xp
         with self.timers("regrid"):
@@ -979,6 +985,10 @@ class Simulation:
                 drytol = self._surface_dry_tolerance()
                 density = xp.concatenate(
                     [density, surface_fields(density, aux, *surface, drytol, xp)], axis=1)
+            if carry is not None:  # moves with the state (last components)
+                c = self._owned(carry)
+                density = xp.concatenate(
+                    [density, c * aux[:, capa : capa + 1] if capa >= 0 else c], axis=1)
             del q, aux
             src, rows, span = self._migrate(forest, density)
             del density
@@ -987,6 +997,9 @@ class Simulation:
                              backend=be, new_ids=None if span is None else np.arange(*span),
                              old_rows=rows)
             del src
+            carried = None
+            if carry is not None:
+                carried, q_new = q_new[:, -meqn:], q_new[:, :-meqn]
             self.q = self.aux = None  # the old local arrays are no longer needed
             self._set_forest(forest)
             L = self.layout
@@ -1003,14 +1016,24 @@ class Simulation:
             if capa >= 0:
                 b = self.mbc
                 q_new[:, :, b:-b, b:-b] /= aux[:, capa : capa + 1, b:-b, b:-b]
-            if L.whole:
-                self.q = q_new
-            else:  # halo rows: filled by the next exchange
-                self.q = xp.zeros((L.nlocal,) + q_new.shape[1:], dtype=q_new.dtype)
-                self.q[: L.nown] = q_new
+                if carried is not None:
+                    carried[:, :, b:-b, b:-b] /= aux[:, capa : capa + 1, b:-b, b:-b]
+            self.q = self._local_rows(xp.ascontiguousarray(q_new))
+            self.carried = None if carried is None else self._local_rows(
+                xp.ascontiguousarray(carried))
             self._spare = self._spare_of = None
             self.regrids += 1
             return True
+
+    def _local_rows(self, owned):
+        """An array of the owned rows -> the local layout's (halo rows zero: filled by
+        the next exchange)."""
+        L = self.layout
+        if L.whole:
+            return owned
+        full = self.xp.zeros((L.nlocal,) + owned.shape[1:], dtype=owned.dtype)
+        full[: L.nown] = owned
+        return full
 
     def _migrate(self, forest, density):
         """The old patches that the transfer to this rank's patches of ``forest`` (under

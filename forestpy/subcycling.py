@@ -70,9 +70,9 @@ __all__ = ["Subcycler", "supports_subcycling"]
 
 
 def supports_subcycling(sim) -> bool:
-    """Whether ``sim`` can subcycle: serial, adaptive, and a step kernel that takes a
-    patch list (``rows``)."""
-    if sim.exchange.distributed or sim.max_level == sim.min_level:
+    """Whether ``sim`` can subcycle: adaptive, and a step kernel that takes a patch list
+    (``rows``)."""
+    if sim.max_level == sim.min_level:
         return False
     try:
         params = inspect.signature(sim.vtable.step).parameters
@@ -108,9 +108,14 @@ class LevelPlans:
 
     @classmethod
     def build(cls, sim) -> LevelPlans:
+        """The plans of ``sim``'s layout: levels and cell counts of the whole forest
+        (every rank plans the same steps), rows and plan entries of this rank's owned
+        patches (local rows; coarse sources and fine time-sync partners may be halo
+        rows)."""
         be, L, geom = sim.backend, sim.layout, sim.geom
-        level = np.asarray(geom.level)
-        self = cls(layout=L, levels=sorted(int(v) for v in np.unique(level)))
+        level = np.asarray(L.local_geom.level)  # of the local rows: owned, then halo
+        every = np.asarray(geom.level)
+        self = cls(layout=L, levels=sorted(int(v) for v in np.unique(every)))
         plan = GhostPlan(**{k: be.to_host(getattr(L.ghost_plan, k))
                             for k in GhostPlan.__dataclass_fields__})
         sync = L.sync_plan
@@ -124,10 +129,10 @@ class LevelPlans:
         sides = [be.to_host(s) for s in L.owned_sides]
         dst_level = {k: level[getattr(plan, f"{k}_dst")[:, 0]] for k in ("copy", "avg", "interp")}
         for lv in self.levels:
-            rows = np.flatnonzero(level == lv)
+            rows = np.flatnonzero(level[: L.nown] == lv)
             self.rows_host[lv] = rows
             self.rows[lv] = be.to_device(rows.astype(np.int64))
-            self.ncells[lv] = len(rows) * geom.mx * geom.my
+            self.ncells[lv] = int(np.count_nonzero(every == lv)) * geom.mx * geom.my
             keep = {k: dst_level[k] == lv for k in dst_level}
             self.ghost[lv] = GhostPlan(**{
                 f: getattr(plan, f)[keep[f.split("_")[0]]]
@@ -179,7 +184,7 @@ class Subcycler:
                 self.scratch = q.copy()  # finite everywhere: rows are copied back whole
             else:
                 self.scratch[...] = q
-            self.edge = xp.zeros((n, 4, q.shape[1], max(sim.mx, sim.my)))
+            self.edge = xp.zeros((sim.layout.n_edge_rows, 4, q.shape[1], max(sim.mx, sim.my)))
             self.cfl = xp.zeros(n)
         return self.plans
 
@@ -223,7 +228,7 @@ class Subcycler:
             # the retry: new ratios for the speeds now known, a coarse step from them
             return False, max(self._courant_for(dt), rejected.courant * 1e-3)
         with sim.timers("cfl_check"):
-            status = sim._step_status(sim.q, sim.xp.zeros(1))
+            status = sim._global_status(sim.q, sim.xp.zeros(0))
         if sim.check_state and not (
             np.isfinite(status[1]) and all(v >= 0.0 for v in status[2:])
         ):
@@ -255,8 +260,9 @@ class Subcycler:
     def _level_step(self, level: int, t: float, dt: float, alpha: float) -> int:
         sim = self.sim
         P = self._plans()
-        q, xp = sim.q, sim.xp
+        q, xp, ex, L = sim.q, sim.xp, sim.exchange, sim.layout
         rows = P.rows[level]
+        ex.halo(q, L.q_exchange, sim.timers)  # the neighbours' current states
         with sim.timers("ghost_fill"):
             src_host, src = P.coarse_src[level]
             saved = None
@@ -270,15 +276,20 @@ class Subcycler:
             if saved is not None:
                 q[src] = saved
         with sim.timers("step"):
-            sim.vtable.step(q, sim.aux, sim.layout.local_arrays, dt, out=self.scratch,
-                            edge_out=self.edge, rows=rows, cfl_out=self.cfl)
+            n = L.nown  # a patch's ghost cells are in its own row: owned rows suffice
+            sim.vtable.step(q[:n], sim.aux[:n], L.local_arrays, dt, out=self.scratch[:n],
+                            edge_out=self.edge[:n], rows=rows, cfl_out=self.cfl[:n])
         with sim.timers("cfl_check"):
-            courant = float(sim.backend.to_host(self.cfl[rows].max()))
+            courant = float(sim.backend.to_host(self.cfl[rows].max())) if len(
+                P.rows_host[level]) else 0.0
+            courant = float(ex.allreduce(np.array([courant]), "max")[0])
         if dt > 0.0:
             self._speed_now[level] = max(self._speed_now.get(level, 0.0), courant / dt)
         if not courant <= sim.cfl_max:  # NaN too
             raise _Rejected(courant)
         self.courant = max(self.courant, courant)
+        if level > P.levels[0]:  # the fine edge fluxes of remote patches
+            ex.halo(self.edge, L.edge_exchange, sim.timers)
         with sim.timers("time_sync"):
             sync = P.sync.get(level)
             if sync is not None and sim.vtable.time_sync is not None:
@@ -291,6 +302,7 @@ class Subcycler:
                     self.q_old = q.copy()
                 else:
                     self.q_old[rows] = q[rows]
+                ex.halo(self.q_old, L.q_exchange, sim.timers)
                 finer = P.sync.get(level + 1)
                 if finer is not None:
                     self.coarse_sum[level + 1] = dt * coarse_face_fluxes(finer, self.edge)
@@ -402,15 +414,14 @@ class Subcycler:
         frozen = None if m <= self.coarsest else m
         if frozen is not None and m >= sim.max_level:  # nothing to refine or coarsen
             return
-        old_forest, q_old = sim.forest, self.q_old
-        if not sim.regrid(frozen_below=frozen):
+        # the frozen leaves, in the middle of their step, keep their old state: it moves
+        # with the state (a copy for a leaf that stays, on whichever rank gets it)
+        carry = self.q_old if frozen is not None and self.q_old is not None else None
+        changed = sim.regrid(frozen_below=frozen, carry=carry)
+        if not changed:
             return
-        if frozen is not None and q_old is not None:
-            # the frozen leaves, in the middle of their step, keep their old state
-            old_rows = np.flatnonzero(old_forest.level < m)
-            new_rows = np.flatnonzero(sim.forest.level < m)
-            self.q_old = sim.xp.zeros_like(sim.q)
-            if len(new_rows):
-                be = sim.backend
-                self.q_old[be.to_device(new_rows)] = q_old[be.to_device(old_rows)]
+        self.q_old = sim.carried
+        sim.carried = None
         self.plans = None
+        if self.q_old is not None:
+            sim.exchange.halo(self.q_old, sim.layout.q_exchange, sim.timers)

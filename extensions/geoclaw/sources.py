@@ -363,6 +363,9 @@ class GeoClawSources:
         local = 1.0 - covered / xp.where(total > 0.0, total, 1.0)
         leftover = float(((deficit - covered) * area_here).sum())
         moved = (deficit * area_here).sum()
+        comm = self._comm()
+        if comm is not None:  # every rank calls the hook for every level: collectives match
+            leftover, moved = comm.allreduce(np.array([leftover, float(moved)]))
         glob = 1.0
         if leftover > 0.0:
             others = np.ones(area.shape[0], dtype=bool)
@@ -371,6 +374,8 @@ class GeoClawSources:
             depth_others = sim.q[others, 0, b:-b, b:-b].sum(axis=(1, 2))
             volume = float((total * area_here).sum() - (covered * area_here).sum()
                            + (depth_others * area[others]).sum())
+            if comm is not None:
+                volume = comm.allreduce(volume)
             glob = 1.0 - leftover / volume if volume > 0.0 else 1.0
             sim.q[others, :, b:-b, b:-b] *= glob  # the momenta with the depth
         scale = (local * glob)[:, None, None]

@@ -58,9 +58,9 @@ def test_partial_regrids_leave_the_coarser_levels_as_they_are(radial_dam):
     seen = []
     original = sim.regrid
 
-    def regrid(frozen_below=None):
+    def regrid(frozen_below=None, carry=None):
         before = sim.forest
-        changed = original(frozen_below=frozen_below)
+        changed = original(frozen_below=frozen_below, carry=carry)
         if frozen_below is not None:
             seen.append(changed)
             keep_a, keep_b = before.level < frozen_below, sim.forest.level < frozen_below

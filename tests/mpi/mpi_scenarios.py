@@ -8,9 +8,13 @@ import importlib.util
 from testsupport import ROOT, demo_file
 
 # regrids every 4 steps: between them the ranks step on halo exchanges alone; one dt for
-# all levels, as the distributed runs take (they do not subcycle yet)
+# all levels (AMR_SUBCYCLED: each level its own)
 AMR = dict(mx=8, min_level=2, max_level=5, t_final=0.3, regrid_interval=4, subcycle=False)
 UNIFORM = dict(mx=8, min_level=3, max_level=3, t_final=0.3)
+# local time stepping: each level its own dt, regrids of the finer levels between the
+# coarse steps (their old state migrates with them)
+AMR_SUBCYCLED = dict(mx=8, min_level=2, max_level=5, t_final=0.3, regrid_interval=2,
+                     subcycle=True)
 PATCHES_1024 = dict(mx=8, min_level=5, max_level=5, t_final=0.02)
 ONE_PATCH = dict(mx=8, min_level=0, max_level=0, t_final=0.2)
 GAUGE_POINTS = [(0.0, 0.0), (0.5, 0.3), (-1.2, 0.7), (1.9, -1.9)]  # as in run_demo.py
@@ -19,7 +23,7 @@ HAVE_VTK = importlib.util.find_spec("vtk") is not None  # optional: then gauges 
 DEMO = ROOT / "demos" / "radial_dam.py"
 # the command line: the radial dam, small (as tests/driver/test_cli.py's SMALL), levels 2-4
 CLI_RUN = ["--set", "max_level=2", "--set", "min_level=2", "--set", "t_final=0.05",
-           "--set", "mx=8", "--set", "max_level=4", "--set", "subcycle=false", "--quiet"]
+           "--set", "mx=8", "--set", "max_level=4", "--quiet"]
 CLI_REPORT = ["--set", "level=3", "--quiet"]
 REPORTED_DEMO = """
     def qinit(x, y):
@@ -62,6 +66,8 @@ SCENARIOS = {
                                               **UNIFORM),
     "uniform_no_overlap_3": scenario(3, overlap=False, whole_range_fraction=0.25, **UNIFORM),
     "amr_2": scenario(2, **AMR),
+    "amr_subcycled_3": scenario(3, **AMR_SUBCYCLED),
+    "bowl_subcycled_2": scenario(2, demo="bowl", subcycle=True),
     "amr_3": scenario(3, **AMR),
     "bowl_2": scenario(2, demo="bowl"),
     "distributed_build_2": scenario(2, build="distributed", **AMR),

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from mpi_scenarios import (
     AMR,
+    AMR_SUBCYCLED,
     GAUGE_POINTS,
     HAVE_VTK,
     ONE_PATCH,
@@ -111,6 +112,29 @@ def test_radial_dam_amr_is_bitwise_the_serial_run(mpi, serial_amr, n):
     assert par["layout"][:, 0].sum() < 0.8 * n * serial_amr.geom.npatch
     assert not par["centres_made"].any()  # nothing here asks for the cell centres
     assert_same_state(par, serial_amr)
+
+
+@pytest.mark.mpi("amr_subcycled_3")
+def test_subcycled_radial_dam_is_bitwise_the_serial_run(mpi, radial_dam):
+    # each level its own dt: a halo exchange per level step, the coarse state at the
+    # start of its step exchanged for the finer levels' ghost cells in time, the fine
+    # edge fluxes of remote patches for the time sync, and partial regrids that migrate
+    # the frozen levels' old state with the patches
+    sim = serial(radial_dam, **AMR_SUBCYCLED)
+    assert sim.subcycling and sim.regrids >= 4 and len(sim.patches_per_level()) >= 3
+    assert len(set(sim.level_steps.values())) >= 3
+    par = mpi("amr_subcycled_3")
+    assert (par["owned"] > 0).all()
+    assert_local_layout(par)
+    assert_same_state(par, sim)
+
+
+@pytest.mark.mpi("bowl_subcycled_2")
+def test_subcycled_geoclaw_bowl_is_bitwise_the_serial_run(mpi):
+    # wet/dry over a bottom with the source hook per level (positivity across ranks)
+    sim = bowl.setup(subcycle=True).run()
+    assert sim.subcycling and sim.regrids >= 5
+    assert_same_state(mpi("bowl_subcycled_2"), sim)
 
 
 @pytest.mark.mpi("bowl_2")
