@@ -124,6 +124,10 @@ class Simulation:
         saved cell updates today: docs/performance.md).
     setaux, src2, b4step : callable, optional
         Vtable hooks (see :class:`~forestpy.vtable.SolverVtable`).
+    physical_bc : callable, optional
+        ``physical_bc(q, aux, t, sides)`` filling the ghost cells outside the domain of
+        the patches ``sides`` (four index arrays, one per side), replacing the
+        framework's, which applies ``bc``.
     callbacks : sequence
         Objects with optional ``on_start(sim)``, ``on_step(sim)``, ``on_end(sim)``;
         ``next_time(sim)`` (optional) names a time the steps must land on exactly (an
@@ -178,6 +182,7 @@ class Simulation:
         tag_field=0,
         tag=None,
         coarsen=None,
+        physical_bc=None,
         regrid_interval=2,
         setaux=None,
         src2=None,
@@ -275,6 +280,7 @@ class Simulation:
             time_sync=getattr(self.solver, "time_sync", None),  # optional for a method
             b4step=opts["b4step"],
             src2=opts["src2"],
+            physical_bc=opts["physical_bc"] or self._physical_bc,
             tag4refinement=tag4refinement,
             tag4coarsening=tag4coarsening,
         ).initialize()
@@ -509,17 +515,13 @@ class Simulation:
         else:
             self._fill_ghosts_surface(q, *surface, plan=plan)
         with self.timers("ghost_fill.physical_bc"):
-            apply_physical_bc(
-                q,
-                self.geom,
-                self.bc,
-                self.riemann.wall_reflect,
-                self.t if t is None else t,
-                self.aux,
-                centers=self._centers_of,
-                backend=self.backend,
-                sides=sides,
-            )
+            self.vtable.physical_bc(q, self.aux, self.t if t is None else t, sides)
+
+    def _physical_bc(self, q, aux, t: float, sides) -> None:
+        """The framework's ``physical_bc`` slot: the ``bc`` option's kinds (and
+        callables) on the patches ``sides``, see :mod:`forestpy.patches.boundary`."""
+        apply_physical_bc(q, self.geom, self.bc, self.riemann.wall_reflect, t, aux,
+                          centers=self._centers_of, backend=self.backend, sides=sides)
 
     def _fill_ghosts_surface(self, q, i: int, j: int, plan=None) -> None:
         """Ghost fill of a depth ``q[i]`` over the bottom ``aux[j]`` (see

@@ -332,7 +332,7 @@ def available_riemann() -> list[str]:
     return sorted(_REGISTRY)
 
 
-_REQUIRED_SLOTS = ("qinit", "step", "tag4refinement")
+_REQUIRED_SLOTS = ("qinit", "step", "physical_bc", "tag4refinement")
 
 
 @dataclass
@@ -346,7 +346,7 @@ class SolverVtable:
     ``time_sync``), then the framework's default refinement criterion
     (:mod:`forestpy.indicators`), then the application and the user through the
     :class:`~forestpy.simulation.Simulation` options (``setaux``, ``b4step``, ``src2``,
-    ``tag``, ``coarsen``), each layer overriding the one before.
+    ``tag``, ``coarsen``, ``physical_bc``), each layer overriding the one before.
 
     Creating
         ``qinit(x, y) -> q`` (required): initial state at cell centres, shape
@@ -362,6 +362,11 @@ class SolverVtable:
         ``time_sync(plan, q_old, q_new, aux, edge_fluxes, dt)`` (optional; without it
         the coarse-fine conservation fix is skipped): corrects ``q_new`` in place at the
         coarse-fine faces of the :class:`~forestpy.patches.time_sync.TimeSyncPlan`.
+    Boundaries
+        ``physical_bc(q, aux, t, sides)`` (required; the framework fills it from the
+        ``bc`` option, :mod:`forestpy.patches.boundary`, unless the application or the
+        user passes one): the ghost cells outside the domain of the patches ``sides``
+        (four index arrays, one per side), after the ghost plan has filled the rest.
     Regrid (tagging: both slots come from one criterion, :mod:`forestpy.indicators`)
         ``tag4refinement(q, aux, geom, t) -> bool[npatch]`` (required);
         ``tag4coarsening(q, aux, geom, t) -> bool[npatch]`` (optional: never coarsen).
@@ -375,6 +380,7 @@ class SolverVtable:
     b4step: Callable | None = None
     src2: Callable | None = None
     time_sync: Callable | None = None
+    physical_bc: Callable | None = None
     tag4refinement: Callable | None = None
     tag4coarsening: Callable | None = None
     derived_fields: Callable | None = None

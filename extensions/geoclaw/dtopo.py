@@ -112,7 +112,11 @@ def read_dtopo(path, dtopotype: int | None = None) -> DTopography:
     if np.isnan(vals).any():
         raise RasterError(f"{path}: a deformation in the frames is NaN")
     dz = vals.reshape(mt, my, mx)[:, ::-1]
-    t = h["t0"] + h["dt"] * np.arange(mt)
+    with np.errstate(over="ignore", invalid="ignore"):  # huge values: refused below
+        t = h["t0"] + h["dt"] * np.arange(mt)
+    if not np.isfinite(t).all():
+        raise RasterError(f"{path}: frame times t0 + k dt overflow (t0={h['t0']}, "
+                          f"dt={h['dt']}, mt={mt})")
     return _dtopo(path, np.ascontiguousarray(dz), t, h["xlower"], h["ylower"], h["dx"],
                   h["dy"])
 

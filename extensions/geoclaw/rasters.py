@@ -609,9 +609,10 @@ def read_geotiff(path) -> Raster:
             epsg = keys[k + 3]
     # top-left of pixel (i0, j0) is (X, Y) for PixelIsArea; the pixel centre for PixelIsPoint
     shift = 0.5 if raster_type == 1 else 0.0
-    x0 = float(X + (shift - i0) * sx)
-    ytop = Y - (shift - j0) * sy
-    y0 = float(ytop - (ny - 1) * sy)
+    with np.errstate(over="ignore", invalid="ignore"):  # huge values: refused below
+        x0 = float(X + (shift - i0) * sx)
+        ytop = Y - (shift - j0) * sy
+        y0 = float(ytop - (ny - 1) * sy)
     if not (np.isfinite(x0) and np.isfinite(y0)):
         fail("the georeferencing gives a non-finite origin")
     meta = {"epsg": epsg, "raster_type": raster_type}

@@ -147,6 +147,10 @@ def test_vtable_contracts():
     with pytest.raises(ValueError, match="step"):
         vt.initialize()
     vt = SolverVtable(qinit=lambda x, y: x, step=lambda *a: a, tag4refinement=lambda *a: a)
+    with pytest.raises(ValueError, match="physical_bc"):
+        vt.initialize()
+    vt = SolverVtable(qinit=lambda x, y: x, step=lambda *a: a, tag4refinement=lambda *a: a,
+                      physical_bc=lambda *a: None)
     vt.initialize()
     with pytest.raises(RuntimeError, match="already initialised"):
         vt.initialize()
@@ -369,3 +373,25 @@ def test_importing_the_framework_imports_no_plugin():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == "[]"
+
+
+def test_the_physical_bc_slot_replaces_the_framework_boundaries(radial_dam):
+    """The boundary slot: the framework fills it from ``bc``; a ``physical_bc`` option
+    replaces it (here: the walls written by hand give the framework's result)."""
+    from forestpy.patches import apply_physical_bc
+
+    calls = []
+
+    def walls(q, aux, t, sides):
+        calls.append(t)
+        apply_physical_bc(q, sim.geom, ("wall",) * 4, sim.riemann.wall_reflect, t, aux,
+                          sides=sides)
+
+    ref = radial_dam.setup(mx=8, min_level=2, max_level=3, t_final=0.1).run()
+    sim = radial_dam.setup(mx=8, min_level=2, max_level=3, t_final=0.1)
+    assert sim.vtable.physical_bc == sim._physical_bc
+    sim = Simulation("shallow_roe", qinit=radial_dam.qinit, domain=sim.domain, bc="extrap",
+                     physical_bc=walls, mx=8, min_level=2, max_level=3, t_final=0.1,
+                     params={"grav": 1.0}, refine_threshold=0.02)
+    sim.run()
+    assert calls and np.array_equal(interior(sim), interior(ref))
