@@ -1,27 +1,26 @@
 """Local time stepping: each refinement level takes its own time step (subcycling).
 
-A level takes steps of twice the next finer level's ``dt`` (the quadtree's ratio 2 in
-space and in time), as in AMRClaw, GeoClaw and ForestClaw (``subcycle = T``).  One
-*coarse step* of the coarsest level present, ``dt_c``, is the recursion of Berger and
-Oliger (1984)::
+A level takes one or two steps per step of the next coarser level (the time ratio
+``r``; the space ratio is 2), as in AMRClaw/GeoClaw (variable time ratios) and
+ForestClaw (``subcycle = T``, ratio 2).  One *coarse step* of the coarsest level
+present is the recursion of Berger and Oliger (1984)::
 
     advance(l, t, dt):
         step level l from t to t + dt
         if level l + 1 exists:
-            advance(l + 1, t, dt/2);  regrid levels >= l + 1 if due
-            advance(l + 1, t + dt/2, dt/2)
+            r times: advance(l + 1, ..., dt / r);  regrid levels >= l + 1 if due
             time sync of level l with level l + 1
+        split sources of level l
 
 * **Ghost cells in time.**  A level's ghost cells are filled from its own level and
   the next finer one at its own time; those covered by the next coarser level, which
   is then at the end of its step, are interpolated in space (the ghost plan's limited
   interpolation, surface-aware for GeoClaw) from the coarse state interpolated in
-  time between the start and the end of the coarse step (weights 1, 0 for the first
-  fine substep and 1/2, 1/2 for the second).  A convex combination of two states of
-  non-negative depth keeps the depth non-negative, and of two lakes at rest is a lake
-  at rest.
+  time between the start and the end of the coarse step (weights ``1 - i/r, i/r`` for
+  substep ``i``).  A convex combination of two states of non-negative depth keeps the
+  depth non-negative, and of two lakes at rest is a lake at rest.
 * **Conservation.**  The coarse cells beside a finer level used their own flux for the
-  whole coarse step; the fine cells used theirs over two substeps.  After the second
+  whole coarse step; the fine cells used theirs over the substeps.  After the last
   substep the coarse cells take the fine fluxes, summed over the substeps (the time
   sync of :mod:`forestpy.patches.time_sync` over a coarse step: each fine substep adds
   ``dt_f`` times its face terms, measured against the coarse step's starting state), so
@@ -30,12 +29,15 @@ Oliger (1984)::
   level ``m`` has taken ``regrid_interval`` steps since their last regrid, at a time
   when levels ``>= m`` are synchronised; coarser leaves, in the middle of their step,
   stay as they are (:meth:`Simulation.regrid`'s ``frozen_below``; a regrid the 2:1
-  balance would carry to them waits for a coarser synchronisation).
-* **Time step.**  Every level's Courant number is measured by its own steps; the next
-  coarse step is ``dt_c cfl_desired / max_l(cfl_l)``.  A level step above ``cfl_max``
-  rejects the whole coarse step: the forest and the state are put back and it is
-  retaken with the smaller ``dt_c``.  Output times cut the coarse step, so all levels
-  land on them together.
+  balance would carry to them waits for a coarser synchronisation), and their state
+  at the start of their step moves with them (``carry``).
+* **Time step and ratios.**  Every level step measures its Courant number, hence the
+  level's speed; from the speeds and the cells per level the next coarse step picks
+  the ratios with the fewest cell updates per unit time and the largest coarse ``dt``
+  they allow (:meth:`Subcycler._plan_ratios`).  A level step above ``cfl_max`` rejects
+  the whole coarse step: the forest and the state are put back and it is retaken with
+  what the speeds now say.  Output times cut the coarse step, so all levels land on
+  them together.
 * **Hooks.**  ``b4step(sim, dt_c)`` runs once per coarse step (at its start);
   ``src2`` runs once per level step on that level's patches (gathered: ``q``, ``aux``,
   ``x``, ``y`` of the level, its time and ``dt``), after the level's time sync with
@@ -45,8 +47,10 @@ Oliger (1984)::
 
 Batches are per level: a level's patches go to the step kernel in one call (a patch
 list, ``rows``), its ghost cells are filled by the ghost plan's entries for that level
-(split once per regrid).  A run on several MPI ranks takes one time step for all
-levels (not yet subcycled).
+(split once per regrid).  On several MPI ranks every level step exchanges the halo
+(the coarse state at the start of its step and the fine edge fluxes too, where the
+finer levels need them); the result is bitwise the serial one.  Design and
+measurements: docs/time_stepping.md.
 """
 
 from __future__ import annotations
