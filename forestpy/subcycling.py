@@ -372,7 +372,10 @@ class Subcycler:
             if speed[lv] is None:
                 speed[lv] = speed[first] * 2.0 ** (lv - first)
         best = None
-        for combo in itertools.product((1, 2), repeat=len(levels) - 1):
+        # every combination up to 10 levels (512); beyond, ratio 2 everywhere
+        combos = (itertools.product((1, 2), repeat=len(levels) - 1) if len(levels) <= 10
+                  else [(2,) * (len(levels) - 1)])
+        for combo in combos:
             total, dt_max, cost = 1, math.inf, 0.0
             for i, lv in enumerate(levels):
                 if i:
