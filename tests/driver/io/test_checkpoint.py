@@ -354,4 +354,4 @@ def test_restart_timer_shares_stay_below_100_percent(tmp_path, capsys):
     assert shares and max(shares) <= 100.0
     timers = _summary(b)["timers"]
     assert sum(v for k, v in timers.items() if k not in ("total", "compile") and "." not in k
-               and isinstance(v, float)) <= timers["total"] * (1 + 1e-9)
+               and isinstance(v, float)) <= timers["total"] * (1 + 1e-9) + 1e-5  # rounded

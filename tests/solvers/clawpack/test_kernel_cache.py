@@ -59,7 +59,9 @@ def test_a_second_process_loads_the_compiled_kernels_from_disk(tmp_path):
         print(sum(module.engine.stats.cache_hits.values()),
               sum(module.engine.stats.cache_misses.values()), sim.totals()["q"])
     """)
-    env = {**os.environ, "FORESTPY_CACHE_DIR": str(tmp_path)}
+    # Numba's cache beside the generated file (NUMBA_CACHE_DIR would move it elsewhere)
+    env = {**{k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"},
+           "FORESTPY_CACHE_DIR": str(tmp_path)}
     runs = [subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
                            text=True, check=True).stdout.split() for _ in range(2)]
     (hits1, misses1, total1), (hits2, misses2, total2) = runs
