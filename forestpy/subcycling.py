@@ -213,9 +213,9 @@ class Subcycler:
         if sim.vtable.b4step is not None:
             with sim.timers("sources"):
                 sim.vtable.b4step(sim, dt)
-        try:
-            updates = self._advance(self.coarsest, sim.t, dt, 0.0)
-        except _Rejected as rejected:
+        def restore():
+            """The state, forest and counters of before this coarse step (the level
+            steps changed ``sim.q`` in place)."""
             forest, q, regrids, since = saved
             if sim.forest is not forest:
                 sim._set_forest(forest)
@@ -224,11 +224,24 @@ class Subcycler:
             sim.regrids = regrids
             self.since_regrid = since
             self.level_steps = steps_before
+
+        def check(where: str) -> None:
+            """Raise the simulation's StateError for a bad state (NaN, negative depth),
+            with the state of before this coarse step put back."""
+            try:
+                sim._validate_owned(sim.q, where)
+            except Exception:
+                restore()
+                raise
+
+        try:
+            updates = self._advance(self.coarsest, sim.t, dt, 0.0)
+        except _Rejected as rejected:
+            if not np.isfinite(rejected.courant):
+                check(f"step {sim.steps + 1}")
+            restore()
             self.speed = {**speed_before, **self._speed_now}  # what the retry must meet
             sim.rejected_steps += 1
-            if not np.isfinite(rejected.courant):
-                sim._validate_owned(sim.q, f"step {sim.steps + 1}")
-                return False, rejected.courant
             # the retry: new ratios for the speeds now known, a coarse step from them
             return False, max(self._courant_for(dt), rejected.courant * 1e-3)
         with sim.timers("cfl_check"):
@@ -236,7 +249,7 @@ class Subcycler:
         if sim.check_state and not (
             np.isfinite(status[1]) and all(v >= 0.0 for v in status[2:])
         ):
-            sim._validate_owned(sim.q, f"step {sim.steps + 1}")
+            check(f"step {sim.steps + 1}")
         sim._spare = sim._spare_of = None
         self.speed.update(self._speed_now)
         sim.t += dt
@@ -246,8 +259,8 @@ class Subcycler:
         return True, self._courant_for(dt)
 
     def _advance(self, level: int, t: float, dt: float, alpha: float) -> int:
-        """Level ``level`` from ``t`` to ``t + dt``, then the finer levels twice each
-        (see the module docstring); returns the cell updates."""
+        """Level ``level`` from ``t`` to ``t + dt``, then the finer levels ``r`` times
+        each (see the module docstring); returns the cell updates."""
         updates = self._level_step(level, t, dt, alpha)
         if level + 1 in self._plans().levels:
             r = self.ratio.get(level + 1, 2)

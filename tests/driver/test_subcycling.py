@@ -222,3 +222,22 @@ def test_a_finer_level_in_slower_water_steps_with_its_coarser_level():
     assert counts[2] >= 4 and counts[3] == counts[2] + 1  # ratio 2 for the first step only
     t0, t1 = sim.totals_initial["h"], sim.totals()["h"]
     assert abs(t1 - t0) <= 1e-12 * t0
+
+
+def test_nan_in_a_subcycled_step_keeps_the_last_valid_state(radial_dam):
+    """The level steps change the state in place: a NaN (here from a hook) is reported
+    with the state of before the coarse step put back."""
+    from forestpy import StateError
+
+    sim = radial_dam.setup(mx=8, min_level=2, max_level=4, t_final=0.2)
+    sim.run(max_steps=2)
+    assert sim.subcycling
+    good, forest = sim.q.copy(), sim.forest
+
+    def poison(q, aux, x, y, t, dt):
+        q[0, 0, 3, 3] = np.nan
+
+    object.__setattr__(sim.vtable, "src2", poison)
+    with pytest.raises(StateError, match="NaN"):
+        sim.run()
+    assert np.array_equal(sim.q, good) and sim.forest == forest and sim.steps == 2
