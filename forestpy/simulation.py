@@ -46,7 +46,7 @@ from forestpy.patches.status import patch_status
 from forestpy.patches.surface_ghosts import fill_ghosts_surface
 from forestpy.patches.surface_regrid import surface_fields, surface_regrid
 from forestpy.timers import Timers
-from forestpy.vtable import SolverVtable, get_method, get_riemann
+from forestpy.vtable import SolverVtable, get_method, get_riemann, step_takes_patch_list
 
 __all__ = ["Domain", "Simulation", "StateError"]
 
@@ -879,13 +879,8 @@ class Simulation:
         """Whether the step kernel takes a patch list (``rows``): GPU Clawpack."""
         got = self.__dict__.get("_rows_ok")
         if got is None:
-            import inspect
-
-            try:
-                params = inspect.signature(self.vtable.step).parameters
-            except (TypeError, ValueError):
-                params = {}
-            got = self._rows_ok = self.backend.is_gpu and "rows" in params
+            got = self._rows_ok = self.backend.is_gpu and step_takes_patch_list(
+                self.vtable.step)
         return got
 
     def _step_two_launches(self, dt):

@@ -55,7 +55,6 @@ measurements: docs/time_stepping.md.
 
 from __future__ import annotations
 
-import inspect
 import itertools
 import math
 from dataclasses import dataclass, field
@@ -69,6 +68,7 @@ from forestpy.patches.time_sync import (
     fine_face_terms,
     subset_plan,
 )
+from forestpy.vtable import step_takes_patch_list
 
 __all__ = ["Subcycler", "supports_subcycling"]
 
@@ -76,13 +76,7 @@ __all__ = ["Subcycler", "supports_subcycling"]
 def supports_subcycling(sim) -> bool:
     """Whether ``sim`` can subcycle: adaptive, and a step kernel that takes a patch list
     (``rows``)."""
-    if sim.max_level == sim.min_level:
-        return False
-    try:
-        params = inspect.signature(sim.vtable.step).parameters
-    except (TypeError, ValueError):
-        return False
-    return "rows" in params and "cfl_out" in params
+    return sim.max_level > sim.min_level and step_takes_patch_list(sim.vtable.step)
 
 
 class _Rejected(Exception):
@@ -406,13 +400,9 @@ class Subcycler:
         """The Courant number that makes the driver's next coarse step the one the
         ratio plan allows (``dt cfl_desired / courant``)."""
         dt_max = self._plan_ratios()
-        if not math.isfinite(dt_max):
-            return self._estimated_courant(dt)
+        if not math.isfinite(dt_max):  # nothing measured: the level steps' largest
+            return self.courant
         return dt * self.sim.cfl_desired / dt_max
-
-    def _estimated_courant(self, dt: float) -> float:
-        """Without measured speeds: the largest Courant number of the level steps."""
-        return self.courant
 
     # ------------------------------------------------------------------ regrids
     def _maybe_regrid(self, synced: int) -> None:

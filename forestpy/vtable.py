@@ -46,6 +46,7 @@ __all__ = [
     "get_method",
     "register_plugin_module",
     "SolverVtable",
+    "step_takes_patch_list",
 ]
 
 
@@ -332,6 +333,19 @@ def available_riemann() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def step_takes_patch_list(step) -> bool:
+    """Whether a method's ``step`` takes a patch list (``rows``, writing only those
+    patches' entries of ``out``, ``edge_out`` and ``cfl_out``; see
+    :class:`SolverVtable`)."""
+    import inspect
+
+    try:
+        params = inspect.signature(step).parameters
+    except (TypeError, ValueError):
+        return False
+    return "rows" in params and "cfl_out" in params
+
+
 _REQUIRED_SLOTS = ("qinit", "step", "physical_bc", "tag4refinement")
 
 
@@ -355,7 +369,9 @@ class SolverVtable:
     Single-step update
         ``step(q, aux, geom, dt, out=None, edge_out=None) -> (q_new, cfl, edge_fluxes)``
         (required; ``out``/``edge_out``: arrays to write the new interiors and the edge
-        fluxes into, which the distributed step passes);
+        fluxes into, which the distributed step passes; optionally ``rows`` and
+        ``cfl_out``, a patch list: :func:`step_takes_patch_list`, which subcycling and
+        the overlapped GPU step need);
         ``b4step(sim, dt)`` (optional, before each step);
         ``src2(q, aux, x, y, t, dt)`` (optional split source, updates ``q`` in place).
     Time sync

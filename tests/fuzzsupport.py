@@ -397,3 +397,17 @@ def checkpoint_simulation(gauge_path=None):
 
 def _nothing(sim) -> None:
     pass
+
+
+def fuzz_case(case, seed_file, *, count: int, seed: int, work: Path,
+              need_ok: bool = False) -> dict:
+    """One fuzz test case ``(reader, checker, [(file, kind), ...], fast count)``: its
+    seed files at ``seed_file(file)``; the mutations must reach a refusal (and, with
+    ``need_ok``, an accepted read too), or they test nothing."""
+    reader, checker, files, _ = case
+    report = fuzz(reader, [(seed_file(f), kind) for f, kind in files], count=count,
+                  seed=seed, work=work, checker=checker)
+    counts = report["counts"]
+    assert counts["refused"] > 0 and (counts["ok"] > 0 or not need_ok), counts
+    return report
+

@@ -179,6 +179,7 @@ class GeoClawSources:
         self.sim = None
         self._cells_for = None  # geometry the source cells were computed for
         self._cells = []
+        self._level_cells_of = {}  # id(level rows) -> (rows, geometry, _level_cells)
         self._added = 0.0  # volume injected by the discharge sources (accepted steps)
         self._redistributed = 0.0  # volume moved by the positivity fix (backend scalar)
         self._pending = None  # (steps, added, redistributed) of the last call
@@ -252,11 +253,15 @@ class GeoClawSources:
         """:meth:`_source_cells` of the patches the hook is called on: every owned
         patch, or (subcycled level steps, ``sim.hook_rows``) one level's, renumbered.
         Each entry: (index arrays, the source's whole area, the share of it on these
-        patches)."""
+        patches).  Made once per level and regrid (the level's rows are one array
+        until the next regrid), so no step copies indices between host and device."""
         cells = self._source_cells()
         rows = getattr(self.sim, "hook_rows", None)
         if rows is None:
             return [(idx, area, 1.0) for idx, area in cells]
+        got = self._level_cells_of.get(id(rows))
+        if got is not None and got[0] is rows and got[1] is self._cells_for:
+            return got[2]
         be = self.sim.backend
         g = self._owned().geom
         position = np.full(g.npatch, -1, dtype=np.int64)
@@ -269,6 +274,9 @@ class GeoClawSources:
             here = float((g.dx * g.dy)[p[keep]].sum())
             level_cells.append((tuple(be.to_device(a) for a in (at[keep], j[keep], i[keep])),
                                 area, here / area))
+        if len(self._level_cells_of) > 64:
+            self._level_cells_of.clear()
+        self._level_cells_of[id(rows)] = (rows, self._cells_for, level_cells)
         return level_cells
 
     # ------------------------------------------------------------------ hook
@@ -309,7 +317,9 @@ class GeoClawSources:
         when some rank has a leftover (rare; the volume's sum then differs from the
         serial one by round-off).  With no leftover anywhere the result is bitwise the
         serial one.  Returns the volume moved, over all ranks (``volume_redistributed``
-        is then the domain's on every rank)."""
+        is then the domain's on every rank).  Called on one level of a subcycled step
+        (``sim.hook_rows``), the domain-wide part takes from the other levels' cells
+        too, in the simulation's state."""
         comm = self._comm()
         if xp is np and comm is None and not (h < 0.0).any():  # the usual case, on host
             return 0.0
@@ -320,25 +330,35 @@ class GeoClawSources:
                 return 0.0
         pa = self._owned().patch_arrays
         area = pa.dx * pa.dy
+        # one level of a subcycled step (sim.hook_rows): its patches here, the other
+        # levels' in the simulation's state, where the domain-wide part also takes from
         rows = getattr(self.sim, "hook_rows", None)
-        if rows is not None:  # one level of a subcycled step: its patches here
-            return self._restore_level_positivity(xp, h, hu, hv, area, rows)
+        here = area if rows is None else area[self.sim.backend.to_device(rows)]
         neg = xp.minimum(h, 0.0)
         deficit = -neg.sum(axis=(1, 2))
         pos = h - neg  # max(h, 0)
         total = pos.sum(axis=(1, 2))
         covered = xp.minimum(deficit, total)
         local = 1.0 - covered / xp.where(total > 0.0, total, 1.0)
-        leftover = ((deficit - covered) * area).sum()
-        volume = (total * area).sum() - (covered * area).sum()
-        moved = (deficit * area).sum()
+        leftover = ((deficit - covered) * here).sum()
+        volume = (total * here).sum() - (covered * here).sum()
+        moved = (deficit * here).sum()
         if comm is not None:  # one reduction for both: the leftover and the diagnostic
             leftover, moved = comm.allreduce(np.array([float(leftover), float(moved)]))
-            if leftover > 0.0:
-                volume = comm.allreduce(float(volume))
+        others = None
+        if rows is not None and leftover > 0.0:  # rare: then the other levels' volume
+            others = self._other_rows(area.shape[0], rows)
+            b = self.sim.mbc
+            depth = self.sim.q[others, 0, b:-b, b:-b].sum(axis=(1, 2))
+            volume = volume + (depth * area[others]).sum()
+        if comm is not None and leftover > 0.0:
+            volume = comm.allreduce(float(volume))
         # volume is a host float after the reduction above: CuPy's where needs an array
         volume = xp.asarray(volume)
         glob = 1.0 - leftover / xp.where(volume > 0.0, volume, 1.0)
+        if others is not None:
+            b = self.sim.mbc
+            self.sim.q[others, :, b:-b, b:-b] *= glob  # the momenta with the depth
         scale = (local * glob)[:, None, None]
         dry = neg < 0.0
         h[...] = pos * scale
@@ -346,44 +366,11 @@ class GeoClawSources:
         hv[...] = xp.where(dry, 0.0, hv * scale)
         return moved
 
-    def _restore_level_positivity(self, xp, h, hu, hv, area, rows):
-        """:meth:`_restore_positivity` of one level's patches (``h``, ``hu``, ``hv``:
-        theirs, ``rows`` their rows in the simulation): what a patch cannot cover is
-        taken from every cell of the domain, the other levels' included (in the
-        simulation's state, in place), in proportion to their depth."""
-        be, sim = self.sim.backend, self.sim
-        b = sim.mbc
-        here = be.to_device(rows)
-        area_here = area[here]
-        neg = xp.minimum(h, 0.0)
-        deficit = -neg.sum(axis=(1, 2))
-        pos = h - neg
-        total = pos.sum(axis=(1, 2))
-        covered = xp.minimum(deficit, total)
-        local = 1.0 - covered / xp.where(total > 0.0, total, 1.0)
-        leftover = float(((deficit - covered) * area_here).sum())
-        moved = (deficit * area_here).sum()
-        comm = self._comm()
-        if comm is not None:  # every rank calls the hook for every level: collectives match
-            leftover, moved = comm.allreduce(np.array([leftover, float(moved)]))
-        glob = 1.0
-        if leftover > 0.0:
-            others = np.ones(area.shape[0], dtype=bool)
-            others[rows] = False
-            others = be.to_device(np.flatnonzero(others))
-            depth_others = sim.q[others, 0, b:-b, b:-b].sum(axis=(1, 2))
-            volume = float((total * area_here).sum() - (covered * area_here).sum()
-                           + (depth_others * area[others]).sum())
-            if comm is not None:
-                volume = comm.allreduce(volume)
-            glob = 1.0 - leftover / volume if volume > 0.0 else 1.0
-            sim.q[others, :, b:-b, b:-b] *= glob  # the momenta with the depth
-        scale = (local * glob)[:, None, None]
-        dry = neg < 0.0
-        h[...] = pos * scale
-        hu[...] = xp.where(dry, 0.0, hu * scale)
-        hv[...] = xp.where(dry, 0.0, hv * scale)
-        return moved
+    def _other_rows(self, n: int, rows):
+        """The owned rows (backend indices) that are not ``rows``."""
+        others = np.ones(n, dtype=bool)
+        others[rows] = False
+        return self.sim.backend.to_device(np.flatnonzero(others))
 
     def __call__(self, q, aux, x, y, t, dt):
         """Update the interiors of ``q`` in place (the ``src2`` contract)."""

@@ -541,6 +541,15 @@ def write_grid_frame(path_stem, fields: dict, lower, spacing, time: float,
     return _write_atomic(vtk, top, "flat", stem)
 
 
+def _check_schedule(every_steps, interval) -> None:
+    """The output cadence of a frame writer: a positive whole number of steps, a
+    positive time interval."""
+    if every_steps is not None and (int(every_steps) != every_steps or every_steps < 1):
+        raise ValueError(f"every_steps must be a positive integer, got {every_steps!r}")
+    if interval is not None and not float(interval) > 0:
+        raise ValueError(f"output interval must be positive, got {interval!r}")
+
+
 class GridOutput:
     """Frames of a solver that is not a Simulation (HWFV1, Boussinesq), written while
     it runs: the solver reports its steps (:func:`forestpy.callbacks.report_step`) to an
@@ -557,10 +566,7 @@ class GridOutput:
 
     def __init__(self, out_dir, name: str = "frame", every_steps: int | None = None,
                  times: Sequence[float] | None = None, interval: float | None = None):
-        if every_steps is not None and (int(every_steps) != every_steps or every_steps < 1):
-            raise ValueError(f"every_steps must be a positive integer, got {every_steps!r}")
-        if interval is not None and not float(interval) > 0:
-            raise ValueError(f"output interval must be positive, got {interval!r}")
+        _check_schedule(every_steps, interval)
         self.out_dir = Path(out_dir)
         self.name = name
         self.every_steps = every_steps
@@ -731,10 +737,7 @@ class VTKOutput:
         self.kind = _check_kind(kind)
         if not name or any(c in name for c in '/\\:*?"<>|') or name.startswith("."):
             raise ValueError(f"invalid frame name {name!r}")
-        if every_steps is not None and (int(every_steps) != every_steps or every_steps < 1):
-            raise ValueError(f"every_steps must be a positive integer, got {every_steps!r}")
-        if interval is not None and not float(interval) > 0:
-            raise ValueError(f"output interval must be positive, got {interval!r}")
+        _check_schedule(every_steps, interval)
         self.out_dir = Path(out_dir)
         self.name = name
         self.every_steps = None if every_steps is None else int(every_steps)

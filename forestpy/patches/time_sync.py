@@ -148,16 +148,19 @@ def apply_time_sync(
     if len(plan) == 0:
         return
     xp = np if backend is None else backend.xp
-    c = plan.coarse
     fine_term = fine_face_terms(plan, q_old, q_old, aux, edge, fluctuations, params, xp)
-    ce = plan.coarse_edge
-    coarse_flux = edge[ce[:, 0], ce[:, 1], :, ce[:, 2]]
-    sgn = plan.sign[:, None].astype(np.float64)
-    cc = c[0::2]
+    cc = plan.coarse[0::2]
+    sgn = plan.sign[0::2, None].astype(np.float64)
     ratio = dt / plan.width
     if capacity_index >= 0:
         ratio = ratio / aux[cc[:, 0], capacity_index, cc[:, 1], cc[:, 2]]
-    corr = -sgn[0::2] * ratio[:, None] * (fine_term - coarse_flux[0::2])
+    _add_to_coarse_cells(plan, q_new,
+                         -sgn * ratio[:, None] * (fine_term - coarse_face_fluxes(plan, edge)))
+
+
+def _add_to_coarse_cells(plan: TimeSyncPlan, q, corr) -> None:
+    """``q`` at each coarse edge cell of ``plan`` += ``corr`` (one row per cell)."""
+    cc = plan.coarse[0::2]
     # Scatter-add without np.add.at (CuPy has none): a fancy-index ``+=`` is exact only
     # if no cell repeats among its indices.  Within one direction none does: an x-normal
     # entry's coarse cell lies in the first interior column of its patch (face 0) or in
@@ -168,7 +171,7 @@ def apply_time_sync(
     for sel in (slice(0, plan.nx // 2), slice(plan.nx // 2, len(plan) // 2)):
         if sel.stop > sel.start:
             cs = cc[sel]
-            q_new[cs[:, 0], :, cs[:, 1], cs[:, 2]] += corr[sel]
+            q[cs[:, 0], :, cs[:, 1], cs[:, 2]] += corr[sel]
 
 
 def fine_face_terms(plan: TimeSyncPlan, q_coarse, q_fine, aux, edge, fluctuations, params,
@@ -236,11 +239,7 @@ def correct_coarse(plan: TimeSyncPlan, q, aux, fine_sum, coarse_sum,
     ratio = 1.0 / plan.width
     if capacity_index >= 0:
         ratio = ratio / aux[cc[:, 0], capacity_index, cc[:, 1], cc[:, 2]]
-    corr = -sgn * ratio[:, None] * (fine_sum - coarse_sum)
-    for sel in (slice(0, plan.nx // 2), slice(plan.nx // 2, len(plan) // 2)):
-        if sel.stop > sel.start:
-            cs = cc[sel]
-            q[cs[:, 0], :, cs[:, 1], cs[:, 2]] += corr[sel]
+    _add_to_coarse_cells(plan, q, -sgn * ratio[:, None] * (fine_sum - coarse_sum))
 
 
 def subset_plan(plan: TimeSyncPlan, keep) -> TimeSyncPlan:

@@ -419,18 +419,24 @@ def test_manning_spec_errors():
         manning_field((0.02, [(np.zeros((2, 2)), 0.1)]), x, x)
 
 
-@pytest.mark.parametrize("radius", [0.0, 7.0])
-def test_discharge_source_adds_the_exact_volume(radius):
+# the disc on level 3 alone, or across the level 2 | 3 boundary (level 2 forced from
+# x = 26): each level's steps then add their share of the volume (subcycled: one src2
+# call per level)
+@pytest.mark.parametrize("radius, across", [(0.0, False), (7.0, False), (7.0, True)])
+def test_discharge_source_adds_the_exact_volume(radius, across):
     Q = 19.7
     src = DischargeSource(30.0, 40.0, Q, radius=radius)
+    regions = ([Region(20, 24, 30, 50, min_level=3), Region(26, 100, 0, 100, max_level=2)]
+               if across else [Region(20, 40, 30, 50, min_level=3)])
     sim = geoclaw_simulation(lambda x, y, dx, dy: 0.0 * x + 0.01 * x,
                              domain=Domain((0, 0), (100, 100)), eta_init=lambda x, y: 0.3,
-                             sources=[src], mx=8, min_level=2, max_level=3,
-                             regions=[Region(20, 40, 30, 50, min_level=3)],
+                             sources=[src], mx=8, min_level=2, max_level=3, regions=regions,
                              wave_tolerance=0.01, t_final=3.0, regrid_interval=2)
+    levels = sim.geom.level[sim.geoclaw_sources._source_cells()[0][0][0]]
+    assert len(set(levels.tolist())) == (2 if across else 1)
     v0 = sim.totals()["h"]
     sim.run()
-    assert len(sim.patches_per_level()) == 2 and sim.regrids >= 0
+    assert len(sim.patches_per_level()) == 2 and sim.regrids >= 0 and sim.subcycling
     added = sim.totals()["h"] - v0
     assert added == pytest.approx(Q * sim.t, rel=1e-12)
     assert sim.geoclaw_sources.volume_added == pytest.approx(Q * sim.t, rel=1e-13)
