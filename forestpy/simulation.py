@@ -31,6 +31,7 @@ import numpy as np
 
 from forestpy.backend import get_backend
 from forestpy.forest import MAX_LEVEL, Brick, Forest
+from forestpy.hooks import HookContext, HookGeometry, takes_context
 from forestpy.indicators import indicator_undivided_difference, threshold_tagging
 from forestpy.parallel.exchange import BUILD_COMM, Exchange, MPIExchange
 from forestpy.parallel.layout import Layout, distinct_ids
@@ -521,7 +522,28 @@ class Simulation:
         """The framework's ``physical_bc`` slot: the ``bc`` option's kinds (and
         callables) on the patches ``sides``, see :mod:`forestpy.patches.boundary`."""
         apply_physical_bc(q, self.geom, self.bc, self.riemann.wall_reflect, t, aux,
-                          centers=self._centers_of, backend=self.backend, sides=sides)
+                          centers=self._centers_of, backend=self.backend, sides=sides,
+                          context=self.hook_context(t) if self._pointwise_bc else None)
+
+    @property
+    def _pointwise_bc(self) -> bool:
+        return any(takes_context(kind) for kind in self.bc)
+
+    def hook_context(self, t: float, dt: float = 0.0, rows=None, rows_host=None
+                     ) -> HookContext:
+        """The :class:`~forestpy.hooks.HookContext` of a hook call on the local patches
+        (owned rows first) at time ``t`` with step ``dt``; ``rows``/``rows_host``: the
+        rows the call updates (backend and host arrays; None: every owned row).  Its
+        geometry is made once per regrid."""
+        geom = self.layout.local_geom
+        g = self.__dict__.get("_hook_geometry")
+        if g is None or g.host is not geom or g.backend is not self.backend:
+            arrays = self.layout.local_arrays
+            g = self._hook_geometry = HookGeometry(
+                geom, self.backend, dx=arrays.dx, dy=arrays.dy,
+                centers_host=lambda: self.centers_host, centers=lambda: self.centers)
+        return HookContext(g, t, dt, rows=rows, rows_host=rows_host, comm=self.comm,
+                           step=self.steps, rejected=self.rejected_steps)
 
     def _fill_ghosts_surface(self, q, i: int, j: int, plan=None) -> None:
         """Ghost fill of a depth ``q[i]`` over the bottom ``aux[j]`` (see
@@ -702,10 +724,14 @@ class Simulation:
         if self.vtable.src2 is not None:  # on every rank: a hook may communicate
             with self.timers("sources"):
                 own = self._owned
-                # the hook sees no unset memory
-                copy_ghost_frame(own(self.q), own(q_new), self.mbc)
-                x, y = self.centers
-                self.vtable.src2(own(q_new), own(self.aux), own(x), own(y), self.t, dt)
+                src2 = self.vtable.src2
+                if takes_context(src2):  # interiors only: the ghost frame may stay unset
+                    src2.apply(own(q_new), own(self.aux), self.hook_context(self.t, dt))
+                else:
+                    # the hook sees no unset memory
+                    copy_ghost_frame(own(self.q), own(q_new), self.mbc)
+                    x, y = self.centers
+                    src2(own(q_new), own(self.aux), own(x), own(y), self.t, dt)
         with self.timers("cfl_check"):
             status = self._global_status(q_new, cfl)
         courant = float(status[0])

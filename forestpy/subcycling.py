@@ -43,6 +43,8 @@ present is the recursion of Berger and Oliger (1984)::
   ``x``, ``y`` of the level, its time and ``dt``), after the level's time sync with
   the finer level (the order of the global step: update, time sync, sources), with
   ``sim.hook_rows`` the rows of those patches among the owned ones (None otherwise);
+  a hook that takes a context (:mod:`forestpy.hooks`) gets the whole state and the
+  level's rows in its context instead (it updates them in place);
   callbacks' ``on_step`` after every coarse step, when all levels are at one time.
 
 Batches are per level: a level's patches go to the step kernel in one call (a patch
@@ -61,6 +63,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from forestpy.hooks import takes_context
 from forestpy.patches.ghost_plan import GhostPlan
 from forestpy.patches.time_sync import (
     coarse_face_fluxes,
@@ -331,11 +334,15 @@ class Subcycler:
         P = self._plans()
         rows = P.rows[level]
         with sim.timers("sources"):
+            src2 = sim.vtable.src2
+            if takes_context(src2):  # in place on the level's rows: no gather, no scatter
+                src2.apply(sim.q, sim.aux, sim.hook_context(t, dt, rows, P.rows_host[level]))
+                return
             x, y = sim.centers
             sim.hook_rows = P.rows_host[level]
             try:
                 q_l = sim.q[rows]
-                sim.vtable.src2(q_l, sim.aux[rows], x[rows], y[rows], t, dt)
+                src2(q_l, sim.aux[rows], x[rows], y[rows], t, dt)
                 sim.q[rows] = q_l
             finally:
                 sim.hook_rows = None

@@ -20,7 +20,12 @@ callable       ``fn(side, q, aux, x, y, t)`` receives copies of the padded array
                backend** (write the function with ``cupy.get_array_module(q)``, or with
                operations that both array modules share, to run on both); on the GPU the
                gather and the copy back stay on the device.  ``centers(idx)``, which
-               supplies ``x``/``y``, receives the backend index array ``idx``.
+               supplies ``x``/``y``, receives the backend index array ``idx``.  This is
+               the slow path (a gather, the function's array operations, a scatter).
+pointwise      a hook with ``apply_side(side, q, aux, idx, context)``
+               (:func:`forestpy.hooks.pointwise_boundary`, e.g. GeoClaw's
+               ``IncidentWave``): a function of one ghost cell compiled for both
+               backends, one launch per side, in place.
 """
 
 from __future__ import annotations
@@ -88,6 +93,7 @@ def apply_physical_bc(
     centers: Callable | None = None,
     backend=None,
     sides: Sequence | None = None,
+    context=None,
 ) -> None:
     """Fill ghost cells outside the domain in place (see the module docstring).
 
@@ -97,7 +103,8 @@ def apply_physical_bc(
     arrays (``geom.on_side(side)`` as backend int64 arrays), built once per regrid;
     computed (and uploaded) here when None.  ``backend``: None or a CPU backend for
     host arrays; a GPU backend runs ``"extrap"`` and ``"wall"`` as one CUDA kernel
-    launch per side.
+    launch per side.  ``context``: the :class:`~forestpy.hooks.HookContext` of the
+    rows of ``q`` that pointwise boundaries receive (made from ``geom`` when None).
     """
     gpu = backend is not None and backend.is_gpu
     sides = _side_indices(geom, backend, sides)
@@ -111,6 +118,14 @@ def apply_physical_bc(
             continue
         axis = 3 if side < 2 else 2
         n = q.shape[axis]
+        if getattr(kind, "takes_context", False):
+            if context is None:
+                from forestpy.backend import CPUBackend
+                from forestpy.hooks import HookContext
+
+                context = HookContext.of_geometry(geom, backend or CPUBackend(), t)
+            kind.apply_side(side, q, aux, idx, context)
+            continue
         if callable(kind):
             sub = q[idx]
             x, y = centers(idx) if centers is not None else (None, None)

@@ -1,11 +1,27 @@
-"""One GPU launcher for the pointwise bodies of the patch operations.
+"""The launcher of pointwise bodies over a batch of patches, on both backends.
 
-The ghost fill, the physical boundaries and the regrid transfer are written as bodies
-that update one plan entry (or one cell of one patch); on the CPU a Numba ``prange`` loop
-of the operation's own module runs them, on the GPU :func:`launch` does, one thread per
-entry (AMReX's ``ParallelFor``: the loop is the launcher's, the work the body's).
-Kernels are compiled the first time a GPU path asks for them, so CPU-only runs never
-import ``numba.cuda``.
+The ghost fill, the physical boundaries, the regrid transfer and the hooks (sources,
+boundary forcing: :mod:`forestpy.hooks`) are written as ``numba.njit`` bodies that
+update one plan entry or one cell of one patch.  A launcher runs such a body over all
+entries or all interior cells of a batch of patches (AMReX's ``ParallelFor``: the loop
+is the launcher's, the work the body's):
+
+* :func:`for_each_entry`, :func:`for_each_cell`: a generated ``numba.njit(parallel=True)``
+  ``prange`` loop on the CPU, one CUDA kernel (a thread per entry or cell) on the GPU;
+  optionally over a subset ``rows`` of the patches, and with per-thread scratch arrays
+  (``scratch``: a body that needs a few small arrays, e.g. one cell's components).
+* :func:`for_each_patch`: a per-patch reduction then an update with its result
+  (:class:`PatchReduction`): one CUDA block per patch (a deterministic tree in shared
+  memory, no floating-point atomics) or one ``prange`` iteration per patch; the
+  per-patch results summed over the batch in a fixed order (the last block to finish
+  sums them), and an optional domain-wide reduce-and-update that the last block runs
+  when the totals ask for it.  One launch for a source that needs patch sums.
+
+:func:`launch` and :func:`launch_cells` are the GPU halves, for the modules whose CPU
+loops are their own (``cache=True`` compiled).  Kernels are compiled the first time a
+GPU path asks for them, so CPU-only runs never import ``numba.cuda``; the CPU loops
+the first time a CPU path does (in-process cache: generated functions cannot be cached
+on disk).
 
 All array arguments must be device arrays (CuPy on a GPU; in Numba's CUDA simulator
 NumPy arrays are the device arrays): a host NumPy array handed to a kernel on a real GPU
@@ -15,12 +31,16 @@ would be copied to the device and back at every launch, so :func:`launch` refuse
 from __future__ import annotations
 
 import weakref
+from dataclasses import dataclass
 
+import numba
 import numpy as np
+from numba.core.registry import CPUDispatcher
 
 from forestpy.cuda_device import cuda_device, launch_stream
 
-__all__ = ["THREADS", "blocks", "component_mask", "launch", "launch_cells", "require_device"]
+__all__ = ["THREADS", "PatchReduction", "blocks", "component_mask", "for_each_cell",
+           "for_each_entry", "for_each_patch", "launch", "launch_cells", "require_device"]
 
 THREADS = 256
 _KERNELS: dict = {}
@@ -108,3 +128,369 @@ def launch_cells(body, n: int, my: int, mx: int, mbc: int, *args, backend=None) 
     require_device(backend, *(a for a in args if hasattr(a, "shape")))
     _kernel(body, len(args), _CELL_SOURCE)[blocks(n * my * mx), THREADS, launch_stream()](
         n, my, mx, mbc, *args)
+
+
+# ---------------------------------------------------------------- both backends
+# Generated sources.  ``{pre}`` is the body's leading arguments, each followed by ", "
+# (nothing when it has none); ``{k}`` the patch of batch row ``r`` (``rows[r]`` or
+# ``r``); ``{scratch}`` the per-thread scratch arrays, each preceded by ", ".
+_CPU_ENTRIES = """
+def loop(n, {pre}):
+    for chunk in numba.prange((n + {chunk} - 1) // {chunk}):
+{cpu_alloc}
+        for e in range(chunk * {chunk}, min(n, (chunk + 1) * {chunk})):
+            body({pre}e{scratch})
+"""
+_GPU_ENTRIES = """
+def kernel(n, {pre}):
+    e = cuda.grid(1)
+    if e < n:
+{gpu_alloc}
+        body({pre}e{scratch})
+"""
+_CPU_CELLS = """
+def loop(n, my, mx, mbc, rows, {pre}):
+    for r in numba.prange(n):
+        k = {k}
+{cpu_alloc}
+        for j in range(my):
+            for i in range(mx):
+                body({pre}k, j, i, mbc{scratch})
+"""
+_GPU_CELLS = """
+def kernel(n, my, mx, mbc, rows, {pre}):
+    t = cuda.grid(1)
+    if t < n * my * mx:
+        c = t % (my * mx)
+        r = t // (my * mx)
+        k = {k}
+{gpu_alloc}
+        body({pre}k, c // mx, c % mx, mbc{scratch})
+"""
+_CPU_PATCHES = """
+def loop(n, my, mx, mbc, rows, partial, totals, nall, {pre}):
+    for r in numba.prange(n):
+        k = {k}
+        acc = np.zeros({na})
+        vals = np.zeros({nv})
+{cpu_alloc}
+        for j in range(my):
+            for i in range(mx):
+                cell_reduce({pre}k, j, i, mbc, acc{scratch})
+        patch({pre}k, acc, vals)
+        for j in range(my):
+            for i in range(mx):
+                cell_apply({pre}k, j, i, mbc, vals{scratch})
+        for b in range({nvals}):
+            partial[r, b] = vals[b]
+    for b in range({nvals}):
+        totals[b] = 0.0
+    for r in range(n):  # in batch order, as the GPU's last block does it (a tree there)
+        for b in range({nvals}):
+            totals[b] += partial[r, b]
+    # domain>
+    if domain_needed({pre}totals):
+        sums = np.zeros({na})
+{cpu_alloc_1}
+        for kk in range(nall):
+            for j in range(my):
+                for i in range(mx):
+                    domain_reduce({pre}totals, kk, j, i, mbc, sums{scratch})
+        for kk in numba.prange(nall):
+{cpu_alloc_2}
+            for j in range(my):
+                for i in range(mx):
+                    domain_apply({pre}totals, sums, kk, j, i, mbc{scratch})
+    # <domain
+"""
+# one block per patch; ``tree(m, indent)`` sums acc[:m] over the block into buf[a * T]
+_GPU_PATCHES = """
+def kernel(n, my, mx, mbc, rows, partial, totals, ticket, nall, {pre}):
+    r = cuda.blockIdx.x
+    t = cuda.threadIdx.x
+    k = {k}
+    ncell = my * mx
+    acc = cuda.local.array({na}, float64)
+    buf = cuda.shared.array({nbuf}, float64)
+    vals = cuda.shared.array({nv}, float64)
+    sums = cuda.shared.array({na}, float64)
+    last = cuda.shared.array(1, int32)
+{gpu_alloc}
+    for a in range({nacc}):
+        acc[a] = 0.0
+    for c in range(t, ncell, {T}):
+        cell_reduce({pre}k, c // mx, c % mx, mbc, acc{scratch})
+{tree_acc}
+    if t == 0:
+        for a in range({nacc}):
+            acc[a] = buf[a * {T}]
+        patch({pre}k, acc, vals)
+    cuda.syncthreads()
+    for c in range(t, ncell, {T}):
+        cell_apply({pre}k, c // mx, c % mx, mbc, vals{scratch})
+    if t == 0:
+        for b in range({nvals}):
+            partial[r, b] = vals[b]
+        cuda.threadfence()  # the partial results visible before the ticket is taken
+        last[0] = 1 if cuda.atomic.add(ticket, 0, 1) == n - 1 else 0
+    cuda.syncthreads()
+    if last[0] == 1:  # the last block to finish: totals in a fixed order, no float atomics
+        cuda.threadfence()
+        for b in range({nvals}):
+            acc[b] = 0.0
+        for s in range(t, n, {T}):
+            for b in range({nvals}):
+                acc[b] += partial[s, b]
+{tree_vals}
+        if t == 0:
+            for b in range({nvals}):
+                vals[b] = buf[b * {T}]
+                totals[b] = vals[b]
+            ticket[0] = 0
+        cuda.syncthreads()
+        # domain>
+        if domain_needed({pre}vals):
+            for a in range({ndomain}):
+                acc[a] = 0.0
+            for c in range(t, nall * ncell, {T}):
+                kk = c // ncell
+                cc = c % ncell
+                domain_reduce({pre}vals, kk, cc // mx, cc % mx, mbc, acc{scratch})
+{tree_domain}
+            if t == 0:
+                for a in range({ndomain}):
+                    sums[a] = buf[a * {T}]
+            cuda.syncthreads()
+            for c in range(t, nall * ncell, {T}):
+                kk = c // ncell
+                cc = c % ncell
+                domain_apply({pre}vals, sums, kk, cc // mx, cc % mx, mbc{scratch})
+        # <domain
+"""
+_TREE = """
+for a in range({m}):
+    buf[a * {T} + t] = acc[a]
+cuda.syncthreads()
+w = {T} // 2
+while w > 0:
+    if t < w:
+        for a in range({m}):
+            buf[a * {T} + t] += buf[a * {T} + t + w]
+    cuda.syncthreads()
+    w //= 2
+"""
+_CPU_CHUNK = 64  # entries per prange iteration (the scratch arrays are made once per chunk)
+_CPU: dict = {}
+
+
+@dataclass(frozen=True, eq=False)
+class PatchReduction:
+    """The bodies of a per-patch reduce-then-update launch (:func:`for_each_patch`).
+
+    With ``args`` the launch's arguments and ``(k, j, i)`` an interior cell (``j``,
+    ``i`` from 0) of patch ``k``:
+
+    ``cell_reduce(*args, k, j, i, mbc, acc, *scratch)``
+        adds the cell's contributions to ``acc`` (``nacc`` float64, zero at the start
+        of the patch); the launcher sums them over the patch.
+    ``patch(*args, k, sums, vals)``
+        the patch's results ``vals`` (``nvals``) from its sums (once per patch).
+    ``cell_apply(*args, k, j, i, mbc, vals, *scratch)``
+        updates the cell with its patch's results.
+    ``domain_needed(*args, totals) -> bool`` (optional)
+        whether the domain-wide pass runs, from ``totals`` (``vals`` summed over the
+        batch in batch order); then
+    ``domain_reduce(*args, totals, k, j, i, mbc, acc, *scratch)`` over every cell of
+    every patch ``k < nall`` (``ndomain`` sums), and
+    ``domain_apply(*args, totals, sums, k, j, i, mbc, *scratch)`` over them again.
+
+    On the GPU the domain-wide pass is run by the one block that finishes last: meant
+    for a rare correction, not for every call.  All bodies are ``numba.njit`` functions
+    (or plain functions Numba can compile) following the rules of
+    :func:`~forestpy.cuda_device.cuda_device`.
+    """
+
+    cell_reduce: object
+    patch: object
+    cell_apply: object
+    nacc: int
+    nvals: int
+    domain_needed: object = None
+    domain_reduce: object = None
+    domain_apply: object = None
+    ndomain: int = 0
+
+
+def _without_domain(source: str) -> str:
+    """``source`` less its domain-wide pass (the lines from ``# domain>`` to
+    ``# <domain``)."""
+    head, rest = source.split("# domain>")
+    return head.rstrip(" ") + rest.split("# <domain", 1)[1].split("\n", 1)[1]
+
+
+def _names(nargs: int) -> str:
+    return "".join(f"a{i}, " for i in range(nargs))
+
+
+def _scratch_code(scratch, indent: int, gpu: bool) -> tuple[str, str]:
+    pad = " " * indent
+    make = "cuda.local.array({n}, float64)" if gpu else "np.empty({n})"
+    alloc = "\n".join(f"{pad}s{i} = " + make.format(n=int(n)) for i, n in enumerate(scratch))
+    return alloc, "".join(f", s{i}" for i in range(len(scratch)))
+
+
+def _indented(code: str, indent: int) -> str:
+    return "\n".join(" " * indent + line for line in code.strip("\n").splitlines())
+
+
+def _cpu_function(key, source, scope, **fields):
+    loop = _CPU.get(key)
+    if loop is None:
+        scope = {"numba": numba, "np": np, **{k: _njit(v) for k, v in scope.items()}}
+        exec(source.format(**fields), scope)
+        loop = _CPU[key] = numba.njit(parallel=True)(scope["loop"])
+    return loop
+
+
+def _njit(func):
+    if func is None or isinstance(func, CPUDispatcher):
+        return func
+    return numba.njit(func)
+
+
+def _gpu_function(key, source, scope, **fields):
+    kernel = _KERNELS.get(key)
+    if kernel is None:
+        from numba import cuda, float64, int32
+
+        scope = {"cuda": cuda, "float64": float64, "int32": int32,
+                 **{k: cuda_device(v) for k, v in scope.items() if v is not None}}
+        exec(source.format(**fields), scope)
+        kernel = _KERNELS[key] = cuda.jit(scope["kernel"])
+    return kernel
+
+
+def _no_rows(backend):
+    per_backend = _CONSTANTS.setdefault(backend, {}) if backend is not None else {}
+    rows = per_backend.get("no rows")
+    if rows is None:
+        rows = np.zeros(1, dtype=np.int64)
+        if backend is not None:
+            rows = per_backend["no rows"] = backend.to_device(rows)
+    return rows
+
+
+def _on_gpu(backend) -> bool:
+    return backend is not None and backend.is_gpu
+
+
+def for_each_entry(body, n: int, *args, backend=None, scratch=()) -> None:
+    """Run ``body(*args, e, *scratch)`` for ``e < n``: a ``prange`` loop on the CPU
+    (``backend`` None or a CPU backend), one CUDA thread per entry on a GPU backend.
+    ``scratch``: sizes of float64 arrays made per thread (per chunk of entries on the
+    CPU) and passed after ``e``; a body must not keep values in them between calls."""
+    if n == 0:
+        return
+    scratch = tuple(int(s) for s in scratch)
+    fields = dict(pre=_names(len(args)), chunk=_CPU_CHUNK)
+    if not _on_gpu(backend):
+        alloc, names = _scratch_code(scratch, 8, gpu=False)
+        loop = _cpu_function(("entries", body, len(args), scratch), _CPU_ENTRIES,
+                             {"body": body}, cpu_alloc=alloc, scratch=names, **fields)
+        loop(n, *args)
+        return
+    require_device(backend, *(a for a in args if hasattr(a, "shape")))
+    alloc, names = _scratch_code(scratch, 8, gpu=True)
+    kernel = _gpu_function(("entries", body, len(args), scratch), _GPU_ENTRIES,
+                           {"body": body}, gpu_alloc=alloc, scratch=names, **fields)
+    kernel[blocks(n), THREADS, launch_stream()](n, *args)
+
+
+def for_each_cell(body, n: int, my: int, mx: int, mbc: int, *args, backend=None,
+                  rows=None, scratch=()) -> None:
+    """Run ``body(*args, k, j, i, mbc, *scratch)`` for every interior cell ``(j, i)``
+    (from 0) of the ``my x mx`` cells of ``n`` patches: ``k`` runs over ``0..n-1``, or
+    over ``rows[0..n-1]`` (a backend integer array) when ``rows`` is given.  A
+    ``prange`` loop over the patches on the CPU, one CUDA thread per cell on the GPU;
+    ``scratch`` as in :func:`for_each_entry` (made once per patch on the CPU)."""
+    if n == 0:
+        return
+    scratch = tuple(int(s) for s in scratch)
+    fields = dict(pre=_names(len(args)), k="rows[r]" if rows is not None else "r")
+    key = ("cells", body, len(args), rows is not None, scratch)
+    row_arg = rows if rows is not None else _no_rows(backend if _on_gpu(backend) else None)
+    if not _on_gpu(backend):
+        alloc, names = _scratch_code(scratch, 8, gpu=False)
+        loop = _cpu_function(key, _CPU_CELLS, {"body": body}, cpu_alloc=alloc,
+                             scratch=names, **fields)
+        loop(n, my, mx, mbc, row_arg, *args)
+        return
+    require_device(backend, row_arg, *(a for a in args if hasattr(a, "shape")))
+    alloc, names = _scratch_code(scratch, 8, gpu=True)
+    kernel = _gpu_function(key, _GPU_CELLS, {"body": body}, gpu_alloc=alloc,
+                           scratch=names, **fields)
+    kernel[blocks(n * my * mx), THREADS, launch_stream()](n, my, mx, mbc, row_arg, *args)
+
+
+def patch_threads(ncell: int) -> int:
+    """Threads of a :func:`for_each_patch` block: the power of two covering the cells
+    of a patch, at most :data:`THREADS`."""
+    t = 1
+    while t < min(ncell, THREADS):
+        t *= 2
+    return t
+
+
+def for_each_patch(reduction: PatchReduction, n: int, my: int, mx: int, mbc: int, *args,
+                   backend=None, rows=None, nall: int = 0, totals=None, scratch=()):
+    """Run the :class:`PatchReduction` ``reduction`` over ``n`` patches (``rows`` as in
+    :func:`for_each_cell`) in one launch; returns ``totals``: the patches' ``vals``
+    summed (a backend float64 array of ``nvals``, new unless given; written on the
+    device, no host synchronisation).  ``nall``: the patches ``0..nall-1`` of the
+    domain-wide pass.  The sums over a patch's cells and over the patches are in a
+    fixed order on each backend (a sequence on the CPU, a tree on the GPU), so the
+    results are reproducible; the two backends differ by round-off."""
+    xp = backend.xp if _on_gpu(backend) else np
+    nv = max(reduction.nvals, 1)
+    if totals is None:
+        totals = xp.zeros(nv, dtype=np.float64)
+    if n == 0:
+        return totals
+    scratch = tuple(int(s) for s in scratch)
+    na = max(reduction.nacc, reduction.nvals, reduction.ndomain, 1)
+    domain = reduction.domain_needed is not None
+    fields = dict(pre=_names(len(args)), k="rows[r]" if rows is not None else "r",
+                  na=na, nv=nv, nacc=reduction.nacc, nvals=reduction.nvals,
+                  ndomain=reduction.ndomain)
+    scope = {"cell_reduce": reduction.cell_reduce, "patch": reduction.patch,
+             "cell_apply": reduction.cell_apply, "domain_needed": reduction.domain_needed,
+             "domain_reduce": reduction.domain_reduce, "domain_apply": reduction.domain_apply}
+    cpu_source, gpu_source = _CPU_PATCHES, _GPU_PATCHES
+    if not domain:
+        cpu_source, gpu_source = _without_domain(cpu_source), _without_domain(gpu_source)
+    key = ("patches", reduction, len(args), rows is not None, scratch)
+    partial = xp.empty((n, nv), dtype=np.float64)
+    row_arg = rows if rows is not None else _no_rows(backend if _on_gpu(backend) else None)
+    if not _on_gpu(backend):
+        alloc, names = _scratch_code(scratch, 8, gpu=False)
+        loop = _cpu_function(key, cpu_source, scope, cpu_alloc=alloc, scratch=names,
+                             cpu_alloc_1=_scratch_code(scratch, 8, False)[0],
+                             cpu_alloc_2=_scratch_code(scratch, 12, False)[0], **fields)
+        loop(n, my, mx, mbc, row_arg, partial, totals, nall, *args)
+        return totals
+    require_device(backend, row_arg, totals, *(a for a in args if hasattr(a, "shape")))
+    T = patch_threads(my * mx)
+    alloc, names = _scratch_code(scratch, 4, gpu=True)
+    tree = {name: _indented(_TREE.format(m=m, T=T), indent)
+            for name, m, indent in (("tree_acc", reduction.nacc, 4),
+                                    ("tree_vals", reduction.nvals, 8),
+                                    ("tree_domain", reduction.ndomain, 12))}
+    kernel = _gpu_function(key + (T,), gpu_source, scope, gpu_alloc=alloc, scratch=names,
+                           T=T, nbuf=na * T, **tree, **fields)
+    per_backend = _CONSTANTS.setdefault(backend, {})
+    ticket = per_backend.get(("ticket", key))
+    if ticket is None:  # zero between launches: the last block puts it back
+        ticket = per_backend[("ticket", key)] = backend.to_device(np.zeros(1, np.int32))
+    kernel[n, T, launch_stream()](n, my, mx, mbc, row_arg, partial, totals, ticket, nall,
+                                  *args)
+    return totals
