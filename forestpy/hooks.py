@@ -144,7 +144,9 @@ class HookContext:
         boundaries).
     rows, rows_host : int64 arrays or None
         The rows the call updates (backend and host copies): one level of a subcycled
-        step; None: every row (``npatch``).
+        step; None: every owned row.
+    owned : int
+        The owned rows, first in the geometry (a distributed run's halo rows follow).
     comm :
         The MPI communicator of a distributed run, None on one rank.
     step, rejected : int
@@ -154,8 +156,10 @@ class HookContext:
     """
 
     def __init__(self, geometry: HookGeometry, t: float, dt: float = 0.0, *, rows=None,
-                 rows_host=None, comm=None, step: int = 0, rejected: int = 0):
+                 rows_host=None, owned: int | None = None, comm=None, step: int = 0,
+                 rejected: int = 0):
         self.geometry = geometry
+        self.owned = geometry.npatch if owned is None else int(owned)
         self.backend = geometry.backend
         self.xp = self.backend.xp
         self.t, self.dt = float(t), float(dt)
@@ -167,8 +171,8 @@ class HookContext:
 
     @property
     def n(self) -> int:
-        """Patches of the call: ``len(rows)``, or every row."""
-        return self.geometry.npatch if self.rows_host is None else len(self.rows_host)
+        """Patches of the call: ``len(rows)``, or every owned row."""
+        return self.owned if self.rows_host is None else len(self.rows_host)
 
     def allreduce(self, value, op: str = "sum"):
         """``value`` (a host number or NumPy array) summed (``op="sum"``) or maximised

@@ -542,8 +542,8 @@ class Simulation:
             g = self._hook_geometry = HookGeometry(
                 geom, self.backend, dx=arrays.dx, dy=arrays.dy,
                 centers_host=lambda: self.centers_host, centers=lambda: self.centers)
-        return HookContext(g, t, dt, rows=rows, rows_host=rows_host, comm=self.comm,
-                           step=self.steps, rejected=self.rejected_steps)
+        return HookContext(g, t, dt, rows=rows, rows_host=rows_host, owned=self.layout.nown,
+                           comm=self.comm, step=self.steps, rejected=self.rejected_steps)
 
     def _fill_ghosts_surface(self, q, i: int, j: int, plan=None) -> None:
         """Ghost fill of a depth ``q[i]`` over the bottom ``aux[j]`` (see

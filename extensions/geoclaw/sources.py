@@ -48,9 +48,10 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 
-from forestpy.backend import array_module
+from forestpy.patches.launch import PatchReduction, for_each_cell, for_each_patch
 
 __all__ = ["DischargeSource", "Coriolis", "GeoClawSources", "EARTH_OMEGA", "EARTH_RADIUS"]
 
@@ -117,9 +118,145 @@ class Coriolis:
         return cls(f0=f0, beta=b, y0=y0)
 
 
+# ---------------------------------------------------------------- the kernels' bodies
+# Two launches a call (forestpy.patches.launch): the per-patch sums of the positivity
+# fix (a CPU prange iteration or a CUDA block per patch; its last block derives the
+# domain-wide factor), then every source of a cell (a CUDA thread per cell).  The fix
+# must know the domain-wide factor before the other sources act on the depths, as the
+# array operations it replaces did, so that the results do not change.
+#
+# ``slot[k]``: the batch row of owned patch k, -1 for the other levels' patches (used
+# when ``f[_SLOTS]``: one level of a subcycled step).  ``partial[r]``: the per-patch
+# results ``_patch_share`` writes; ``totals``: their sums, the other levels' volume and
+# (last) the domain-wide factor.
+_DT, _GRAV, _DRY, _MANNING, _FRICTION_DEPTH, _F0, _BETA, _Y0, _COS, _SIN, _SPEED = range(11)
+_MANNING_AUX, _FRICTION, _DEPTH_LIMITED, _CORIOLIS, _SPEED_LIMITED, _NSRC, _SLOTS = range(7)
+_LOCAL, _MOVED, _LEFTOVER, _VOLUME, _COVERED, _OTHERS, _GLOBAL = range(7)
+
+
+@numba.njit(inline="always")
+def _negative_part(h):
+    """``min(h, 0)`` as NumPy's ``minimum`` (NaN kept)."""
+    return h if (h < 0.0 or h != h) else 0.0
+
+
+@numba.njit(inline="always")
+def _water_sums(q, area, slot, f, k, j, i, mbc, acc):
+    """The patch's missing volume (``acc[0]``, the depths below zero) and the volume of
+    its positive depths (``acc[1]``), per unit area."""
+    h = float(q[k, 0, mbc + j, mbc + i])
+    neg = _negative_part(h)
+    acc[0] -= neg
+    acc[1] += h - neg
+
+
+@numba.njit(inline="always")
+def _patch_share(q, area, slot, f, k, sums, vals):
+    """The factor of the patch's positive depths that covers its deficit; the volumes
+    moved, not covered (taken from the whole domain), positive and covered."""
+    deficit = sums[0]
+    total = sums[1]
+    covered = deficit if (deficit < total or deficit != deficit) else total
+    a = area[k]
+    vals[_LOCAL] = 1.0 - covered / (total if total > 0.0 else 1.0)
+    vals[_MOVED] = deficit * a
+    vals[_LEFTOVER] = (deficit - covered) * a
+    vals[_VOLUME] = total * a
+    vals[_COVERED] = covered * a
+
+
+@numba.njit(inline="always")
+def _other_levels_give(q, area, slot, f, totals):
+    return f[_SLOTS] != 0 and totals[_LEFTOVER] > 0.0
+
+
+@numba.njit(inline="always")
+def _other_level_volume(q, area, slot, f, totals, k, j, i, mbc, acc):
+    if slot[k] < 0:
+        acc[0] += q[k, 0, mbc + j, mbc + i] * area[k]
+
+
+@numba.njit(inline="always")
+def _domain_factor(q, area, slot, f, totals):
+    """The share every cell of the domain keeps when the patches left some deficit
+    uncovered (1 when none did)."""
+    volume = totals[_VOLUME] - totals[_COVERED] + totals[_OTHERS]
+    totals[_GLOBAL] = 1.0 - totals[_LEFTOVER] / (volume if volume > 0.0 else 1.0)
+
+
+@numba.njit(inline="always")
+def _sources_cell(q, aux, ylower, dy, partial, totals, slot, cells, inc, c, f, k, j, i,
+                  mbc):
+    """Every source of one cell, in the order of the module docstring, in float64."""
+    J = mbc + j
+    I = mbc + i
+    glob = totals[_GLOBAL]
+    r = slot[k] if f[_SLOTS] else k
+    if r < 0:  # another level's patch: it gives its share of an uncovered deficit
+        if glob != 1.0:
+            for m in range(q.shape[1]):
+                q[k, m, J, I] *= glob
+        return
+    h = float(q[k, 0, J, I])
+    hu = float(q[k, 1, J, I])
+    hv = float(q[k, 2, J, I])
+    if partial[r, _MOVED] > 0.0 or glob != 1.0:  # elsewhere every factor is exactly 1
+        neg = _negative_part(h)
+        scale = partial[r, _LOCAL] * glob
+        h = (h - neg) * scale
+        hu = 0.0 if neg < 0.0 else hu * scale
+        hv = 0.0 if neg < 0.0 else hv * scale
+    if f[_NSRC] > 0:
+        bits = cells[k, j, i]
+        for s in range(f[_NSRC]):
+            if (bits >> s) & 1 and inc[s] != 0.0:
+                h += inc[s]
+    wet = h > c[_DRY]
+    safe_h = h if wet else 1.0
+    if f[_FRICTION]:
+        n = float(aux[k, f[_MANNING_AUX], J, I]) if f[_MANNING_AUX] >= 0 else c[_MANNING]
+        # dt g n^2 |u| / h^(4/3) = dt g n^2 |hu| h^(-7/3), in the array path's order
+        gamma = math.sqrt(hu * hu + hv * hv)
+        gamma *= safe_h ** (-7.0 / 3.0)
+        gamma *= (c[_DT] * c[_GRAV]) * (n * n)
+        if f[_DEPTH_LIMITED]:
+            gamma *= 1.0 if h < c[_FRICTION_DEPTH] else 0.0
+        gamma += 1.0
+        hu /= gamma
+        hv /= gamma
+    if f[_CORIOLIS]:
+        cs = c[_COS]
+        sn = c[_SIN]
+        if f[_CORIOLIS] == 2:  # beta plane: the angle varies with y
+            y = ylower[k] + dy[k] * (j + 0.5)
+            theta = (c[_F0] + c[_BETA] * (y - c[_Y0])) * c[_DT]
+            cs = math.cos(theta)
+            sn = math.sin(theta)
+        hu_old = hu
+        hu = cs * hu + sn * hv
+        hv = cs * hv - sn * hu_old
+    if f[_SPEED_LIMITED]:
+        speed = math.sqrt(hu * hu + hv * hv) / safe_h
+        if speed > c[_SPEED]:
+            scale = c[_SPEED] / speed
+            hu *= scale
+            hv *= scale
+    dry = 1.0 if wet else 0.0
+    q[k, 0, J, I] = h
+    q[k, 1, J, I] = hu * dry
+    q[k, 2, J, I] = hv * dry
+
+
+POSITIVITY_SUMS = PatchReduction(_water_sums, _patch_share, nacc=2, nvals=5,
+                                 domain_needed=_other_levels_give,
+                                 domain_reduce=_other_level_volume, ndomain=1,
+                                 finish=_domain_factor)
+MAX_SOURCES = 63  # one bit per source in the int64 cell map
+
+
 class GeoClawSources:
     """The ``src2`` hook: discharge sources, Manning friction, Coriolis, dry cells and
-    speed limit (see the module docstring).
+    speed limit (see the module docstring), one kernel launch per call.
 
     Parameters
     ----------
@@ -134,14 +271,18 @@ class GeoClawSources:
         Friction acts only where ``h`` is below this (GeoClaw's ``friction_depth``);
         ``inf`` everywhere.
     sources : sequence of DischargeSource
+        At most 63.
     coriolis : Coriolis or None
     speed_limit : float
         Largest speed kept (m/s); ``inf`` disables.
 
-    Call :meth:`bind` with the :class:`~forestpy.simulation.Simulation` before the
-    first step (discharge sources need the patch geometry); :func:`.model.geoclaw_simulation`
+    A hook that takes a context (:mod:`forestpy.hooks`): the simulation calls
+    :meth:`apply`.  :meth:`bind` attaches the simulation whose accepted steps the
+    volume counters follow (and that a direct call uses); :func:`.model.geoclaw_simulation`
     does this.
     """
+
+    takes_context = True
 
     def __init__(
         self,
@@ -168,6 +309,8 @@ class GeoClawSources:
         for s in sources:
             if not isinstance(s, DischargeSource):
                 raise TypeError(f"sources must be DischargeSource objects, got {type(s).__name__}")
+        if len(sources) > MAX_SOURCES:
+            raise ValueError(f"at most {MAX_SOURCES} discharge sources, got {len(sources)}")
         self.grav = float(grav)
         self.dry_tolerance = float(dry_tolerance)
         self.manning = float(manning or 0.0)
@@ -179,57 +322,65 @@ class GeoClawSources:
         self.sim = None
         self._cells_for = None  # geometry the source cells were computed for
         self._cells = []
-        self._level_cells_of = {}  # id(level rows) -> (rows, geometry, _level_cells)
+        self._cell_bits = None  # backend int64 (npatch, my, mx): a bit per source
+        self._level_share = {}  # id(level rows) -> (rows, share per source)
+        self._level_slots = {}  # id(level rows) -> (rows, geometry, backend slots)
+        self._no_slot = None
         self._added = 0.0  # volume injected by the discharge sources (accepted steps)
-        self._redistributed = 0.0  # volume moved by the positivity fix (backend scalar)
-        self._pending = None  # (steps, added, redistributed) of the last call
+        self._moved = []  # per accepted call: backend totals (moved at [1]) or a float
+        self._moved_folded = 0.0
+        self._pending = None  # (steps, added, moved parts, (steps, rejected)) of a step
 
     def bind(self, sim) -> GeoClawSources:
-        """Attach the simulation whose owned patches (``sim.owned``: ``geom``,
-        ``patch_arrays``) and backend the discharge sources use; returns ``self``."""
+        """Attach the simulation whose accepted steps the volume counters follow (and
+        whose owned patches a direct call updates); returns ``self``."""
         self.sim = sim
         self._cells_for = None
         return self
 
-    def _comm(self):
-        """The simulation's communicator when it has several ranks, else None."""
-        comm = getattr(self.sim, "comm", None)
-        return None if comm is None or comm.size == 1 else comm
-
-    def _owned(self):
-        """The patches the hook is called on: the simulation's owned patches (``geom``,
-        ``patch_arrays``, ``centers_host``; every patch of a serial run); a bare
-        namespace standing for a simulation is its own."""
-        return getattr(self.sim, "owned", self.sim)
+    def _context(self, t=None, dt=0.0):
+        """The bound simulation's context (direct calls, tests)."""
+        if self.sim is None:
+            raise RuntimeError("GeoClawSources needs bind(sim) (or a context)")
+        return self.sim.hook_context(self.sim.t if t is None else t, dt)
 
     # ------------------------------------------------------------------ sources
-    def _source_cells(self):
-        """Per source: (index arrays into the interior, area of the selected cells),
-        recomputed after every regrid (the geometry object changes).
+    def _source_cells(self, context=None):
+        """Per source: (host index arrays into the interiors of the owned patches, area
+        of the selected cells), recomputed after every regrid (the geometry changes).
 
-        In a distributed run (``sim.comm`` with several ranks; the hook then sees the
-        owned patches of each rank, and every rank calls it) each rank selects its own
-        cells; the area is that of the cells of all ranks, summed in global patch order
-        (the serial sum), and the fallback cell lies on the first rank holding it."""
-        sim = self.sim
-        owned = self._owned()
-        if self._cells_for is owned.geom:
+        In a distributed run (the context's ``comm``; every rank calls the hook) each
+        rank selects its own cells; the area is that of the cells of all ranks, summed
+        in global patch order (the serial sum), and the fallback cell lies on the first
+        rank holding it."""
+        ctx = self._context() if context is None else context
+        geometry = ctx.geometry
+        if self._cells_for is geometry.host:
             return self._cells
-        comm = self._comm()
-        g = owned.geom
+        g = geometry.host
+        if not self.sources:
+            self._cells, self._cells_for = [], g
+            if self._cell_bits is None:
+                self._cell_bits = ctx.backend.to_device(np.zeros((1, 1, 1), dtype=np.int64))
+            return self._cells
+        comm = ctx.comm
+        nown = ctx.owned
         b = g.mbc
-        x, y = owned.centers_host
+        x, y = (c[:nown] for c in geometry.centers_host)
         xi = x[:, b:-b, b:-b]
         yi = y[:, b:-b, b:-b]
-        area = (g.dx * g.dy)[:, None, None] * np.ones_like(xi)
+        dx, dy = g.dx[:nown], g.dy[:nown]
+        xlower, ylower = g.xlower[:nown], g.ylower[:nown]
+        area = (dx * dy)[:, None, None] * np.ones_like(xi)
         cells = []
-        for src in self.sources:
+        bits = np.zeros(xi.shape, dtype=np.int64)
+        for s, src in enumerate(self.sources):
             sel = (xi - src.x) ** 2 + (yi - src.y) ** 2 <= src.radius**2
             parts = [area[sel]] if comm is None else comm.allgather(area[sel])
             if not any(len(part) for part in parts):  # the leaf cell containing the centre
                 ip = np.flatnonzero(
-                    (g.xlower <= src.x) & (src.x < g.xlower + g.mx * g.dx)
-                    & (g.ylower <= src.y) & (src.y < g.ylower + g.my * g.dy)
+                    (xlower <= src.x) & (src.x < xlower + g.mx * dx)
+                    & (ylower <= src.y) & (src.y < ylower + g.my * dy)
                 )
                 found = [len(ip) > 0] if comm is None else comm.allgather(len(ip) > 0)
                 if not any(found):
@@ -238,58 +389,64 @@ class GeoClawSources:
                 sel = np.zeros_like(sel)
                 if found.index(True) == (0 if comm is None else comm.rank):
                     p = int(ip[0])
-                    i = min(int((src.x - g.xlower[p]) / g.dx[p]), g.mx - 1)
-                    j = min(int((src.y - g.ylower[p]) / g.dy[p]), g.my - 1)
+                    i = min(int((src.x - xlower[p]) / dx[p]), g.mx - 1)
+                    j = min(int((src.y - ylower[p]) / dy[p]), g.my - 1)
                     sel[p, j, i] = True
                 parts = [area[sel]] if comm is None else comm.allgather(area[sel])
-            idx = np.nonzero(sel)
-            total = float(np.concatenate(parts).sum())
-            cells.append((tuple(sim.backend.to_device(a) for a in idx), total))
+            bits[sel] |= np.int64(1) << s
+            cells.append((np.nonzero(sel), float(np.concatenate(parts).sum())))
         self._cells = cells
+        self._cell_bits = ctx.backend.to_device(bits)
         self._cells_for = g
+        self._level_share.clear()
         return cells
 
-    def _level_cells(self):
-        """:meth:`_source_cells` of the patches the hook is called on: every owned
-        patch, or (subcycled level steps, ``sim.hook_rows``) one level's, renumbered.
-        Each entry: (index arrays, the source's whole area, the share of it on these
-        patches).  Made once per level and regrid (the level's rows are one array
-        until the next regrid), so no step copies indices between host and device."""
-        cells = self._source_cells()
-        rows = getattr(self.sim, "hook_rows", None)
+    def _shares(self, ctx):
+        """Per source, the share of its area on the patches of the call (1 unless one
+        level of a subcycled step): made once per level and regrid, on the host."""
+        cells = self._source_cells(ctx)
+        rows = ctx.rows_host
         if rows is None:
-            return [(idx, area, 1.0) for idx, area in cells]
-        got = self._level_cells_of.get(id(rows))
-        if got is not None and got[0] is rows and got[1] is self._cells_for:
-            return got[2]
-        be = self.sim.backend
-        g = self._owned().geom
-        position = np.full(g.npatch, -1, dtype=np.int64)
-        position[rows] = np.arange(len(rows))
-        level_cells = []
-        for idx, area in cells:
-            p, j, i = (be.to_host(a) for a in idx)
-            at = position[p]
-            keep = at >= 0
-            here = float((g.dx * g.dy)[p[keep]].sum())
-            level_cells.append((tuple(be.to_device(a) for a in (at[keep], j[keep], i[keep])),
-                                area, here / area))
-        if len(self._level_cells_of) > 64:
-            self._level_cells_of.clear()
-        self._level_cells_of[id(rows)] = (rows, self._cells_for, level_cells)
-        return level_cells
+            return [1.0] * len(cells)
+        got = self._level_share.get(id(rows))
+        if got is not None and got[0] is rows:
+            return got[1]
+        g = ctx.geometry.host
+        here = np.zeros(g.npatch, dtype=bool)
+        here[rows] = True
+        shares = [float((g.dx * g.dy)[idx[0][here[idx[0]]]].sum()) / area
+                  for idx, area in cells]
+        if len(self._level_share) > 64:
+            self._level_share.clear()
+        self._level_share[id(rows)] = (rows, shares)
+        return shares
 
-    # ------------------------------------------------------------------ hook
+    # ------------------------------------------------------------------ counters
     def _commit(self):
         """The hook runs before the step's Courant number is checked: the counts of a
         call become final once the simulation has accepted its step."""
-        if self._pending is not None and self.sim.steps > self._pending[0]:
-            self._added += self._pending[1]
-            self._redistributed = self._redistributed + self._pending[2]
-            self._pending = None
+        if self._pending is not None and self.sim is not None and \
+                self.sim.steps > self._pending[0]:
+            self._accept()
 
-    def _host(self, v) -> float:
-        return float(self.sim.backend.to_host(v)) if hasattr(v, "shape") else float(v)
+    def _accept(self):
+        self._added += self._pending[1]
+        self._moved.extend(self._pending[2])
+        self._pending = None
+        if len(self._moved) > 256:  # a few device sums per 256 steps, no transfer
+            self._moved_folded = self._moved_folded + self._moved_sum(self._moved)
+            self._moved = []
+
+    @staticmethod
+    def _moved_sum(parts):
+        arrays = [p for p in parts if hasattr(p, "shape")]
+        floats = sum(float(p) for p in parts if not hasattr(p, "shape"))
+        if not arrays:
+            return floats
+        from forestpy.backend import array_module
+
+        xp = array_module(arrays[0])
+        return xp.stack(arrays)[:, 1].sum() + floats
 
     @property
     def volume_added(self) -> float:
@@ -299,132 +456,117 @@ class GeoClawSources:
 
     @property
     def volume_redistributed(self) -> float:
-        """Volume moved by the positivity fix in the accepted steps (a host transfer on
-        the GPU)."""
+        """Volume moved by the positivity fix in the accepted steps (kept on the device;
+        one host transfer on the GPU)."""
         self._commit()
-        return self._host(self._redistributed)
+        v = self._moved_folded + self._moved_sum(self._moved)
+        if hasattr(v, "shape"):
+            v = self.sim.backend.to_host(v) if self.sim is not None else np.asarray(v)
+        return float(v)
 
-    def _restore_positivity(self, xp, h, hu, hv):
-        """Negative depths (from the second-order and transverse corrections) are set to
-        zero and the missing volume is taken from the other cells of the same patch in
-        proportion to their depth; what a patch cannot cover (it holds less water than
-        it lacks) is taken from all cells of the domain in proportion to their depth.
-        The total volume is kept to round-off; when no depth is negative every value is
-        left bit for bit (all scale factors are exactly 1).
+    # ------------------------------------------------------------------ hook
+    def _constants(self, dt):
+        c = self.coriolis
+        mode = 0 if c is None else (2 if c.beta != 0.0 else 1)
+        theta = c.f0 * dt if mode == 1 else 0.0
+        floats = (float(dt), self.grav, self.dry_tolerance, self.manning,
+                  self.friction_depth, 0.0 if c is None else c.f0,
+                  0.0 if c is None else c.beta, 0.0 if c is None else c.y0,
+                  math.cos(theta), math.sin(theta), self.speed_limit)
+        friction = self.manning_aux is not None or self.manning > 0.0
+        ints = (-1 if self.manning_aux is None else int(self.manning_aux), int(friction),
+                int(math.isfinite(self.friction_depth)), mode,
+                int(math.isfinite(self.speed_limit)), len(self.sources))
+        return floats, ints
 
-        In a distributed run the domain-wide part reduces over all ranks (every rank
-        calls the hook, so the collectives match): the leftover always, the volume only
-        when some rank has a leftover (rare; the volume's sum then differs from the
-        serial one by round-off).  With no leftover anywhere the result is bitwise the
-        serial one.  Returns the volume moved, over all ranks (``volume_redistributed``
-        is then the domain's on every rank).  Called on one level of a subcycled step
-        (``sim.hook_rows``), the domain-wide part takes from the other levels' cells
-        too, in the simulation's state."""
-        comm = self._comm()
-        if xp is np and comm is None and not (h < 0.0).any():  # the usual case, on host
-            return 0.0
-        if xp is np and comm is not None:
-            from mpi4py import MPI
+    def apply(self, q, aux, context) -> None:
+        """Update the interiors of the rows ``context.rows`` of ``q`` (every row when
+        None) in place: one launch (:data:`GEOCLAW_SOURCES`).
 
-            if not comm.allreduce(bool((h < 0.0).any()), op=MPI.LOR):
-                return 0.0
-        pa = self._owned().patch_arrays
-        area = pa.dx * pa.dy
-        # one level of a subcycled step (sim.hook_rows): its patches here, the other
-        # levels' in the simulation's state, where the domain-wide part also takes from
-        rows = getattr(self.sim, "hook_rows", None)
-        here = area if rows is None else area[self.sim.backend.to_device(rows)]
-        neg = xp.minimum(h, 0.0)
-        deficit = -neg.sum(axis=(1, 2))
-        pos = h - neg  # max(h, 0)
-        total = pos.sum(axis=(1, 2))
-        covered = xp.minimum(deficit, total)
-        local = 1.0 - covered / xp.where(total > 0.0, total, 1.0)
-        leftover = ((deficit - covered) * here).sum()
-        volume = (total * here).sum() - (covered * here).sum()
-        moved = (deficit * here).sum()
-        if comm is not None:  # one reduction for both: the leftover and the diagnostic
-            leftover, moved = comm.allreduce(np.array([float(leftover), float(moved)]))
-        others = None
-        if rows is not None and leftover > 0.0:  # rare: then the other levels' volume
-            others = self._other_rows(area.shape[0], rows)
-            b = self.sim.mbc
-            depth = self.sim.q[others, 0, b:-b, b:-b].sum(axis=(1, 2))
-            volume = volume + (depth * area[others]).sum()
-        if comm is not None and leftover > 0.0:
-            volume = comm.allreduce(float(volume))
-        # volume is a host float after the reduction above: CuPy's where needs an array
-        volume = xp.asarray(volume)
-        glob = 1.0 - leftover / xp.where(volume > 0.0, volume, 1.0)
-        if others is not None:
-            b = self.sim.mbc
-            self.sim.q[others, :, b:-b, b:-b] *= glob  # the momenta with the depth
-        scale = (local * glob)[:, None, None]
-        dry = neg < 0.0
-        h[...] = pos * scale
-        hu[...] = xp.where(dry, 0.0, hu * scale)
-        hv[...] = xp.where(dry, 0.0, hv * scale)
-        return moved
-
-    def _other_rows(self, n: int, rows):
-        """The owned rows (backend indices) that are not ``rows``."""
-        others = np.ones(n, dtype=bool)
-        others[rows] = False
-        return self.sim.backend.to_device(np.flatnonzero(others))
-
-    def __call__(self, q, aux, x, y, t, dt):
-        """Update the interiors of ``q`` in place (the ``src2`` contract)."""
-        if self.sim is None:
-            raise RuntimeError("GeoClawSources needs bind(sim) before the first step")
-        xp = array_module(q)
-        b = self.sim.mbc
-        h = q[:, 0, b:-b, b:-b]
-        hu = q[:, 1, b:-b, b:-b]
-        hv = q[:, 2, b:-b, b:-b]
-        self._commit()
+        Negative depths are set to zero and the missing volume taken from the other
+        cells of the same patch in proportion to their depth (sums per patch in the
+        kernel); what a patch cannot cover (it holds less water than it lacks) is taken
+        from every cell of the domain, in proportion, after the other sources: on one
+        rank by the last block of the same launch (rare), in a distributed run after a
+        reduction over the ranks (every rank calls the hook).  The volume is kept to
+        round-off; where no depth is negative the positivity fix changes no bit."""
+        ctx = context
+        if self._pending is not None and ctx.step > self._pending[0]:
+            self._accept()  # the simulation accepted the step of the pending counts
         # the calls of one step (one per level when the levels subcycle) add up; a call
         # not followed by an accepted step is discarded
-        key = (self.sim.steps, getattr(self.sim, "rejected_steps", 0))
-        before = self._pending if self._pending is not None and self._pending[3] == key \
-            else (None, 0.0, 0.0, key)
-        self._pending = None
-        moved = self._restore_positivity(xp, h, hu, hv)
+        key = (ctx.step, ctx.rejected)
+        pending = self._pending if self._pending is not None and \
+            self._pending[3] == key else (ctx.step, 0.0, [], key)
+        self._source_cells(ctx)
         added = 0.0
-        if self.sources:
-            for src, (idx, area, share) in zip(self.sources, self._level_cells()):
-                rate = src.rate(t)
-                if rate > 0.0:
-                    h[idx] += rate * dt / area
-                    added += rate * dt if share == 1.0 else rate * dt * share
-        self._pending = (self.sim.steps, before[1] + added, before[2] + moved, key)
-        wet = h > self.dry_tolerance
-        safe_h = xp.where(wet, h, 1.0)
-        if self.manning_aux is not None or self.manning > 0.0:
-            n = aux[:, self.manning_aux, b:-b, b:-b] if self.manning_aux is not None \
-                else self.manning
-            # dt g n^2 |u| / h^(4/3) = dt g n^2 |hu| h^(-7/3)
-            gamma = xp.sqrt(hu * hu + hv * hv)
-            gamma *= safe_h ** (-7.0 / 3.0)
-            gamma *= (dt * self.grav) * (n * n)
-            if math.isfinite(self.friction_depth):
-                gamma *= h < self.friction_depth
-            gamma += 1.0
-            hu /= gamma
-            hv /= gamma
-        if self.coriolis is not None:
-            c = self.coriolis
-            f = c.f0 + c.beta * (y[:, b:-b, b:-b] - c.y0) if c.beta != 0.0 else c.f0
-            theta = f * dt
-            cs = xp.cos(theta) if c.beta != 0.0 else math.cos(theta)
-            sn = xp.sin(theta) if c.beta != 0.0 else math.sin(theta)
-            hu_old = hu.copy()
-            hu[...] = cs * hu + sn * hv
-            hv[...] = cs * hv - sn * hu_old
-        if math.isfinite(self.speed_limit):
-            speed = xp.sqrt(hu * hu + hv * hv) / safe_h
-            scale = xp.where(speed > self.speed_limit,
-                             self.speed_limit / xp.where(speed > 0, speed, 1.0), 1.0)
-            hu *= scale
-            hv *= scale
-        hu *= wet
-        hv *= wet
+        increments = []
+        for src, (_, area), share in zip(self.sources, self._cells, self._shares(ctx)):
+            rate = src.rate(ctx.t)
+            increments.append(rate * ctx.dt / area if rate > 0.0 else 0.0)
+            if rate > 0.0:
+                added += rate * ctx.dt if share == 1.0 else rate * ctx.dt * share
+        floats, ints = self._constants(ctx.dt)
+        g = ctx.geometry
+        nall = q.shape[0]
+        slot = self._slots(ctx)
+        flags = ints + (0 if slot is None else 1,)
+        slot = self._no_slots(ctx) if slot is None else slot
+        be = ctx.backend
+        partial = be.xp.empty((ctx.n, POSITIVITY_SUMS.nvals), dtype=np.float64)
+        totals = for_each_patch(POSITIVITY_SUMS, ctx.n, g.my, g.mx, g.mbc, q, g.area, slot,
+                                flags, backend=be, rows=ctx.rows, nall=nall,
+                                partial=partial)
+        moved = totals
+        if ctx.comm is not None:
+            moved, totals = self._leftover_over_ranks(ctx, totals)
+        # the other levels' patches are visited too: they give their share of a deficit
+        # their level-mates could not cover (rare; nothing to do otherwise)
+        for_each_cell(_sources_cell, nall if flags[_SLOTS] else ctx.n, g.my, g.mx, g.mbc,
+                      q, aux, g.ylower, g.dy, partial, totals, slot, self._cell_bits,
+                      tuple(increments) or (0.0,), floats, flags, backend=be,
+                      rows=None if flags[_SLOTS] else ctx.rows)
+        self._pending = (pending[0], pending[1] + added, pending[2] + [moved], key)
+
+    def _slots(self, ctx):
+        """Batch row of every owned patch (-1: not in the call), a backend array made
+        once per level and regrid; None when the call has every owned patch."""
+        rows = ctx.rows_host
+        if rows is None:
+            return None
+        got = self._level_slots.get(id(rows))
+        if got is not None and got[0] is rows and got[1] is ctx.geometry.host:
+            return got[2]
+        slot = np.full(ctx.owned, -1, dtype=np.int64)
+        slot[rows] = np.arange(len(rows))
+        if len(self._level_slots) > 64:
+            self._level_slots.clear()
+        slot = ctx.backend.to_device(slot)
+        self._level_slots[id(rows)] = (rows, ctx.geometry.host, slot)
+        return slot
+
+    def _no_slots(self, ctx):
+        if self._no_slot is None or self._no_slot[0] is not ctx.backend:
+            self._no_slot = (ctx.backend, ctx.backend.to_device(np.zeros(1, np.int64)))
+        return self._no_slot[1]
+
+    def _leftover_over_ranks(self, ctx, totals):
+        """The domain-wide factor over all ranks (the kernel's is this rank's): one
+        reduction of the uncovered deficit and the volume moved, another of the volume
+        when a deficit is left; returns (volume moved on all ranks, totals with the
+        factor)."""
+        host = np.array(ctx.backend.to_host(totals), dtype=np.float64)
+        leftover, moved = ctx.allreduce(np.array([host[_LEFTOVER], host[_MOVED]]))
+        glob = 1.0
+        if leftover > 0.0:
+            volume = ctx.allreduce(float(host[_VOLUME] - host[_COVERED]))
+            glob = 1.0 - leftover / (volume if volume > 0.0 else 1.0)
+        if glob != host[_GLOBAL]:
+            host[_GLOBAL] = glob
+            totals = ctx.backend.to_device(host)
+        return float(moved), totals
+
+    def __call__(self, q, aux, x, y, t, dt):
+        """The array-level ``src2`` contract on every owned patch of the bound
+        simulation (``x``, ``y`` unused: the kernel derives the centres)."""
+        self.apply(q, aux, self._context(t, dt))

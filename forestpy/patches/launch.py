@@ -151,7 +151,7 @@ def kernel(n, {pre}):
 _CPU_CELLS = """
 def loop(n, my, mx, mbc, rows, {pre}):
     for r in numba.prange(n):
-        k = {k}
+        k = np.int64({k})  # a prange index may be unsigned: int64 mixes with it as float
 {cpu_alloc}
         for j in range(my):
             for i in range(mx):
@@ -170,7 +170,7 @@ def kernel(n, my, mx, mbc, rows, {pre}):
 _CPU_PATCHES = """
 def loop(n, my, mx, mbc, rows, partial, totals, nall, {pre}):
     for r in numba.prange(n):
-        k = {k}
+        k = np.int64({k})  # a prange index may be unsigned: int64 mixes with it as float
         acc = np.zeros({na})
         vals = np.zeros({nv})
 {cpu_alloc}
@@ -178,14 +178,16 @@ def loop(n, my, mx, mbc, rows, partial, totals, nall, {pre}):
             for i in range(mx):
                 cell_reduce({pre}k, j, i, mbc, acc{scratch})
         patch({pre}k, acc, vals)
+        for b in range({nvals}):
+            partial[r, b] = vals[b]
+        # apply>
         for j in range(my):
             for i in range(mx):
                 cell_apply({pre}k, j, i, mbc, vals{scratch})
-        for b in range({nvals}):
-            partial[r, b] = vals[b]
-    for b in range({nvals}):
+        # <apply
+    for b in range({nt}):
         totals[b] = 0.0
-    for r in range(n):  # in batch order, as the GPU's last block does it (a tree there)
+    for r in range(n):  # in batch order (a tree on the GPU)
         for b in range({nvals}):
             totals[b] += partial[r, b]
     # domain>
@@ -196,14 +198,22 @@ def loop(n, my, mx, mbc, rows, partial, totals, nall, {pre}):
             for j in range(my):
                 for i in range(mx):
                     domain_reduce({pre}totals, kk, j, i, mbc, sums{scratch})
+        for a in range({ndomain}):
+            totals[{nvals} + a] = sums[a]
+    # <domain
+    # finish>
+    finish({pre}totals)
+    # <finish
+    # domain_apply>
+    if domain_needed({pre}totals):
         for kk in numba.prange(nall):
 {cpu_alloc_2}
             for j in range(my):
                 for i in range(mx):
-                    domain_apply({pre}totals, sums, kk, j, i, mbc{scratch})
-    # <domain
+                    domain_apply({pre}totals, kk, j, i, mbc{scratch})
+    # <domain_apply
 """
-# one block per patch; ``tree(m, indent)`` sums acc[:m] over the block into buf[a * T]
+# one block per patch; ``tree_*`` sums acc[:m] over the block into buf[a * T]
 _GPU_PATCHES = """
 def kernel(n, my, mx, mbc, rows, partial, totals, ticket, nall, {pre}):
     r = cuda.blockIdx.x
@@ -213,7 +223,6 @@ def kernel(n, my, mx, mbc, rows, partial, totals, ticket, nall, {pre}):
     acc = cuda.local.array({na}, float64)
     buf = cuda.shared.array({nbuf}, float64)
     vals = cuda.shared.array({nv}, float64)
-    sums = cuda.shared.array({na}, float64)
     last = cuda.shared.array(1, int32)
 {gpu_alloc}
     for a in range({nacc}):
@@ -225,12 +234,14 @@ def kernel(n, my, mx, mbc, rows, partial, totals, ticket, nall, {pre}):
         for a in range({nacc}):
             acc[a] = buf[a * {T}]
         patch({pre}k, acc, vals)
-    cuda.syncthreads()
-    for c in range(t, ncell, {T}):
-        cell_apply({pre}k, c // mx, c % mx, mbc, vals{scratch})
-    if t == 0:
         for b in range({nvals}):
             partial[r, b] = vals[b]
+    cuda.syncthreads()
+    # apply>
+    for c in range(t, ncell, {T}):
+        cell_apply({pre}k, c // mx, c % mx, mbc, vals{scratch})
+    # <apply
+    if t == 0:
         cuda.threadfence()  # the partial results visible before the ticket is taken
         last[0] = 1 if cuda.atomic.add(ticket, 0, 1) == n - 1 else 0
     cuda.syncthreads()
@@ -244,28 +255,33 @@ def kernel(n, my, mx, mbc, rows, partial, totals, ticket, nall, {pre}):
 {tree_vals}
         if t == 0:
             for b in range({nvals}):
-                vals[b] = buf[b * {T}]
-                totals[b] = vals[b]
+                totals[b] = buf[b * {T}]
+            for b in range({nvals}, {nt}):
+                totals[b] = 0.0
             ticket[0] = 0
         cuda.syncthreads()
         # domain>
-        if domain_needed({pre}vals):
+        if domain_needed({pre}totals):
             for a in range({ndomain}):
                 acc[a] = 0.0
             for c in range(t, nall * ncell, {T}):
-                kk = c // ncell
-                cc = c % ncell
-                domain_reduce({pre}vals, kk, cc // mx, cc % mx, mbc, acc{scratch})
+                domain_reduce({pre}totals, c // ncell, (c % ncell) // mx, c % mx, mbc, acc{scratch})
 {tree_domain}
             if t == 0:
                 for a in range({ndomain}):
-                    sums[a] = buf[a * {T}]
+                    totals[{nvals} + a] = buf[a * {T}]
             cuda.syncthreads()
-            for c in range(t, nall * ncell, {T}):
-                kk = c // ncell
-                cc = c % ncell
-                domain_apply({pre}vals, sums, kk, cc // mx, cc % mx, mbc{scratch})
         # <domain
+        # finish>
+        if t == 0:
+            finish({pre}totals)
+        cuda.syncthreads()
+        # <finish
+        # domain_apply>
+        if domain_needed({pre}totals):
+            for c in range(t, nall * ncell, {T}):
+                domain_apply({pre}totals, c // ncell, (c % ncell) // mx, c % mx, mbc{scratch})
+        # <domain_apply
 """
 _TREE = """
 for a in range({m}):
@@ -285,7 +301,7 @@ _CPU: dict = {}
 
 @dataclass(frozen=True, eq=False)
 class PatchReduction:
-    """The bodies of a per-patch reduce-then-update launch (:func:`for_each_patch`).
+    """The bodies of a per-patch reduction launch (:func:`for_each_patch`).
 
     With ``args`` the launch's arguments and ``(k, j, i)`` an interior cell (``j``,
     ``i`` from 0) of patch ``k``:
@@ -294,38 +310,46 @@ class PatchReduction:
         adds the cell's contributions to ``acc`` (``nacc`` float64, zero at the start
         of the patch); the launcher sums them over the patch.
     ``patch(*args, k, sums, vals)``
-        the patch's results ``vals`` (``nvals``) from its sums (once per patch).
-    ``cell_apply(*args, k, j, i, mbc, vals, *scratch)``
-        updates the cell with its patch's results.
-    ``domain_needed(*args, totals) -> bool`` (optional)
-        whether the domain-wide pass runs, from ``totals`` (``vals`` summed over the
-        batch in batch order); then
-    ``domain_reduce(*args, totals, k, j, i, mbc, acc, *scratch)`` over every cell of
-    every patch ``k < nall`` (``ndomain`` sums), and
-    ``domain_apply(*args, totals, sums, k, j, i, mbc, *scratch)`` over them again.
+        the patch's results ``vals`` (``nvals``) from its sums (once per patch); they
+        are kept in ``partial[r]`` for batch row ``r``.
+    ``cell_apply(*args, k, j, i, mbc, vals, *scratch)`` (optional)
+        updates the cell with its patch's results, in the same launch.
 
-    On the GPU the domain-wide pass is run by the one block that finishes last: meant
-    for a rare correction, not for every call.  All bodies are ``numba.njit`` functions
+    Then, once per launch, on ``totals`` (``nvals + ndomain + 1`` float64: ``vals``
+    summed over the batch in batch order, the domain sums, one free slot):
+
+    ``domain_needed(*args, totals) -> bool`` (optional), whether the domain-wide pass
+    runs: ``domain_reduce(*args, totals, k, j, i, mbc, acc, *scratch)`` over every cell
+    of every patch ``k < nall`` into ``totals[nvals:nvals + ndomain]`` (zero when it
+    does not run);
+    ``finish(*args, totals)`` (optional), e.g. a factor derived from the totals into
+    the last slot;
+    ``domain_apply(*args, totals, k, j, i, mbc, *scratch)`` (optional) over every
+    cell of every patch again, when ``domain_needed`` (which ``finish`` must not
+    change) says so.
+
+    On the GPU the per-launch part is run by the one block that finishes last: meant
+    for rare corrections and small epilogues.  All bodies are ``numba.njit`` functions
     (or plain functions Numba can compile) following the rules of
     :func:`~forestpy.cuda_device.cuda_device`.
     """
 
     cell_reduce: object
     patch: object
-    cell_apply: object
     nacc: int
     nvals: int
+    cell_apply: object = None
     domain_needed: object = None
     domain_reduce: object = None
-    domain_apply: object = None
     ndomain: int = 0
+    finish: object = None
+    domain_apply: object = None
 
 
-def _without_domain(source: str) -> str:
-    """``source`` less its domain-wide pass (the lines from ``# domain>`` to
-    ``# <domain``)."""
-    head, rest = source.split("# domain>")
-    return head.rstrip(" ") + rest.split("# <domain", 1)[1].split("\n", 1)[1]
+def _strip(source: str, part: str) -> str:
+    """``source`` less the lines from ``# part>`` to ``# <part``."""
+    head, rest = source.split(f"# {part}>\n")
+    return head.rstrip(" ") + rest.split(f"# <{part}\n", 1)[1]
 
 
 def _names(nargs: int) -> str:
@@ -442,34 +466,41 @@ def patch_threads(ncell: int) -> int:
 
 
 def for_each_patch(reduction: PatchReduction, n: int, my: int, mx: int, mbc: int, *args,
-                   backend=None, rows=None, nall: int = 0, totals=None, scratch=()):
+                   backend=None, rows=None, nall: int = 0, totals=None, partial=None,
+                   scratch=()):
     """Run the :class:`PatchReduction` ``reduction`` over ``n`` patches (``rows`` as in
-    :func:`for_each_cell`) in one launch; returns ``totals``: the patches' ``vals``
-    summed (a backend float64 array of ``nvals``, new unless given; written on the
-    device, no host synchronisation).  ``nall``: the patches ``0..nall-1`` of the
+    :func:`for_each_cell`) in one launch; returns ``totals`` (a backend float64 array
+    of ``nvals + ndomain + 1``, new unless given; written on the device, no host
+    synchronisation).  ``partial``: the ``(n, nvals)`` backend array receiving every
+    patch's ``vals`` (new when None).  ``nall``: the patches ``0..nall-1`` of the
     domain-wide pass.  The sums over a patch's cells and over the patches are in a
     fixed order on each backend (a sequence on the CPU, a tree on the GPU), so the
     results are reproducible; the two backends differ by round-off."""
     xp = backend.xp if _on_gpu(backend) else np
-    nv = max(reduction.nvals, 1)
+    nvals = reduction.nvals
+    nt = nvals + reduction.ndomain + 1
     if totals is None:
-        totals = xp.zeros(nv, dtype=np.float64)
+        totals = xp.zeros(nt, dtype=np.float64)
     if n == 0:
         return totals
     scratch = tuple(int(s) for s in scratch)
-    na = max(reduction.nacc, reduction.nvals, reduction.ndomain, 1)
-    domain = reduction.domain_needed is not None
+    na = max(reduction.nacc, nvals, reduction.ndomain, 1)
     fields = dict(pre=_names(len(args)), k="rows[r]" if rows is not None else "r",
-                  na=na, nv=nv, nacc=reduction.nacc, nvals=reduction.nvals,
+                  na=na, nv=max(nvals, 1), nacc=reduction.nacc, nvals=nvals, nt=nt,
                   ndomain=reduction.ndomain)
-    scope = {"cell_reduce": reduction.cell_reduce, "patch": reduction.patch,
-             "cell_apply": reduction.cell_apply, "domain_needed": reduction.domain_needed,
-             "domain_reduce": reduction.domain_reduce, "domain_apply": reduction.domain_apply}
+    scope = {name: getattr(reduction, name) for name in (
+        "cell_reduce", "patch", "cell_apply", "domain_needed", "domain_reduce", "finish",
+        "domain_apply")}
     cpu_source, gpu_source = _CPU_PATCHES, _GPU_PATCHES
-    if not domain:
-        cpu_source, gpu_source = _without_domain(cpu_source), _without_domain(gpu_source)
+    for part, present in (("apply", reduction.cell_apply is not None),
+                          ("domain", reduction.domain_needed is not None),
+                          ("finish", reduction.finish is not None),
+                          ("domain_apply", reduction.domain_apply is not None)):
+        if not present:
+            cpu_source, gpu_source = _strip(cpu_source, part), _strip(gpu_source, part)
     key = ("patches", reduction, len(args), rows is not None, scratch)
-    partial = xp.empty((n, nv), dtype=np.float64)
+    if partial is None:
+        partial = xp.empty((n, max(nvals, 1)), dtype=np.float64)
     row_arg = rows if rows is not None else _no_rows(backend if _on_gpu(backend) else None)
     if not _on_gpu(backend):
         alloc, names = _scratch_code(scratch, 8, gpu=False)
@@ -478,12 +509,13 @@ def for_each_patch(reduction: PatchReduction, n: int, my: int, mx: int, mbc: int
                              cpu_alloc_2=_scratch_code(scratch, 12, False)[0], **fields)
         loop(n, my, mx, mbc, row_arg, partial, totals, nall, *args)
         return totals
-    require_device(backend, row_arg, totals, *(a for a in args if hasattr(a, "shape")))
+    require_device(backend, row_arg, totals, partial,
+                   *(a for a in args if hasattr(a, "shape")))
     T = patch_threads(my * mx)
     alloc, names = _scratch_code(scratch, 4, gpu=True)
     tree = {name: _indented(_TREE.format(m=m, T=T), indent)
             for name, m, indent in (("tree_acc", reduction.nacc, 4),
-                                    ("tree_vals", reduction.nvals, 8),
+                                    ("tree_vals", nvals, 8),
                                     ("tree_domain", reduction.ndomain, 12))}
     kernel = _gpu_function(key + (T,), gpu_source, scope, gpu_alloc=alloc, scratch=names,
                            T=T, nbuf=na * T, **tree, **fields)

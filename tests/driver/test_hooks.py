@@ -172,12 +172,18 @@ def _all_depths(q, totals, k, j, i, mbc, acc):
 
 
 @numba.njit
-def _mark(q, totals, sums, k, j, i, mbc):
-    q[k, 2, mbc + j, mbc + i] = sums[0] + totals[1]
+def _halve(q, totals):
+    totals[3] = 0.5 * totals[2]
 
 
-CENTRE = PatchReduction(_depth_sums, _mean_and_spread, _centre, 2, 2,
-                        _when_large, _all_depths, _mark, 1)
+@numba.njit
+def _mark(q, totals, k, j, i, mbc):
+    q[k, 2, mbc + j, mbc + i] = totals[2] + totals[1] + totals[3]
+
+
+CENTRE = PatchReduction(_depth_sums, _mean_and_spread, 2, 2, cell_apply=_centre,
+                        domain_needed=_when_large, domain_reduce=_all_depths, ndomain=1,
+                        finish=_halve, domain_apply=_mark)
 
 
 @pytest.mark.parametrize("backend", ["cpu", "gpu"])
@@ -187,7 +193,7 @@ def test_per_patch_reduction_and_domain_pass(backend):
     be = get_backend(backend)
     rng = np.random.default_rng(3)
     q0 = rng.random((5, 3, 8, 8))
-    q = be.to_device(q0)
+    q = be.to_device(q0.copy())
     rows = be.to_device(np.array([4, 0, 2]))
     totals = be.to_host(for_each_patch(CENTRE, 3, 4, 4, 2, q, backend=be, rows=rows,
                                        nall=5))
@@ -201,10 +207,11 @@ def test_per_patch_reduction_and_domain_pass(backend):
         assert np.array_equal(q[k, 1], q0[k, 1])
     assert totals[0] == pytest.approx(mean[[4, 0, 2]].sum(), rel=1e-14)
     assert totals[1] == pytest.approx((h[[4, 0, 2]] ** 2).sum(), rel=1e-14)
-    # the domain pass (totals[0] > 1) saw every patch
-    np.testing.assert_allclose(q[:, 2, 2:-2, 2:-2], h.sum() + totals[1], rtol=1e-14)
+    # the domain pass (totals[0] > 1) saw every patch, after the epilogue
+    assert totals[2] == pytest.approx(h.sum(), rel=1e-14) and totals[3] == 0.5 * totals[2]
+    np.testing.assert_allclose(q[:, 2, 2:-2, 2:-2], 1.5 * h.sum() + totals[1], rtol=1e-14)
     # the GPU's ticket was put back: a second launch finds the totals again
-    again = be.to_host(for_each_patch(CENTRE, 3, 4, 4, 2, be.to_device(q0), backend=be,
+    again = be.to_host(for_each_patch(CENTRE, 3, 4, 4, 2, be.to_device(q0.copy()), backend=be,
                                       rows=rows, nall=5))
     assert np.array_equal(again, totals)
 
@@ -222,7 +229,7 @@ def test_cell_launcher_rows_and_scratch_both_backends():
     out = []
     for name in ("cpu", "gpu"):
         be = get_backend(name)
-        q = be.to_device(q0)
+        q = be.to_device(q0.copy())
         for_each_cell(_shift, 2, 4, 4, 1, q, 0.5, backend=be, rows=be.to_device(
             np.array([3, 1])), scratch=(1,))
         out.append(be.to_host(q))

@@ -651,15 +651,36 @@ class _ThreadComm:
         return got
 
 
-def test_positivity_fix_reduces_over_ranks():
-    """A patch lacking more water than it holds takes the rest from the whole domain:
-    split over two ranks (threads with a fake communicator) the result equals the
-    serial one, and the other rank's patches give their share (without the reduction
-    they would be left unchanged and the volume would not be kept)."""
-    import threading
+def _positivity_fix(h, hu, hv, dx, comm=None):
+    """GeoClaw's source hook (positivity alone: no friction, no speed limit) on patches
+    of 4 x 4 cells with depths ``h``; returns the new (h, hu, hv) and the volume moved."""
     from types import SimpleNamespace
 
     from forestpy.extensions.geoclaw.sources import GeoClawSources
+
+    from forestpy.backend import CPUBackend
+    from forestpy.hooks import HookContext, HookGeometry
+
+    n = len(h)
+    geom = SimpleNamespace(mx=4, my=4, mbc=2, npatch=n, dx=dx, dy=dx, xlower=np.zeros(n),
+                           ylower=np.zeros(n), level=np.zeros(n, dtype=np.int64))
+    q = np.zeros((n, 3, 8, 8))
+    for m, a in enumerate((h, hu, hv)):
+        q[:, m, 2:-2, 2:-2] = a
+    src = GeoClawSources(dry_tolerance=0.0)
+    src.apply(q, np.zeros((n, 1, 8, 8)), HookContext(HookGeometry(geom, CPUBackend()), 0.0,
+                                                     0.1, comm=comm))
+    moved = GeoClawSources._moved_sum(src._pending[2])
+    return (*(q[:, m, 2:-2, 2:-2] for m in range(3)), float(moved))
+
+
+def test_positivity_fix_reduces_over_ranks():
+    """A patch lacking more water than it holds takes the rest from the whole domain:
+    split over two ranks (threads with a fake communicator) the result equals the
+    serial one (where the kernel's last block takes it), and the other rank's patches
+    give their share (without the reduction they would be left unchanged and the
+    volume would not be kept)."""
+    import threading
 
     rng = np.random.default_rng(7)
     h = rng.uniform(0.5, 1.0, (3, 4, 4))
@@ -669,12 +690,7 @@ def test_positivity_fix_reduces_over_ranks():
     dx = np.array([1.0, 2.0, 2.0])
 
     def fix(parts, comm=None):
-        src = GeoClawSources()
-        src.sim = SimpleNamespace(patch_arrays=SimpleNamespace(dx=dx[parts], dy=dx[parts]),
-                                  comm=comm)
-        a, b, c = h[parts].copy(), hu[parts].copy(), hv[parts].copy()
-        moved = src._restore_positivity(np, a, b, c)
-        return a, b, c, moved
+        return _positivity_fix(h[parts], hu[parts], hv[parts], dx[parts], comm)
 
     serial = fix(slice(0, 3))
     shared = ([None, None], threading.Barrier(2))
@@ -698,6 +714,25 @@ def test_positivity_fix_reduces_over_ranks():
     vol = lambda a: float((a.sum(axis=(1, 2)) * dx[: len(a)] ** 2).sum())  # noqa: E731
     assert math.isclose(vol(serial[0]), vol(np.maximum(h, 0)) + (h[0, 1, 1] * dx[0] ** 2),
                         rel_tol=1e-13)
+
+
+def test_positivity_fix_within_a_patch_changes_nothing_elsewhere():
+    """A patch that can cover its deficit: its negative cell dries (momenta zero), its
+    other cells give water in proportion to their depth, the volume is kept, and the
+    other patches keep every bit."""
+    rng = np.random.default_rng(11)
+    h = rng.uniform(0.5, 1.0, (3, 4, 4))
+    h[1, 2, 3] = -0.2
+    hu, hv = rng.normal(size=h.shape), rng.normal(size=h.shape)
+    dx = np.array([1.0, 1.0, 0.5])
+    h1, hu1, hv1, moved = _positivity_fix(h, hu, hv, dx)
+    for k in (0, 2):
+        assert np.array_equal(h1[k], h[k]) and np.array_equal(hu1[k], hu[k])
+    assert h1[1, 2, 3] == 0.0 and hu1[1, 2, 3] == 0.0 and hv1[1, 2, 3] == 0.0
+    assert h1[1].sum() == pytest.approx(h[1].sum(), rel=1e-14)
+    scale = h1[1, 0, 0] / h[1, 0, 0]
+    np.testing.assert_allclose(hu1[1, 0, 0], hu[1, 0, 0] * scale, rtol=1e-15)
+    assert moved == pytest.approx(0.2, rel=1e-14)
 
 
 # --------------------------------------------------------------------------- augmented solver
