@@ -26,17 +26,52 @@ ghost cells) the velocity is zero.
 
 from __future__ import annotations
 
+import math
+
+import numba
 import numpy as np
 
 from forestpy.backend import array_module
+from forestpy.hooks import PointwiseBoundary
 
 __all__ = ["IncidentWave", "side_conditions", "SIDES"]
 
 SIDES = ("x_lower", "x_upper", "y_lower", "y_upper")
 
 
-class IncidentWave:
+@numba.njit(inline="always")
+def _not_below_zero(a):
+    """``max(a, 0)`` as NumPy's ``maximum`` (NaN and -0.0 kept)."""
+    return a if not a < 0.0 else 0.0
+
+
+@numba.njit(inline="always")
+def incident_wave_cell(side, q, q_in, aux, x, y, t, params, de):
+    """One ghost cell of :class:`IncidentWave` (``params``: grav, sea level; ``de``: the
+    incident surface's departure from sea level at ``t``), in the array path's order."""
+    grav = params[0]
+    sea_level = params[1]
+    bot = aux[0]
+    h0 = _not_below_zero(sea_level - bot)
+    h = _not_below_zero(sea_level + de - bot)
+    un = de * math.sqrt(grav / h0) if h0 > 0.0 else 0.0
+    if not h > 0.0:
+        un = 0.0
+    sign = 1.0 if side == 0 or side == 2 else -1.0
+    normal = 1 if side < 2 else 2
+    q[0] = h
+    q[normal] = sign * h * un
+    q[3 - normal] = 0.0
+
+
+class IncidentWave(PointwiseBoundary):
     """Ghost cells of one side from a surface elevation time series.
+
+    A pointwise boundary (:func:`forestpy.hooks.pointwise_boundary`): the framework runs
+    :func:`incident_wave_cell` over the side's ghost cells, one launch per side on
+    either backend, with the series interpolated once per call on the host.  Calling
+    the object (``wave(side, q, aux, x, y, t)``) is the array-level form of the same
+    condition.
 
     Parameters
     ----------
@@ -79,6 +114,8 @@ class IncidentWave:
         self.grav = float(grav)
         self.sea_level = float(sea_level)
         self.relative = bool(relative)
+        super().__init__(incident_wave_cell, params=(self.grav, self.sea_level),
+                         value=self.elevation)
 
     def elevation(self, t: float) -> float:
         """Departure of the incident surface from sea level at time ``t``."""

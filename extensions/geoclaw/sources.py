@@ -1,9 +1,10 @@
 r"""Split source terms of GeoClaw-like shallow water, batched over all patches.
 
-:class:`GeoClawSources` is a ``src2`` hook (:class:`~forestpy.vtable.SolverVtable`):
-after each wave-propagation step it updates the interiors of all patches at once with
-array operations of the backend's array module (NumPy on the CPU, CuPy on the GPU), in
-this order:
+:class:`GeoClawSources` is a ``src2`` hook (:class:`~forestpy.vtable.SolverVtable`)
+taking a context (:mod:`forestpy.hooks`): after each wave-propagation step it updates
+the interiors of the call's patches with two compiled launches (the same source for
+the CPU and the GPU: the positivity fix's per-patch sums, then every source of a cell),
+in this order:
 
 1. **Discharge sources** (:class:`DischargeSource`): a volume rate ``Q(t)`` (m^3/s)
    spread uniformly over the leaf cells whose centres lie in a disc (or over the single
@@ -26,8 +27,9 @@ this order:
    non-negative, the second-order and transverse corrections may not; a negative depth
    is set to zero and the missing volume is taken from the other cells of its patch in
    proportion to their depth, the rest (rare) from the whole domain (exactly
-   conservative; counted in
-   :attr:`GeoClawSources.volume_redistributed`).
+   conservative; counted in :attr:`GeoClawSources.volume_redistributed`).  This comes
+   first: the factor of the whole domain must be known before the other sources act
+   on the depths.
 4. **Dry cells and the speed limit**: momentum is zeroed where ``h <= dry_tolerance``,
    and scaled down where the speed exceeds ``speed_limit`` (spurious fast thin layers).
 
