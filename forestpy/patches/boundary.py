@@ -2,9 +2,9 @@
 
 Applied after the ghost plan (which fills everything inside the domain, periodic
 sides included), in Clawpack's order: the x sides on all rows, then the y sides on all
-columns, so corner ghost cells take the y side's value.  Each side is one vectorised
-assignment over the patches touching it (on the CPU), or one CUDA kernel launch (on the
-GPU backend: :func:`_bc_side_entry` run by :mod:`forestpy.patches.launch`).  The patches
+columns, so corner ghost cells take the y side's value.  Each side is one launch of
+:func:`_bc_side_entry` over the patches touching it (:func:`forestpy.patches.launch.
+for_each_entry`: a ``prange`` loop on the CPU, a CUDA kernel on the GPU backend).  The patches
 on each side are index arrays (``geom.on_side``) that the caller uploads once per
 regrid and passes as ``sides``.
 
@@ -137,32 +137,18 @@ def apply_physical_bc(
             else:
                 q[idx, :, g, :] = sub[:, :, g, :]
             continue
-        if gpu:
-            from forestpy.patches.launch import component_mask, launch
+        from forestpy.patches.launch import component_mask, for_each_entry
 
-            mask = component_mask(backend, q.shape[1], reflect[0 if axis == 3 else 1])
-            L = q.shape[2] if side < 2 else q.shape[3]
-            launch(_bc_side_entry, len(idx) * L, q, idx, side < 2, side in (0, 2),
-                   kind == "wall", mask, mbc, backend=backend)
-            continue
-        g = np.arange(mbc)
-        if side in (0, 2):
-            ghost, mirror, edge = mbc - 1 - g, mbc + g, np.full(mbc, mbc)
+        negate = reflect[0 if axis == 3 else 1]
+        if gpu:
+            mask = component_mask(backend, q.shape[1], negate)
         else:
-            ghost, mirror, edge = n - mbc + g, n - mbc - 1 - g, np.full(mbc, n - mbc - 1)
-        src = mirror if kind == "wall" else edge
-        for k in range(mbc):
-            if axis == 3:
-                q[idx, :, :, ghost[k]] = q[idx, :, :, src[k]]
-            else:
-                q[idx, :, ghost[k], :] = q[idx, :, src[k], :]
-        if kind == "wall":
-            for c in reflect[0 if axis == 3 else 1]:
-                for k in range(mbc):
-                    if axis == 3:
-                        q[idx, c, :, ghost[k]] *= -1.0
-                    else:
-                        q[idx, c, ghost[k], :] *= -1.0
+            mask = np.zeros(q.shape[1], dtype=np.bool_)
+            mask[list(negate)] = True
+        L = q.shape[2] if side < 2 else q.shape[3]
+        for_each_entry(_bc_side_entry, len(idx) * L, q, np.asarray(idx) if not gpu else idx,
+                       side < 2, side in (0, 2), kind == "wall", mask, mbc,
+                       backend=backend if gpu else None)
 
 
 @numba.njit(inline="always")

@@ -80,54 +80,22 @@ def component_mask(backend, meqn: int, components):
     return mask
 
 
-# Kernel sources: ``args`` are the body's arguments before its index.  The kernel is made
-# by ``exec`` because Numba-CUDA kernels take no ``*args``; ``cuda`` is a global of the
-# generated function so that Numba's CUDA simulator can swap it for its fake module.
-_ENTRY_SOURCE = """
-def kernel(n, {args}):
-    k = cuda.grid(1)
-    if k < n:
-        body({args}, k)
-"""
-_CELL_SOURCE = """
-def kernel(n, my, mx, mbc, {args}):
-    t = cuda.grid(1)
-    if t < n * my * mx:
-        c = t % (my * mx)
-        body({args}, t // (my * mx), c // mx, c % mx, mbc)
-"""
-
-
-def _kernel(body, nargs: int, source: str):
-    key = (body, nargs, source)
-    kernel = _KERNELS.get(key)
-    if kernel is None:
-        from numba import cuda
-
-        names = ", ".join(f"a{i}" for i in range(nargs))
-        scope = {"cuda": cuda, "body": cuda_device(body)}
-        exec(source.format(args=names), scope)
-        kernel = _KERNELS[key] = cuda.jit(scope["kernel"])
-    return kernel
-
-
 def launch(body, n: int, *args, backend=None) -> None:
     """Run ``body(*args, k)`` for ``k < n`` on the GPU, one thread each (nothing when
-    ``n == 0``).  ``body`` is a ``numba.njit`` function (compiled once for the device)."""
-    if n == 0:
-        return
-    require_device(backend, *(a for a in args if hasattr(a, "shape")))
-    _kernel(body, len(args), _ENTRY_SOURCE)[blocks(n), THREADS, launch_stream()](n, *args)
+    ``n == 0``): the GPU half of :func:`for_each_entry`, for bodies whose CPU loop is
+    their own module's (compiled once, cached on disk)."""
+    if backend is None:
+        raise TypeError("launch runs on a GPU backend; pass backend=")
+    for_each_entry(body, n, *args, backend=backend)
 
 
 def launch_cells(body, n: int, my: int, mx: int, mbc: int, *args, backend=None) -> None:
     """Run ``body(*args, k, j, i, mbc)`` for every interior cell ``(j, i)`` of the
-    ``my x mx`` cells of ``n`` patches ``k``, one thread per cell."""
-    if n == 0:
-        return
-    require_device(backend, *(a for a in args if hasattr(a, "shape")))
-    _kernel(body, len(args), _CELL_SOURCE)[blocks(n * my * mx), THREADS, launch_stream()](
-        n, my, mx, mbc, *args)
+    ``my x mx`` cells of ``n`` patches ``k``, one thread per cell: the GPU half of
+    :func:`for_each_cell`."""
+    if backend is None:
+        raise TypeError("launch_cells runs on a GPU backend; pass backend=")
+    for_each_cell(body, n, my, mx, mbc, *args, backend=backend)
 
 
 # ---------------------------------------------------------------- both backends
@@ -479,10 +447,10 @@ def for_each_patch(reduction: PatchReduction, n: int, my: int, mx: int, mbc: int
     xp = backend.xp if _on_gpu(backend) else np
     nvals = reduction.nvals
     nt = nvals + reduction.ndomain + 1
-    if totals is None:
-        totals = xp.zeros(nt, dtype=np.float64)
     if n == 0:
-        return totals
+        return xp.zeros(nt, dtype=np.float64) if totals is None else totals
+    if totals is None:  # every entry is written by the launch: no fill kernel
+        totals = xp.empty(nt, dtype=np.float64)
     scratch = tuple(int(s) for s in scratch)
     na = max(reduction.nacc, nvals, reduction.ndomain, 1)
     fields = dict(pre=_names(len(args)), k="rows[r]" if rows is not None else "r",

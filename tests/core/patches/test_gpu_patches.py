@@ -177,9 +177,9 @@ def test_patch_kernels_launch_on_the_stream_that_on_stream_sets(monkeypatch):
     from forestpy.patches.surface_ghosts import fill_ghosts_surface
 
     streams = []
-    compile_kernel = launch._kernel
-    monkeypatch.setattr(launch, "_kernel", lambda *a: _LaunchRecorder(compile_kernel(*a),
-                                                                       streams))
+    compile_kernel = launch._gpu_function
+    monkeypatch.setattr(launch, "_gpu_function", lambda *a, **k: _LaunchRecorder(
+        compile_kernel(*a, **k), streams))
     f = small_forest(BRICKS["1x1"], 3)
     geom = PatchGeometry.from_forest(f, 4, 4, 2)
     gplan = build_ghost_plan(f, geom).to(GPU)
