@@ -328,6 +328,7 @@ class GeoClawSources:
         self._level_share = {}  # id(level rows) -> (rows, share per source)
         self._level_slots = {}  # id(level rows) -> (rows, geometry, backend slots)
         self._no_slot = None
+        self._partial = None  # per-patch results of the positivity sums (backend)
         self._added = 0.0  # volume injected by the discharge sources (accepted steps)
         self._moved = []  # per accepted call: backend totals (moved at [1]) or a float
         self._moved_folded = 0.0
@@ -515,7 +516,11 @@ class GeoClawSources:
         flags = ints + (0 if slot is None else 1,)
         slot = self._no_slots(ctx) if slot is None else slot
         be = ctx.backend
-        partial = be.xp.empty((ctx.n, POSITIVITY_SUMS.nvals), dtype=np.float64)
+        partial = self._partial
+        if partial is None or partial.shape[0] != ctx.n or not isinstance(
+                partial, type(q)):  # kept between calls: no allocation per step
+            partial = self._partial = be.xp.empty((ctx.n, POSITIVITY_SUMS.nvals),
+                                                  dtype=np.float64)
         totals = for_each_patch(POSITIVITY_SUMS, ctx.n, g.my, g.mx, g.mbc, q, g.area, slot,
                                 flags, backend=be, rows=ctx.rows, nall=nall,
                                 partial=partial)

@@ -17,16 +17,14 @@ directory and is compiled without disk caching.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
-import os
 import sys
 import tempfile
-import types
 from pathlib import Path
 
 import numba
 import numpy as np
-from numba.core.registry import CPUDispatcher
+
+from forestpy.kernel_files import cache_dir, function_fingerprint, import_file, write_once
 
 __all__ = ["kernel_module", "cache_dir", "physics_fingerprint"]
 
@@ -36,49 +34,6 @@ _END = "# forestpy-kernel-header-end"
 _MODULES: dict = {}
 
 
-def cache_dir() -> Path:
-    """Where generated kernel modules (and Numba's cache of them) are kept."""
-    env = os.environ.get("FORESTPY_CACHE_DIR")
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "forestpy" / "kernels"
-
-
-def _code_fingerprint(code: types.CodeType, h, seen) -> None:
-    h.update(code.co_code)
-    h.update(repr(code.co_names).encode())
-    h.update(repr(code.co_varnames).encode())
-    for c in code.co_consts:
-        if isinstance(c, types.CodeType):
-            _code_fingerprint(c, h, seen)
-        else:
-            h.update(repr(c).encode())
-
-
-def _function_fingerprint(fn, h, seen) -> None:
-    py = fn.py_func if isinstance(fn, CPUDispatcher) else fn
-    if py in seen:
-        return
-    seen.add(py)
-    h.update(f"{py.__module__}.{py.__qualname__}".encode())
-    _code_fingerprint(py.__code__, h, seen)
-    names = set()
-    stack = [py.__code__]
-    while stack:
-        code = stack.pop()
-        names.update(code.co_names)
-        stack.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
-    for name in sorted(names):
-        value = py.__globals__.get(name)
-        if isinstance(value, CPUDispatcher) or isinstance(value, types.FunctionType):
-            _function_fingerprint(value, h, seen)
-        elif isinstance(value, (bool, int, float, complex, str, tuple, np.number)):
-            h.update(f"{name}={value!r}".encode())  # frozen into the compiled code
-        elif isinstance(value, types.ModuleType):
-            h.update(f"{name}=module {value.__name__}".encode())
-
-
 def physics_fingerprint(riemann) -> str:
     """Hash of everything of ``riemann`` that ends up in the compiled kernels."""
     h = hashlib.sha256()
@@ -86,7 +41,7 @@ def physics_fingerprint(riemann) -> str:
     seen: set = set()
     for fn in (riemann.rpn2, riemann.rpt2):
         if fn is not None:
-            _function_fingerprint(fn, h, seen)
+            function_fingerprint(fn, h, seen)
         else:
             h.update(b"none")
     return h.hexdigest()
@@ -112,23 +67,6 @@ def _module_text(riemann, cache: bool) -> str:
     return head + header + tail
 
 
-def _write_once(path: Path, text: str) -> None:
-    if path.exists() and path.read_text() == text:
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)  # atomic: concurrent processes write identical text
-
-
-def _import(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def kernel_module(riemann, jit_pointwise):
     """The kernel module of ``riemann`` (generated, imported and cached per process).
 
@@ -148,11 +86,11 @@ def kernel_module(riemann, jit_pointwise):
     name = f"forestpy_kernel_{tag}"
     try:
         path = cache_dir() / f"{name}.py"
-        _write_once(path, _module_text(riemann, cache=True))
+        write_once(path, _module_text(riemann, cache=True))
     except OSError:
         path = Path(tempfile.mkdtemp(prefix="forestpy_kernels_")) / f"{name}.py"
-        _write_once(path, _module_text(riemann, cache=False))
-    module = _import(path, name)
+        write_once(path, _module_text(riemann, cache=False))
+    module = import_file(path, name)
     module.RPN2 = jit_pointwise(riemann.rpn2)
     if riemann.rpt2 is not None:
         module.RPT2 = jit_pointwise(riemann.rpt2)
