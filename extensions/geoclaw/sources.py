@@ -258,7 +258,7 @@ MAX_SOURCES = 63  # one bit per source in the int64 cell map
 
 class GeoClawSources:
     """The ``src2`` hook: discharge sources, Manning friction, Coriolis, dry cells and
-    speed limit (see the module docstring), one kernel launch per call.
+    speed limit (see the module docstring), two compiled launches per call.
 
     Parameters
     ----------
@@ -483,15 +483,16 @@ class GeoClawSources:
         return floats, ints
 
     def apply(self, q, aux, context) -> None:
-        """Update the interiors of the rows ``context.rows`` of ``q`` (every row when
-        None) in place: one launch (:data:`GEOCLAW_SOURCES`).
+        """Update the interiors of the rows ``context.rows`` of ``q`` (every owned row
+        when None) in place: two launches, :data:`POSITIVITY_SUMS` then
+        :func:`_sources_cell` on every cell; no host synchronisation on one rank.
 
         Negative depths are set to zero and the missing volume taken from the other
-        cells of the same patch in proportion to their depth (sums per patch in the
-        kernel); what a patch cannot cover (it holds less water than it lacks) is taken
-        from every cell of the domain, in proportion, after the other sources: on one
-        rank by the last block of the same launch (rare), in a distributed run after a
-        reduction over the ranks (every rank calls the hook).  The volume is kept to
+        cells of the same patch in proportion to their depth (sums per patch); what a
+        patch cannot cover (it holds less water than it lacks) is taken from every
+        cell of the domain, the other levels' included, in proportion (the factor
+        derived by the last block of the first launch; in a distributed run after one
+        reduction over the ranks, every rank calling the hook).  The volume is kept to
         round-off; where no depth is negative the positivity fix changes no bit."""
         ctx = context
         if self._pending is not None and ctx.step > self._pending[0]:
