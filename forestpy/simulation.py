@@ -725,11 +725,11 @@ class Simulation:
             with self.timers("sources"):
                 own = self._owned
                 src2 = self.vtable.src2
-                if takes_context(src2):  # interiors only: the ghost frame may stay unset
+                # the hook (and the state it leaves) sees no unset memory
+                copy_ghost_frame(own(self.q), own(q_new), self.mbc)
+                if takes_context(src2):
                     src2.apply(own(q_new), own(self.aux), self.hook_context(self.t, dt))
                 else:
-                    # the hook sees no unset memory
-                    copy_ghost_frame(own(self.q), own(q_new), self.mbc)
                     x, y = self.centers
                     src2(own(q_new), own(self.aux), own(x), own(y), self.t, dt)
         with self.timers("cfl_check"):

@@ -336,7 +336,9 @@ class Subcycler:
         with sim.timers("sources"):
             src2 = sim.vtable.src2
             if takes_context(src2):  # in place on the level's rows: no gather, no scatter
-                src2.apply(sim.q, sim.aux, sim.hook_context(t, dt, rows, P.rows_host[level]))
+                own = sim._owned  # the rows index the owned patches, first in the arrays
+                src2.apply(own(sim.q), own(sim.aux),
+                           sim.hook_context(t, dt, rows, P.rows_host[level]))
                 return
             x, y = sim.centers
             sim.hook_rows = P.rows_host[level]

@@ -132,7 +132,8 @@ class Coriolis:
 # results ``_patch_share`` writes; ``totals``: their sums, the other levels' volume and
 # (last) the domain-wide factor.
 _DT, _GRAV, _DRY, _MANNING, _FRICTION_DEPTH, _F0, _BETA, _Y0, _COS, _SIN, _SPEED = range(11)
-_MANNING_AUX, _FRICTION, _DEPTH_LIMITED, _CORIOLIS, _SPEED_LIMITED, _NSRC, _SLOTS = range(7)
+_MANNING_AUX, _FRICTION, _DEPTH_LIMITED, _CORIOLIS, _SPEED_LIMITED, _NSRC, _SLOTS, \
+    _ONE_RANK = range(8)
 _LOCAL, _MOVED, _LEFTOVER, _VOLUME, _COVERED, _OTHERS, _GLOBAL = range(7)
 
 
@@ -169,7 +170,7 @@ def _patch_share(q, area, slot, f, k, sums, vals):
 
 @numba.njit(inline="always")
 def _other_levels_give(q, area, slot, f, totals):
-    return f[_SLOTS] != 0 and totals[_LEFTOVER] > 0.0
+    return f[_SLOTS] != 0 and f[_ONE_RANK] != 0 and totals[_LEFTOVER] > 0.0
 
 
 @numba.njit(inline="always")
@@ -514,7 +515,7 @@ class GeoClawSources:
         g = ctx.geometry
         nall = q.shape[0]
         slot = self._slots(ctx)
-        flags = ints + (0 if slot is None else 1,)
+        flags = ints + (0 if slot is None else 1, 1 if ctx.comm is None else 0)
         slot = self._no_slots(ctx) if slot is None else slot
         be = ctx.backend
         partial = self._partial
@@ -527,7 +528,7 @@ class GeoClawSources:
                                 partial=partial)
         moved = totals
         if ctx.comm is not None:
-            moved, totals = self._leftover_over_ranks(ctx, totals)
+            moved, totals = self._leftover_over_ranks(q, ctx, totals)
         # the other levels' patches are visited too: they give their share of a deficit
         # their level-mates could not cover (rare; nothing to do otherwise)
         for_each_cell(_sources_cell, nall if flags[_SLOTS] else ctx.n, g.my, g.mx, g.mbc,
@@ -558,16 +559,25 @@ class GeoClawSources:
             self._no_slot = (ctx.backend, ctx.backend.to_device(np.zeros(1, np.int64)))
         return self._no_slot[1]
 
-    def _leftover_over_ranks(self, ctx, totals):
+    def _leftover_over_ranks(self, q, ctx, totals):
         """The domain-wide factor over all ranks (the kernel's is this rank's): one
         reduction of the uncovered deficit and the volume moved, another of the volume
-        when a deficit is left; returns (volume moved on all ranks, totals with the
-        factor)."""
+        (the other levels' included) when a deficit is left; returns (volume moved on
+        all ranks, totals with the factor)."""
         host = np.array(ctx.backend.to_host(totals), dtype=np.float64)
         leftover, moved = ctx.allreduce(np.array([host[_LEFTOVER], host[_MOVED]]))
         glob = 1.0
         if leftover > 0.0:
-            volume = ctx.allreduce(float(host[_VOLUME] - host[_COVERED]))
+            volume = float(host[_VOLUME] - host[_COVERED])
+            if ctx.rows_host is not None:  # one level's rows: the others give too
+                others = np.ones(q.shape[0], dtype=bool)
+                others[ctx.rows_host] = False
+                others = ctx.backend.to_device(np.flatnonzero(others))
+                b = ctx.geometry.mbc
+                depth = q[others, 0, b:-b, b:-b].sum(axis=(1, 2))
+                area = ctx.geometry.area[others]
+                volume += float(ctx.backend.to_host((depth * area).sum()))
+            volume = ctx.allreduce(volume)
             glob = 1.0 - leftover / (volume if volume > 0.0 else 1.0)
         if glob != host[_GLOBAL]:
             host[_GLOBAL] = glob
