@@ -86,6 +86,7 @@ SCENARIOS = {
     "vtk_gauges_3": scenario(3, vtk=HAVE_VTK, gauges=True, build="serial", **AMR),
     "vtk_gauges_distributed_3": scenario(3, vtk=HAVE_VTK, gauges=True, build="distributed",
                                          **AMR),
+    "gauges_checkpoint_every_3": scenario(3, gauges=True, checkpoint_every=3, **AMR),
     "cli_run_2": scenario(2, "cli", prepare=cli_run),
     "cli_report_3": scenario(3, "cli", prepare=cli_report),
     # the GPU backend (in Numba's CUDA simulator unless NUMBA_ENABLE_CUDASIM=0)

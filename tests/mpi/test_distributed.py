@@ -338,6 +338,33 @@ def serial_vtk_gauges(radial_dam, tmp_path_factory):
     return sim, out
 
 
+@pytest.mark.mpi("gauges_checkpoint_every_3")
+def test_checkpoints_every_few_steps_hold_the_gauge_samples(mpi, radial_dam, tmp_path):
+    # the gauges keep their samples on each rank's device between flushes; a checkpoint
+    # written mid-run (CheckpointEvery, collective) flushes them on every rank first and
+    # holds the samples the serial run's checkpoint of the same step holds
+    from forestpy.callbacks import CheckpointEvery, Gauges
+    from forestpy.io.checkpoint import read_checkpoint
+
+    sim = radial_dam.setup(**AMR)
+    sim.callbacks = [Gauges(GAUGE_POINTS, path=tmp_path / "serial.csv"),
+                     CheckpointEvery(tmp_path, 3, keep=100)]
+    sim.run()
+    name = "gauges_checkpoint_every_3"
+    mpi(name)
+    out = mpi.out(name)
+    assert (out / "gauges.csv").read_bytes() == (tmp_path / "serial.csv").read_bytes()
+    written = sorted(p.name for p in (out / "every").glob("checkpoint_0*.npz"))
+    assert written == sorted(p.name for p in tmp_path.glob("checkpoint_0*.npz"))
+    assert len(written) >= 3
+    for fname in written:
+        got = read_checkpoint(out / "every" / fname)["callbacks"][0]["state"]
+        want = read_checkpoint(tmp_path / fname)["callbacks"][0]["state"]
+        assert len(want["times"]) == int(fname[11:17]) + 1
+        np.testing.assert_array_equal(got["times"], want["times"])
+        np.testing.assert_array_equal(got["values"], want["values"])
+
+
 @pytest.mark.mpi("vtk_gauges_3", "vtk_gauges_distributed_3")
 @pytest.mark.parametrize("build", ["serial", "distributed"])
 def test_vtk_frames_and_gauges_are_written_without_gathering(mpi, serial_vtk_gauges, build):
