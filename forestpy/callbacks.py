@@ -250,8 +250,12 @@ class Gauges:
         The coordinate system of ``x, y`` in words (e.g. ``"local metres from the tank's
         corner"`` or ``"UTM zone 56S (EPSG:32756)"``), written beside the units.
 
-    The state is sampled with ``sim.sample`` at ``on_start`` and after every accepted
-    step.  :meth:`data` returns the samples in the same form as :func:`read_gauges`.
+    The state is sampled at ``on_start`` and after every accepted step (after every
+    coarse step when the levels subcycle), in the cell ``sim.sample`` reads: the
+    samples stay on the simulation's device until they are needed on the host (at
+    ``on_end``, checkpoints, :attr:`times`, :meth:`data`, the writers; see
+    :meth:`flush`).  :meth:`data` returns the samples in the same form as
+    :func:`read_gauges`.
     """
 
     timer_phase = "output"

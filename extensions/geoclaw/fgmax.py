@@ -80,6 +80,8 @@ def _maxima_row(row: int, doc: str) -> property:
     def get(self):
         return self._host_maxima()[row]
 
+    get.__doc__ = doc
+
     def put(self, value):
         m = np.array(self._host_maxima(), dtype=np.float64, copy=True)
         m[row] = value
