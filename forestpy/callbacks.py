@@ -432,6 +432,7 @@ class Gauges:
         return self._times[-1] if self._times else None
 
     def on_start(self, sim) -> None:
+        self.flush()  # pending samples are read with the fields they were taken for
         self._resolve_fields(sim)
         if self._last_time() != sim.t:
             self.record(sim)
