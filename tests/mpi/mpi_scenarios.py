@@ -91,7 +91,8 @@ SCENARIOS = {
     "cli_report_3": scenario(3, "cli", prepare=cli_report),
     # the GPU backend (in Numba's CUDA simulator unless NUMBA_ENABLE_CUDASIM=0)
     "gpu_level_1_2": scenario(2, mx=8, min_level=1, max_level=1, t_final=0.1, backend="gpu"),
-    "gpu_level_2_2": scenario(2, mx=4, min_level=2, max_level=2, t_final=0.5, backend="gpu"),
+    "gpu_level_2_2": scenario(2, mx=4, min_level=2, max_level=2, t_final=0.5, backend="gpu",
+                              gauges=True),
     "gpu_amr_2": scenario(2, backend="gpu", **AMR),
     "gpu_bowl_2": scenario(2, demo="bowl", backend="gpu"),
 }

@@ -419,16 +419,27 @@ def test_serial_checkpoint_restarts_on_2_ranks(mpi, serial_amr):
 @pytest.mark.slow
 @pytest.mark.mpi("gpu_level_1_2", "gpu_level_2_2")
 @pytest.mark.parametrize("level", [1, 2])
-def test_gpu_backend_is_bitwise_the_serial_run(mpi, radial_dam, level):
+def test_gpu_backend_is_bitwise_the_serial_run(mpi, radial_dam, level, tmp_path):
     # the GPU path (device arrays, buffers staged through the host), uniform grid; in CI in
     # Numba's CUDA simulator (~20 s), on a GPU machine with NUMBA_ENABLE_CUDASIM=0.  Level
     # 1: 4 patches, all late; level 2: 16, early and late ones, so both patch-list
-    # launches of the overlapped step hold patches
+    # launches of the overlapped step hold patches, and gauges (gathered on each rank's
+    # device, assembled from their owners at the flush)
+    from forestpy.callbacks import Gauges
+
     name = f"gpu_level_{level}_2"
     par = mpi(name)
-    sim = serial(radial_dam, **SCENARIOS[name]["opts"])
+    opts = dict(SCENARIOS[name]["opts"])
+    gauges = opts.pop("gauges", False)
+    sim = radial_dam.setup(**opts)
+    if gauges:
+        sim.callbacks = [Gauges(GAUGE_POINTS, path=tmp_path / "serial.csv")]
+    sim.run()
     assert (par["owned"] > 0).all()
     assert_same_state(par, sim)
+    if gauges:
+        got = (mpi.out(name) / "gauges.csv").read_bytes()
+        assert got == (tmp_path / "serial.csv").read_bytes()
 
 
 @pytest.mark.slow
