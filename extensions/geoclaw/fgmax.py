@@ -47,7 +47,8 @@ def _observe_point(q, aux, cells, bed_field, maxima, t, dry_tolerance, arrival_d
                    sea_level, arrival_tol, k):
     """Fold the state at point ``k`` (cell ``cells[k] = (row, j, i)``; row -1: not
     here) into ``maxima[:, k]`` (rows :data:`_ROWS`); ``bed_field`` -1: flat bed at 0.
-    The arithmetic of :meth:`FGMax.observe`, one point at a time."""
+    Written as the NumPy fold it replaces computed it (``np.maximum``, the speed and
+    surface of wet samples only), so the CPU results are bitwise those of before."""
     p, j, i = cells[k, 0], cells[k, 1], cells[k, 2]
     if p < 0:
         return
