@@ -41,7 +41,7 @@ import numba
 import numpy as np
 from numba.core.registry import CPUDispatcher
 
-from forestpy.cuda_device import cuda_device, launch_stream
+from forestpy.cuda_device import cuda_device, fast_kernel, launch_stream
 from forestpy.kernel_files import cache_dir, function_fingerprint, import_file, write_once
 
 __all__ = ["THREADS", "PatchReduction", "blocks", "component_mask", "for_each_cell",
@@ -106,7 +106,10 @@ def launch_cells(body, n: int, my: int, mx: int, mbc: int, *args, backend=None) 
 # ---------------------------------------------------------------- both backends
 # Generated sources.  ``{pre}`` is the body's leading arguments, each followed by ", "
 # (nothing when it has none); ``{k}`` the patch of batch row ``r`` (``rows[r]`` or
-# ``r``); ``{scratch}`` the per-thread scratch arrays, each preceded by ", ".
+# ``r``); ``{scratch}`` the per-thread scratch arrays, each preceded by ", ".  A CUDA
+# kernel takes a tuple argument as its elements (``{params}``) and rebuilds it
+# (``{unpack}``): launches whose arguments are arrays and scalars only take the fast path
+# of forestpy.cuda_device.fast_kernel.
 _CPU_ENTRIES = """
 def loop(n, {pre}):
     for chunk in numba.prange((n + {chunk} - 1) // {chunk}):
@@ -115,7 +118,8 @@ def loop(n, {pre}):
             body({pre}e{scratch})
 """
 _GPU_ENTRIES = """
-def kernel(n, {pre}):
+def kernel(n, {params}):
+{unpack}
     e = cuda.grid(1)
     if e < n:
 {gpu_alloc}
@@ -131,7 +135,8 @@ def loop(n, my, mx, mbc, rows, {pre}):
                 body({pre}k, j, i, mbc{scratch})
 """
 _GPU_CELLS = """
-def kernel(n, my, mx, mbc, rows, {pre}):
+def kernel(n, my, mx, mbc, rows, {params}):
+{unpack}
     t = cuda.grid(1)
     if t < n * my * mx:
         c = t % (my * mx)
@@ -188,7 +193,8 @@ def loop(n, my, mx, mbc, rows, partial, totals, nall, {pre}):
 """
 # one block per patch; ``tree_*`` sums acc[:m] over the block into buf[a * T]
 _GPU_PATCHES = """
-def kernel(n, my, mx, mbc, rows, partial, totals, ticket, nall, {pre}):
+def kernel(n, my, mx, mbc, rows, partial, totals, ticket, nall, {params}):
+{unpack}
     r = cuda.blockIdx.x
     t = cuda.threadIdx.x
     k = {k}
@@ -336,6 +342,26 @@ def _scratch_code(scratch, indent: int, gpu: bool) -> tuple[str, str]:
     return alloc, "".join(f", s{i}" for i in range(len(scratch)))
 
 
+def _flattened(args) -> tuple[list, dict, tuple]:
+    """Kernel arguments with every tuple argument replaced by its elements, the template
+    fields ``params`` and ``unpack`` that rebuild it, and the tuple lengths (a kernel
+    per combination)."""
+    flat, params, unpack, lengths = [], [], [], []
+    for i, a in enumerate(args):
+        if isinstance(a, tuple):
+            names = [f"a{i}_{j}" for j in range(len(a))]
+            params += names
+            unpack.append(f"    a{i} = ({', '.join(names)}{',' if names else ''})")
+            flat += list(a)
+            lengths.append(len(a))
+        else:
+            params.append(f"a{i}")
+            flat.append(a)
+            lengths.append(-1)
+    fields = dict(params="".join(p + ", " for p in params), unpack="\n".join(unpack))
+    return flat, fields, tuple(lengths)
+
+
 def _indented(code: str, indent: int) -> str:
     return "\n".join(" " * indent + line for line in code.strip("\n").splitlines())
 
@@ -390,7 +416,7 @@ def _gpu_function(key, source, scope, **fields):
         scope = {"cuda": cuda, "float64": float64, "int32": int32,
                  **{k: cuda_device(v) for k, v in scope.items() if v is not None}}
         exec(source.format(**fields), scope)
-        kernel = _KERNELS[key] = cuda.jit(scope["kernel"])
+        kernel = _KERNELS[key] = fast_kernel(cuda.jit(scope["kernel"]))
     return kernel
 
 
@@ -425,9 +451,11 @@ def for_each_entry(body, n: int, *args, backend=None, scratch=()) -> None:
         return
     require_device(backend, *(a for a in args if hasattr(a, "shape")))
     alloc, names = _scratch_code(scratch, 8, gpu=True)
-    kernel = _gpu_function(("entries", body, len(args), scratch), _GPU_ENTRIES,
-                           {"body": body}, gpu_alloc=alloc, scratch=names, **fields)
-    kernel[blocks(n), THREADS, launch_stream()](n, *args)
+    flat, flat_fields, lengths = _flattened(args)
+    kernel = _gpu_function(("entries", body, lengths, scratch), _GPU_ENTRIES,
+                           {"body": body}, gpu_alloc=alloc, scratch=names, **fields,
+                           **flat_fields)
+    kernel[blocks(n), THREADS, launch_stream()](n, *flat)
 
 
 def for_each_cell(body, n: int, my: int, mx: int, mbc: int, *args, backend=None,
@@ -451,9 +479,10 @@ def for_each_cell(body, n: int, my: int, mx: int, mbc: int, *args, backend=None,
         return
     require_device(backend, row_arg, *(a for a in args if hasattr(a, "shape")))
     alloc, names = _scratch_code(scratch, 8, gpu=True)
-    kernel = _gpu_function(key, _GPU_CELLS, {"body": body}, gpu_alloc=alloc,
-                           scratch=names, **fields)
-    kernel[blocks(n * my * mx), THREADS, launch_stream()](n, my, mx, mbc, row_arg, *args)
+    flat, flat_fields, lengths = _flattened(args)
+    kernel = _gpu_function(key + (lengths,), _GPU_CELLS, {"body": body}, gpu_alloc=alloc,
+                           scratch=names, **fields, **flat_fields)
+    kernel[blocks(n * my * mx), THREADS, launch_stream()](n, my, mx, mbc, row_arg, *flat)
 
 
 def patch_threads(ncell: int) -> int:
@@ -517,12 +546,13 @@ def for_each_patch(reduction: PatchReduction, n: int, my: int, mx: int, mbc: int
             for name, m, indent in (("tree_acc", reduction.nacc, 4),
                                     ("tree_vals", nvals, 8),
                                     ("tree_domain", reduction.ndomain, 12))}
-    kernel = _gpu_function(key + (T,), gpu_source, scope, gpu_alloc=alloc, scratch=names,
-                           T=T, nbuf=na * T, **tree, **fields)
+    flat, flat_fields, lengths = _flattened(args)
+    kernel = _gpu_function(key + (T, lengths), gpu_source, scope, gpu_alloc=alloc,
+                           scratch=names, T=T, nbuf=na * T, **tree, **fields, **flat_fields)
     per_backend = _CONSTANTS.setdefault(backend, {})
     ticket = per_backend.get(("ticket", key))
     if ticket is None:  # zero between launches: the last block puts it back
         ticket = per_backend[("ticket", key)] = backend.to_device(np.zeros(1, np.int32))
     kernel[n, T, launch_stream()](n, my, mx, mbc, row_arg, partial, totals, ticket, nall,
-                                  *args)
+                                  *flat)
     return totals

@@ -54,7 +54,7 @@ def _gpu_kernel():
     from numba import cuda as _cuda
     from numba import float64
 
-    from forestpy.cuda_device import cuda_device
+    from forestpy.cuda_device import cuda_device, fast_kernel
 
     cuda = _cuda
     T = _THREADS
@@ -86,7 +86,7 @@ def _gpu_kernel():
                 out[p, col] = buf[0]
             cuda.syncthreads()
 
-    _GPU["status"] = status
+    _GPU["status"] = status = fast_kernel(status)
     return status
 
 

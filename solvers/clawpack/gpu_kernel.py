@@ -36,7 +36,7 @@ import math
 
 from numba import cuda, float64
 
-from forestpy.cuda_device import cuda_device
+from forestpy.cuda_device import cuda_device, fast_kernel
 
 from .limiters import limiter_apply
 
@@ -376,7 +376,7 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
         if t == 0:
             cfl_out[p] = red[0]
 
-    return step, NT
+    return fast_kernel(step), NT
 
 
 def _sizes(riemann):
@@ -419,6 +419,8 @@ def make_gpu_fluctuation_kernel(riemann):
         rpn2(ixy, a, b, xa, xb, params, wave, s, amdq, apdq)
         for m in range(MEQN):
             out[k, m] = amdq[m] + apdq[m]
+
+    kernel = fast_kernel(kernel)
 
     def fluct(ixy, ql, qr, auxl, auxr, params, out):
         n = ql.shape[0]
@@ -498,6 +500,8 @@ def make_gpu_time_sync(riemann):
         for m in range(MEQN):
             coarse_flux = edge[coarse_edge[e0, 0], coarse_edge[e0, 1], m, coarse_edge[e0, 2]]
             q_new[pc, m, jc, ic] += -sg * ratio * (f0[m] - coarse_flux)
+
+    kernel = fast_kernel(kernel)
 
     def time_sync(plan, q_old, q_new, aux, edge, dt, params, capacity_index):
         npairs = len(plan) // 2
