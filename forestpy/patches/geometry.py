@@ -10,7 +10,7 @@ of successive levels nest 2:1, which is what ghost filling, regrid and time sync
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -114,6 +114,12 @@ class PatchGeometry:
             np.broadcast_to(xc, (self.npatch, ny, nx)).copy(),
             np.broadcast_to(yc, (self.npatch, ny, nx)).copy(),
         )
+
+    def subset(self, ids) -> PatchGeometry:
+        """The geometry of the patches ``ids`` (host indices, in that order)."""
+        return replace(self, level=self.level[ids], gqx=self.gqx[ids], gqy=self.gqy[ids],
+                       xlower=self.xlower[ids], ylower=self.ylower[ids], dx=self.dx[ids],
+                       dy=self.dy[ids])
 
     def cell_area(self) -> np.ndarray:
         return self.dx * self.dy
