@@ -121,15 +121,15 @@ class ThresholdFlags:
     def __call__(self, q, aux, patches, t):
         xp = array_module(q)
         coarsens = self.coarsen_threshold is not None
+        if self.field is None:  # compared as threshold_tagging compares
+            value = self.indicator(q, aux, patches.geom, t)
+            bits = (value > self.refine_threshold).astype(np.uint8) * REFINE
+            if coarsens:
+                bits |= (value < self.coarsen_threshold).astype(np.uint8) * COARSEN
+            return bits
         # the thresholds in q's precision, as an array compared with a Python float is
         up = q.dtype.type(self.refine_threshold)
         down = q.dtype.type(self.coarsen_threshold if coarsens else 0.0)
-        if self.field is None:
-            value = self.indicator(q, aux, patches.geom, t)
-            bits = (value > up).astype(np.uint8) * REFINE
-            if coarsens:
-                bits |= (value < down).astype(np.uint8) * COARSEN
-            return bits
         bits = xp.zeros(q.shape[0], dtype=np.uint8)
         per_patch(_threshold_patch, _threshold_patches, q.shape[0], q, self.field,
                   patches.geom.mbc, up, down, coarsens, bits, backend=patches.backend)

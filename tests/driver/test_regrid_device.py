@@ -61,6 +61,15 @@ def test_threshold_flags_are_the_two_slots_flags(backend):
     got = be.to_host(criterion(be.to_device(q), None, patches, 0.0))
     np.testing.assert_array_equal(got, want)
 
+    def spread(q, aux, geom, t):  # any other indicator: called once, compared on its backend
+        core = q[:, 0, geom.mbc:-geom.mbc, geom.mbc:-geom.mbc]
+        return core.max(axis=(1, 2)) - core.min(axis=(1, 2))
+
+    generic = ThresholdFlags(spread, 0.02, 0.01)
+    want = bits_of(generic.tag4refinement, generic.tag4coarsening, q, None, geom, 0.0)
+    got = be.to_host(generic(be.to_device(q), None, patches, 0.0))
+    np.testing.assert_array_equal(got, want)
+
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_geoclaw_flags_are_the_tag_and_coarsen_flags(backend):
