@@ -47,7 +47,7 @@ from forestpy.patches.status import patch_status
 from forestpy.patches.surface_ghosts import fill_ghosts_surface
 from forestpy.patches.surface_regrid import ShorelineRegrid, surface_dry_tolerance
 from forestpy.patches.tagging import TaggedPatches, regrid_flags
-from forestpy.timers import Timers
+from forestpy.timers import Timers, phase
 from forestpy.vtable import SolverVtable, get_method, get_riemann, step_takes_patch_list
 
 __all__ = ["Domain", "Simulation", "StateError"]
@@ -419,10 +419,12 @@ class Simulation:
 
     # ------------------------------------------------------------------ setup
     def _set_forest(self, forest: Forest, geom: PatchGeometry | None = None,
-                    kept=None) -> None:
+                    kept=None, timed: bool = False) -> None:
         """New forest: geometry (replicated; ``geom`` when the caller made it already)
         and this rank's layout with its plans; ``aux`` of the local patches (``kept``:
-        see :meth:`_new_aux`)."""
+        see :meth:`_new_aux`).  ``timed``: charge the layout and the aux to the
+        regrid's sub-phases."""
+        timers = self.timers if timed else None
         be = self.backend
         self.forest = forest
         if geom is None:
@@ -434,9 +436,11 @@ class Simulation:
             dx=be.to_device(geom.dx), dy=be.to_device(geom.dy), level=be.to_device(geom.level),
             sides=[be.to_device(geom.on_side(side)) for side in range(4)],
         )
-        self._build_layout()
-        self.aux_setaux = self._new_aux(kept)
-        self.aux = self.aux_setaux.copy()
+        with phase(timers, "regrid.plans"):
+            self._build_layout()
+        with phase(timers, "regrid.aux"):
+            self.aux_setaux = self._new_aux(kept)
+            self.aux = self.aux_setaux.copy()
 
     def _new_aux(self, kept=None):
         """``setaux`` of the local patches, a backend array.  ``kept``: ``(new ids, old
@@ -475,9 +479,14 @@ class Simulation:
 
     @property
     def centers(self):
-        """:attr:`centers_host` as backend arrays (made on first use after a regrid)."""
+        """:attr:`centers_host` as backend arrays (made on first use after a regrid; on
+        the GPU made there, not uploaded)."""
         if self._centers is None:
-            self._centers = tuple(self.backend.to_device(c) for c in self.centers_host)
+            be = self.backend
+            if be.is_gpu:
+                self._centers = self.layout.local_geom.cell_centers(ghosts=True, backend=be)
+            else:
+                self._centers = tuple(be.to_device(c) for c in self.centers_host)
         return self._centers
 
     @centers.setter
@@ -1031,20 +1040,22 @@ class Simulation:
             ghosts_first = self._tag_reads_ghosts()
             if ghosts_first:
                 self.fill_ghosts()
-            flags = self._regrid_flags(frozen_below)
+            with self.timers("regrid.tagging"):
+                flags = self._regrid_flags(frozen_below)
             if flags is None:
                 return False
             refine, coarsen = flags
             if not ghosts_first:
                 self.fill_ghosts()
             old_forest, old_geom = self.forest, self.geom
-            forest = old_forest.refine(refine)
-            if coarsen.any():
-                gx, gy = forest.global_xy()
-                src = old_forest.locate_global(gx, gy)
-                kept = coarsen[src] & (old_forest.level[src] == forest.level)
-                forest = forest.coarsen(kept)
-            forest = forest.balance()
+            with self.timers("regrid.forest"):
+                forest = old_forest.refine(refine)
+                if coarsen.any():
+                    gx, gy = forest.global_xy()
+                    src = old_forest.locate_global(gx, gy)
+                    kept = coarsen[src] & (old_forest.level[src] == forest.level)
+                    forest = forest.coarsen(kept)
+                forest = forest.balance()
             if forest == old_forest:  # coarsening undone by balance: nothing changed
                 return False
             if frozen_below is not None and not _same_leaves_below(old_forest, forest,
@@ -1067,10 +1078,11 @@ class Simulation:
             del q, aux
             src, rows, span = self._migrate(forest, density)
             del density
-            new_geom = PatchGeometry.from_forest(forest, self.mx, self.my, self.mbc)
-            q_new = transfer(old_forest, old_geom, src, forest, new_geom, backend=be,
-                             new_ids=None if span is None else np.arange(*span),
-                             old_rows=rows)
+            with self.timers("regrid.transfer"):
+                new_geom = PatchGeometry.from_forest(forest, self.mx, self.my, self.mbc)
+                q_new = transfer(old_forest, old_geom, src, forest, new_geom, backend=be,
+                                 new_ids=None if span is None else np.arange(*span),
+                                 old_rows=rows)
             del src
             carried = None
             if carry is not None:
@@ -1083,14 +1095,16 @@ class Simulation:
             if span is None:  # serial: the unchanged leaves keep their aux
                 same = np.flatnonzero(dlev == 0)
                 kept = (same, old_ids[same], self.aux_setaux)
-            self._set_forest(forest, new_geom, kept)
+            self._set_forest(forest, new_geom, kept, timed=True)
             del kept
             L = self.layout
             if span is not None and (L.lo, L.hi) != span:
                 raise RuntimeError("distributed regrid: partition_weights not deterministic")
             aux = self._owned(self.aux)
             if shoreline is not None:
-                q_new = shoreline.rebuild(q_new, meqn, aux, self.mbc, dlev[L.lo : L.hi], be)
+                with self.timers("regrid.shoreline"):
+                    q_new = shoreline.rebuild(q_new, meqn, aux, self.mbc, dlev[L.lo : L.hi],
+                                              be)
             if capa >= 0:
                 b = self.mbc
                 q_new[:, :, b:-b, b:-b] /= aux[:, capa : capa + 1, b:-b, b:-b]
@@ -1298,8 +1312,8 @@ class Simulation:
             for name in ("level_steps", "since_regrid"):
                 setattr(self._subcycler, name,
                         {int(k): int(v) for k, v in counts.get(name, {}).items()})
-        for phase, seconds in data.get("timers", {}).items():
-            self.timers.seconds[phase] = float(seconds)
+        for name, seconds in data.get("timers", {}).items():
+            self.timers.seconds[name] = float(seconds)
         self.totals_initial = {k: float(v) for k, v in data["totals_initial"].items()}
         for cb, entry in zip(stateful, stored):
             try:

@@ -131,8 +131,9 @@ def test_tagging_pass_that_changes_nothing_moves_one_number(backend):
     before = sim.backend.host_transfers
     assert sim.regrid()  # every fine family coarsens
     assert sim.geom.level.max() == 1
-    # the count, the flags, then the ghost plan's two records on the GPU
-    assert sim.backend.host_transfers - before == (4 if backend == "gpu" else 2)
+    # the count, the flags, then on the GPU the plans' records (ghost plan: entry counts
+    # and balance check; time sync: entry counts)
+    assert sim.backend.host_transfers - before == (5 if backend == "gpu" else 2)
 
 
 def test_family_test_sees_only_whole_families():
@@ -178,3 +179,11 @@ def test_setaux_runs_on_the_new_patches_only():
     assert sim.regrids > 0 and calls
     assert max(calls) < sim.geom.npatch  # never the whole forest
     np.testing.assert_array_equal(sim.aux_setaux, sim._make_aux())
+
+
+def test_gpu_centres_are_made_on_the_device_as_on_the_host():
+    sim = two_levels("gpu", bump)
+    x, y = sim.centers
+    xh, yh = sim.centers_host
+    np.testing.assert_array_equal(sim.backend.to_host(x), xh, strict=True)
+    np.testing.assert_array_equal(sim.backend.to_host(y), yh, strict=True)
