@@ -395,7 +395,7 @@ class Simulation:
                                               self.backend)
         self.centers_host = self.centers = None
         self._spare = self._spare_of = None
-        self._tag_patches = None
+        self._tag_patches = self._tag_memo = self._tag_fetched = None
 
     def _owned(self, a):
         """The owned rows of a local array (every row of a serial one)."""
@@ -640,19 +640,29 @@ class Simulation:
     def _regrid_flags(self, frozen_below: int | None = None):
         """``(refine, coarsen)``: host bool flags of every patch (on every rank), or
         None when they cannot change the forest.  Tagged on the backend; when nothing
-        can change, one number crosses to the host (:func:`forestpy.patches.tagging.
-        regrid_flags`), otherwise the flags too.  Collective."""
-        L, be = self.layout, self.backend
+        can change, one record crosses to the host (:func:`forestpy.patches.tagging.
+        regrid_flags`), otherwise the flags too.
+
+        Flags equal to those of an earlier pass on this layout (same ``frozen_below``)
+        that changed nothing (the 2:1 balance undid a coarsening: ``_tag_memo``, kept
+        by :meth:`regrid`) change nothing again: the forest operations are a function
+        of the forest and the flags, so those flags stay on the device.  Collective."""
+        L, be, xp = self.layout, self.backend, self.xp
         low = self.min_level if frozen_below is None else frozen_below
-        count, flags = np.zeros(1, dtype=np.int64), None
+        record, flags = np.zeros(2, dtype=np.int64), None
+        memo = self._tag_memo if self._tag_memo and self._tag_memo[0] == frozen_below \
+            else None
         if L.nown:
             patches, families = self._tagging()
             flags, change = regrid_flags(
                 self._tag_bits(patches), patches.level, families, self.max_level,
                 0 if frozen_below is None else frozen_below, low, be)
-            count[0] = int(be.to_host(change))
-        if int(self.exchange.allreduce(count, "sum")[0]) == 0:
+            new = (flags != memo[1]).any() if memo is not None else xp.ones((), dtype=bool)
+            record[:] = be.to_host(xp.stack([change, new.astype(np.int64)]))
+        count, differs = (int(v) for v in self.exchange.allreduce(record, "sum"))
+        if count == 0 or (memo is not None and differs == 0):
             return None
+        self._tag_fetched = (frozen_below, flags)
         mine = np.zeros(0, dtype=np.uint8) if flags is None else be.to_host(flags)
         every = self.exchange.allgather_rows(mine, L.offsets)
         return (every & 1) != 0, (every & 2) != 0
@@ -1056,10 +1066,11 @@ class Simulation:
                     kept = coarsen[src] & (old_forest.level[src] == forest.level)
                     forest = forest.coarsen(kept)
                 forest = forest.balance()
-            if forest == old_forest:  # coarsening undone by balance: nothing changed
-                return False
-            if frozen_below is not None and not _same_leaves_below(old_forest, forest,
-                                                                   frozen_below):
+            if forest == old_forest or (frozen_below is not None and not _same_leaves_below(
+                    old_forest, forest, frozen_below)):
+                # coarsening undone by balance, or a frozen leaf would change: the same
+                # flags will change nothing on this layout
+                self._tag_memo = self._tag_fetched
                 return False
             self._root_copy = None
             # with a capacity kappa the conserved density is kappa q: transfer that
@@ -1394,7 +1405,7 @@ class Simulation:
         view.overlap = view._full = False
         view._root_copy = None
         view.centers_host = view.centers = None
-        view._tag_patches = None
+        view._tag_patches = view._tag_memo = view._tag_fetched = None
         return view
 
     # ------------------------------------------------------------------ queries

@@ -187,3 +187,34 @@ def test_gpu_centres_are_made_on_the_device_as_on_the_host():
     xh, yh = sim.centers_host
     np.testing.assert_array_equal(sim.backend.to_host(x), xh, strict=True)
     np.testing.assert_array_equal(sim.backend.to_host(y), yh, strict=True)
+
+
+def test_flags_that_changed_nothing_stay_on_the_device_next_time():
+    """Coarsening flags that the 2:1 balance undoes: the first pass fetches them and
+    finds no change; a pass with the same flags on the same forest moves one record."""
+
+    class Criterion:
+        def __init__(self):
+            self.default = ThresholdFlags(indicator_undivided_difference(0), 0.02, None)
+            self.coarsen_level = None
+
+        def __call__(self, q, aux, patches, t):
+            if self.coarsen_level is None:
+                return self.default(q, aux, patches, t)
+            return (patches.level == self.coarsen_level).astype(np.uint8) * 2
+
+    criterion = Criterion()
+    sim = Simulation("shallow_roe", qinit=bump, domain=Domain((0, 0), (1, 1)), bc="wall",
+                     mx=4, min_level=1, max_level=3, refine_threshold=0.02,
+                     params={"grav": 1.0}, regrid_flags=criterion)
+    assert {2, 3} <= set(sim.patches_per_level())
+    criterion.coarsen_level = 2
+    for _ in range(4):  # the families that can coarsen do
+        before = sim.backend.host_transfers
+        if not sim.regrid():
+            break
+    assert sim.backend.host_transfers - before == 2  # the record, then the flags
+    forest = sim.forest
+    before = sim.backend.host_transfers
+    assert not sim.regrid()
+    assert sim.backend.host_transfers - before == 1 and sim.forest is forest
