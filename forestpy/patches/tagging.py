@@ -73,18 +73,19 @@ def _masked(bits, level, k, max_level, refine_from, coarsen_above):
 
 
 @numba.njit(inline="always")
-def _mask_patch(bits, level, family, max_level, refine_from, coarsen_above, out, change, k):
+def _mask_patch(bits, level, family, whole, max_level, refine_from, coarsen_above, out,
+                change, k):
     """Masked flags of patch ``k`` into ``out[k]``; ``change[k]`` = 1 where they can
     change the forest: a refinement, or ``k`` the first of a family (``family[k]``)
-    whose four leaves are all flagged for coarsening (``family`` None-like: every
-    coarsening flag counts, as a distributed rank cannot see whole families)."""
+    whose four leaves are all flagged for coarsening (``whole`` false: every coarsening
+    flag counts, as a distributed rank cannot see whole families)."""
     f = _masked(bits, level, k, max_level, refine_from, coarsen_above)
     out[k] = f
     c = 0
     if f & 1:
         c = 1
     elif f & 2:
-        if family.shape[0] == 0:
+        if not whole:
             c = 1
         elif family[k] and k + 3 < bits.shape[0]:
             c = 1
@@ -95,9 +96,11 @@ def _mask_patch(bits, level, family, max_level, refine_from, coarsen_above, out,
 
 
 @numba.njit(parallel=True, cache=True)
-def _mask_patches(bits, level, family, max_level, refine_from, coarsen_above, out, change):
+def _mask_patches(bits, level, family, whole, max_level, refine_from, coarsen_above, out,
+                  change):
     for k in numba.prange(bits.shape[0]):
-        _mask_patch(bits, level, family, max_level, refine_from, coarsen_above, out, change, k)
+        _mask_patch(bits, level, family, whole, max_level, refine_from, coarsen_above, out,
+                    change, k)
 
 
 def regrid_flags(bits, level, family, max_level: int, refine_from: int, coarsen_above: int,
@@ -113,6 +116,9 @@ def regrid_flags(bits, level, family, max_level: int, refine_from: int, coarsen_
     n = bits.shape[0]
     out = xp.zeros(n, dtype=np.uint8)
     change = xp.zeros(n, dtype=np.uint8)
-    per_patch(_mask_patch, _mask_patches, n, bits, level, family, int(max_level),
+    whole = family.shape[0] > 0
+    if not whole:  # a placeholder: a kernel is not handed an empty array
+        family = xp.zeros(1, dtype=np.uint8)
+    per_patch(_mask_patch, _mask_patches, n, bits, level, family, whole, int(max_level),
               int(refine_from), int(coarsen_above), out, change, backend=backend)
     return out, change.sum(dtype=np.int64)
