@@ -128,6 +128,46 @@ def test_ghost_fill_matches_cpu_bitwise(brick, mx, my, mbc, seed):
         assert np.nanmin(unclipped[:, 0]) < 0.0 <= np.nanmin(cpu[:, 0])
 
 
+@pytest.mark.parametrize("brick,mx,my,mbc,seed", GHOST_CASES)
+def test_ghost_plan_built_on_the_device_is_the_host_plan(brick, mx, my, mbc, seed):
+    """The plan built by the CUDA kernels (the host build's per-patch bodies) is the host
+    plan entry for entry; only two small records cross to the host, no plan upload."""
+    f = small_forest(BRICKS[brick], seed, base=0 if brick == "3x2" else 1)
+    geom = PatchGeometry.from_forest(f, mx, my, mbc)
+    plan = build_ghost_plan(f, geom)
+    transfers = GPU.host_transfers
+    gplan = build_ghost_plan(f, geom, backend=GPU)
+    assert GPU.host_transfers - transfers == 2  # entry counts, balance check
+    for name in plan.__dataclass_fields__:
+        assert_same(getattr(gplan, name), getattr(plan, name))
+
+
+def test_ghost_plan_on_the_device_refuses_an_unbalanced_forest():
+    f = Forest.new(Brick(), 1)
+    f = f.refine(np.arange(f.n) == 0)
+    f = f.refine(np.arange(f.n) == 1)  # touches a leaf two levels coarser
+    geom = PatchGeometry.from_forest(f, 4, 4, 2)
+    with pytest.raises(ValueError, match="balanced"):
+        build_ghost_plan(f, geom, backend=GPU)
+
+
+@pytest.mark.parametrize("brick,mx,my,mbc,seed", GHOST_CASES)
+def test_time_sync_plan_built_on_the_device_is_the_host_plan(brick, mx, my, mbc, seed):
+    """The coarse-fine faces found by the CUDA kernels (covering-leaf searches) give the
+    host plan entry for entry, periodic and multi-tree bricks included; one small
+    record crosses to the host."""
+    f = small_forest(BRICKS[brick], seed, base=0 if brick == "3x2" else 1, nrefine=2)
+    geom = PatchGeometry.from_forest(f, mx, my, mbc)
+    plan = build_time_sync_plan(f, geom)
+    assert len(plan)
+    transfers = GPU.host_transfers
+    gplan = build_time_sync_plan(f, geom, backend=GPU)
+    assert GPU.host_transfers - transfers == 1
+    assert gplan.nx == plan.nx
+    for name in ("coarse", "fine", "coarse_edge", "fine_edge", "ixy", "sign", "width"):
+        assert_same(getattr(gplan, name), getattr(plan, name))
+
+
 def test_ghost_fill_cpu_backend_is_the_cpu_path():
     f = small_forest(BRICKS["1x1"], 3)
     geom = PatchGeometry.from_forest(f, 4, 4, 2)
