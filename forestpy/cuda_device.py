@@ -18,10 +18,15 @@ from contextlib import contextmanager
 from numba.core.registry import CPUDispatcher
 
 __all__ = ["blocks_per_wave", "capture_graph", "cuda_device", "recompile_tree",
-           "grid_dependency", "launch_stream", "on_stream", "prefetch", "priority_stream",
-           "programmatic_graph", "words_as_float64"]
+           "grid_dependency", "kernel_launches", "launch_kernel", "launch_stream",
+           "on_stream", "prefetch", "priority_stream", "programmatic_graph",
+           "words_as_float64"]
 
 _DEVICE: dict = {}
+# Numba types of the device arrays launched so far, per (dtype, shape, strides)
+_ARRAY_TYPES: dict = {}
+_CUPY_NDARRAY = None  # cupy.ndarray once a launch on a real GPU has asked for it
+_launches = 0
 # the Numba stream that forestpy's patch kernels launch on (None: the default stream);
 # set by on_stream, read by launch_stream
 _NUMBA_STREAM = None
@@ -366,3 +371,87 @@ def priority_stream():
         return cupy.cuda.Stream(non_blocking=True, priority=highest)
     except TypeError:
         return cupy.cuda.Stream(non_blocking=True)
+
+
+# --------------------------------------------------------------------------------------
+# kernel launches with CuPy arguments
+# --------------------------------------------------------------------------------------
+
+
+class _DevicePointer(int):
+    """A device address as Numba's launch reads it: ``.value`` (ctypes-style, older
+    drivers' code path) or ``int()`` (the NVIDIA bindings' one)."""
+
+    @property
+    def value(self):
+        return int(self)
+
+
+class _DeviceArrayView:
+    """What a Numba-CUDA launch reads of a device array argument, taken from a CuPy
+    array's own attributes.
+
+    A CuPy argument costs a launch two conversions through ``__cuda_array_interface__``
+    (Numba's typing makes a ``DeviceNDArray`` of it, its argument marshalling another:
+    each parses the interface dictionary and builds a device-memory object), tens of
+    microseconds of Python per array.  Numba passes an object marked as device memory
+    (``__cuda_memory__``) straight through, and types one that carries
+    ``_numba_type_`` without converting it: this view is such an object, made from
+    the array's pointer, shape and strides, with the type Numba gave the first array
+    of the same dtype, shape and strides.  It holds the CuPy array for the launch.
+    """
+
+    __cuda_ndarray__ = True
+    __cuda_memory__ = True
+    __slots__ = ("_numba_type_", "size", "dtype", "ndim", "shape", "strides",
+                 "device_ctypes_pointer", "_array")
+
+    def __init__(self, a, numba_type):
+        self._array = a
+        self._numba_type_ = numba_type
+        self.size = a.size
+        self.dtype = a.dtype
+        self.ndim = a.ndim
+        self.shape = a.shape
+        self.strides = a.strides
+        self.device_ctypes_pointer = _DevicePointer(a.data.ptr)
+
+
+def _array_type(kernel, a):
+    """Numba's type of the CuPy array ``a`` as ``kernel``'s dispatcher types it (made
+    once per dtype, shape and strides: the layout follows from them)."""
+    key = (a.dtype.str, a.shape, a.strides)
+    t = _ARRAY_TYPES.get(key)
+    if t is None:
+        from numba import cuda
+
+        t = _ARRAY_TYPES[key] = kernel.typeof_pyval(cuda.as_cuda_array(a, sync=False))
+    return t
+
+
+def launch_kernel(kernel, griddim, blockdim, stream, *args) -> None:
+    """``kernel[griddim, blockdim, stream](*args)``, every CuPy array argument passed
+    as a :class:`_DeviceArrayView` (no per-launch conversion to a Numba device array).
+    Every forestpy kernel launch goes through here, so :func:`kernel_launches` counts
+    them.  In the CUDA simulator the arguments are passed as they are."""
+    global _launches, _CUPY_NDARRAY
+    _launches += 1
+    cupy_array = _CUPY_NDARRAY
+    if cupy_array is None:
+        from forestpy.backend import cuda_simulator_enabled
+
+        if cuda_simulator_enabled():
+            kernel[griddim, blockdim, stream](*args)
+            return
+        import cupy
+
+        cupy_array = _CUPY_NDARRAY = cupy.ndarray
+    args = [_DeviceArrayView(a, _array_type(kernel, a)) if type(a) is cupy_array else a
+            for a in args]
+    kernel[griddim, blockdim, stream](*args)
+
+
+def kernel_launches() -> int:
+    """Kernel launches made through :func:`launch_kernel` since the process started (a
+    test or a benchmark counts a step's launches as a difference)."""
+    return _launches

@@ -42,7 +42,7 @@ from forestpy.patches import (
     transfer,
 )
 from forestpy.patches.ghost_plan import copy_ghost_frame
-from forestpy.patches.status import patch_status
+from forestpy.patches.status import patch_status, step_status
 from forestpy.patches.surface_ghosts import fill_ghosts_surface
 from forestpy.patches.surface_regrid import surface_fields, surface_regrid
 from forestpy.timers import Timers
@@ -766,7 +766,11 @@ class Simulation:
 
     def _step_status(self, q_new, cfl) -> np.ndarray:
         """``[largest Courant number, sum of the interior, min of each positive field]``
-        reduced on the backend and moved to the host in one transfer."""
+        reduced on the backend and moved to the host in one transfer (on the GPU, one
+        launch: :func:`~forestpy.patches.status.step_status`)."""
+        if self.backend.is_gpu:
+            return step_status(q_new, self.mbc, self.riemann.positive, cfl, self.backend,
+                               self.check_state)
         xp = self.xp
         courant = cfl.max() if cfl.shape[0] else xp.zeros((), dtype=np.float64)
         if not self.check_state:

@@ -45,6 +45,7 @@ __all__ = [
     "make_gpu_step_kernel",
     "make_gpu_fluctuation_kernel",
     "make_gpu_time_sync",
+    "GPUTimeSync",
 ]
 
 SHARED_BYTES = 46 * 1024
@@ -423,20 +424,97 @@ def make_gpu_fluctuation_kernel(riemann):
     def fluct(ixy, ql, qr, auxl, auxr, params, out):
         n = ql.shape[0]
         if n:
-            kernel[(n + 127) // 128, 128](ixy, ql, qr, auxl, auxr, params, out)
+            from forestpy.cuda_device import launch_kernel
+
+            launch_kernel(kernel, (n + 127) // 128, 128, 0, ixy, ql, qr, auxl, auxr, params,
+                          out)
 
     _KERNELS[key] = fluct
     return fluct
 
 
-def make_gpu_time_sync(riemann):
-    """The coarse-fine fix of :func:`forestpy.patches.time_sync.apply_time_sync` fused
-    into one CUDA kernel per direction: one thread per coarse edge cell gathers its
-    states, solves the two extra Riemann problems with the fine cells beside it and adds
-    its correction (same arithmetic, in the same order, as the array version).
+class GPUTimeSync:
+    """The coarse-fine fixes of :mod:`forestpy.patches.time_sync` on the GPU, each one
+    launch with one thread per coarse edge cell (a pair of plan entries) that gathers
+    its states, solves the extra Riemann problems with the two fine cells beside it and
+    combines them in the order of the array version.  Plans on the device
+    (:meth:`TimeSyncPlan.to`); ``params`` the solver's device parameters.
 
-    Returns ``time_sync(plan, q_old, q_new, aux, edge, dt, params, capacity_index)`` for
-    a plan on the device (:meth:`TimeSyncPlan.to`)."""
+    ``apply`` is the fix of a step that all levels take together
+    (:func:`~forestpy.patches.time_sync.apply_time_sync`); ``add_fine_terms``,
+    ``start_coarse_sums`` and ``correct`` the three pieces of the subcycled fix
+    (:func:`~forestpy.patches.time_sync.fine_face_terms` summed over the fine
+    substeps, :func:`~forestpy.patches.time_sync.coarse_face_fluxes` of the coarse
+    step, :func:`~forestpy.patches.time_sync.correct_coarse`).  A coarse cell in both an
+    x-normal and a y-normal pair (a patch corner) is corrected by one thread, x first
+    (:func:`~forestpy.patches.time_sync.corner_partners`), so one launch gives the
+    values of the two launches, x then y, of the array version.
+    """
+
+    def __init__(self, apply_kernel, fine_kernel, coarse_kernel, correct_kernel):
+        self._apply = apply_kernel
+        self._fine = fine_kernel
+        self._coarse = coarse_kernel
+        self._correct = correct_kernel
+
+    @staticmethod
+    def _grid(n):
+        return (n + 127) // 128, 128
+
+    def apply(self, plan, q_old, q_new, aux, edge, dt, params, capacity_index):
+        """``q_new``'s coarse edge cells corrected for a step ``dt`` of every level."""
+        from forestpy.cuda_device import launch_kernel
+        from forestpy.patches.time_sync import corner_partners
+
+        npairs = len(plan) // 2
+        if npairs:
+            partner, shared = corner_partners(plan, _xp(q_new))
+            launch_kernel(self._apply, *self._grid(npairs), 0, npairs, plan.nx // 2, partner,
+                          shared, plan.coarse, plan.fine, plan.coarse_edge, plan.fine_edge,
+                          plan.sign, plan.width, q_old, q_new, aux, edge, float(dt), params,
+                          int(capacity_index))
+
+    def add_fine_terms(self, plan, q_coarse, q_fine, aux, edge, dt, params, fine_sum):
+        """``fine_sum += dt * fine_face_terms(plan, q_coarse, q_fine, aux, edge, ...)``."""
+        from forestpy.cuda_device import launch_kernel
+
+        npairs = len(plan) // 2
+        if npairs:
+            launch_kernel(self._fine, *self._grid(npairs), 0, npairs, plan.nx // 2,
+                          plan.coarse, plan.fine, plan.fine_edge, plan.sign, q_coarse, q_fine,
+                          aux, edge, float(dt), params, fine_sum)
+
+    def start_coarse_sums(self, plan, edge, dt, coarse_sum, fine_sum):
+        """``coarse_sum = dt * coarse_face_fluxes(plan, edge)``; ``fine_sum = 0``."""
+        from forestpy.cuda_device import launch_kernel
+
+        npairs = len(plan) // 2
+        if npairs:
+            launch_kernel(self._coarse, *self._grid(npairs), 0, npairs, plan.coarse_edge,
+                          edge, float(dt), coarse_sum, fine_sum)
+
+    def correct(self, plan, q, aux, fine_sum, coarse_sum, capacity_index):
+        """``correct_coarse(plan, q, aux, fine_sum, coarse_sum, capacity_index)``."""
+        from forestpy.cuda_device import launch_kernel
+        from forestpy.patches.time_sync import corner_partners
+
+        npairs = len(plan) // 2
+        if npairs:
+            partner, shared = corner_partners(plan, _xp(q))
+            launch_kernel(self._correct, *self._grid(npairs), 0, npairs, plan.nx // 2,
+                          partner, shared, plan.coarse, plan.sign, plan.width, q, aux,
+                          fine_sum, coarse_sum, int(capacity_index))
+
+
+def _xp(a):
+    from forestpy.backend import array_module
+
+    return array_module(a)
+
+
+def make_gpu_time_sync(riemann) -> GPUTimeSync:
+    """The :class:`GPUTimeSync` of ``riemann`` (kernels compiled on first launch,
+    cached per solver)."""
     key = ("time_sync", *_sizes(riemann))
     hit = _KERNELS.get(key)
     if hit is not None:
@@ -445,13 +523,11 @@ def make_gpu_time_sync(riemann):
     MAUXL = max(MAUX, 1)
     rpn2 = cuda_device(riemann.rpn2)
 
-    @cuda.jit
-    def kernel(ixy, first, npair, coarse, fine, coarse_edge, fine_edge, sign, width, q_old,
-               q_new, aux, edge, dt, params, capa):
-        k = cuda.grid(1)
-        if k >= npair:
-            return
-        e0 = 2 * (first + k)
+    @cuda.jit(device=True, inline=True)
+    def fine_term(k, nx, coarse, fine, fine_edge, sign, q_coarse, q_fine, aux, edge,
+                  params, f0):
+        """``f0`` := the mean over pair ``k``'s two fine edge cells of the fine flux in
+        the coarse cell's frame, ``fine_face_terms``' row ``k``."""
         ql = cuda.local.array(MEQN, float64)
         qr = cuda.local.array(MEQN, float64)
         al = cuda.local.array(MAUXL, float64)
@@ -460,7 +536,8 @@ def make_gpu_time_sync(riemann):
         s = cuda.local.array(MWAVES, float64)
         amdq = cuda.local.array(MEQN, float64)
         apdq = cuda.local.array(MEQN, float64)
-        f0 = cuda.local.array(MEQN, float64)
+        ixy = 1 if k < nx else 2
+        e0 = 2 * k
         pc = coarse[e0, 0]
         jc = coarse[e0, 1]
         ic = coarse[e0, 2]
@@ -472,11 +549,11 @@ def make_gpu_time_sync(riemann):
             i_f = fine[e, 2]
             for m in range(MEQN):
                 if sg > 0:
-                    ql[m] = q_old[pc, m, jc, ic]
-                    qr[m] = q_old[pf, m, jf, i_f]
+                    ql[m] = q_coarse[pc, m, jc, ic]
+                    qr[m] = q_fine[pf, m, jf, i_f]
                 else:
-                    ql[m] = q_old[pf, m, jf, i_f]
-                    qr[m] = q_old[pc, m, jc, ic]
+                    ql[m] = q_fine[pf, m, jf, i_f]
+                    qr[m] = q_coarse[pc, m, jc, ic]
             for a in range(MAUX):
                 if sg > 0:
                     al[a] = aux[pc, a, jc, ic]
@@ -492,23 +569,83 @@ def make_gpu_time_sync(riemann):
                     f0[m] = v
                 else:
                     f0[m] = 0.5 * (f0[m] + v)
-        ratio = dt / width[first + k]
+
+    @cuda.jit(device=True, inline=True)
+    def apply_pair(k, nx, coarse, fine, coarse_edge, fine_edge, sign, width, q_old, q_new,
+                   aux, edge, dt, params, capa):
+        f0 = cuda.local.array(MEQN, float64)
+        fine_term(k, nx, coarse, fine, fine_edge, sign, q_old, q_old, aux, edge, params, f0)
+        e0 = 2 * k
+        pc = coarse[e0, 0]
+        jc = coarse[e0, 1]
+        ic = coarse[e0, 2]
+        sg = float64(sign[e0])
+        ratio = dt / width[k]
         if capa >= 0:
             ratio = ratio / aux[pc, capa, jc, ic]
         for m in range(MEQN):
             coarse_flux = edge[coarse_edge[e0, 0], coarse_edge[e0, 1], m, coarse_edge[e0, 2]]
             q_new[pc, m, jc, ic] += -sg * ratio * (f0[m] - coarse_flux)
 
-    def time_sync(plan, q_old, q_new, aux, edge, dt, params, capacity_index):
-        npairs = len(plan) // 2
-        nx = plan.nx // 2
-        # x-normal pairs first, then y-normal ones: a corner cell may be in both
-        for ixy, first, n in ((1, 0, nx), (2, nx, npairs - nx)):
-            if n:
-                kernel[(n + 127) // 128, 128](
-                    ixy, first, n, plan.coarse, plan.fine, plan.coarse_edge, plan.fine_edge,
-                    plan.sign, plan.width, q_old, q_new, aux, edge, float(dt), params,
-                    int(capacity_index))
+    @cuda.jit
+    def apply_kernel(npairs, nx, partner, shared, coarse, fine, coarse_edge, fine_edge, sign,
+                     width, q_old, q_new, aux, edge, dt, params, capa):
+        k = cuda.grid(1)
+        if k >= npairs or (k < nx and shared[k]):
+            return
+        if k >= nx and partner[k - nx] >= 0:  # a corner: its x correction first
+            apply_pair(partner[k - nx], nx, coarse, fine, coarse_edge, fine_edge, sign, width,
+                       q_old, q_new, aux, edge, dt, params, capa)
+        apply_pair(k, nx, coarse, fine, coarse_edge, fine_edge, sign, width, q_old, q_new,
+                   aux, edge, dt, params, capa)
 
-    _KERNELS[key] = time_sync
-    return time_sync
+    @cuda.jit
+    def fine_kernel(npairs, nx, coarse, fine, fine_edge, sign, q_coarse, q_fine, aux, edge,
+                    dt, params, fine_sum):
+        k = cuda.grid(1)
+        if k >= npairs:
+            return
+        f0 = cuda.local.array(MEQN, float64)
+        fine_term(k, nx, coarse, fine, fine_edge, sign, q_coarse, q_fine, aux, edge, params,
+                  f0)
+        for m in range(MEQN):
+            fine_sum[k, m] = fine_sum[k, m] + dt * f0[m]
+
+    @cuda.jit
+    def coarse_kernel(npairs, coarse_edge, edge, dt, coarse_sum, fine_sum):
+        k = cuda.grid(1)
+        if k >= npairs:
+            return
+        e0 = 2 * k
+        for m in range(MEQN):
+            coarse_sum[k, m] = dt * edge[coarse_edge[e0, 0], coarse_edge[e0, 1], m,
+                                         coarse_edge[e0, 2]]
+            fine_sum[k, m] = 0.0
+
+    @cuda.jit(device=True, inline=True)
+    def correct_pair(k, coarse, sign, width, q, aux, fine_sum, coarse_sum, capa):
+        e0 = 2 * k
+        pc = coarse[e0, 0]
+        jc = coarse[e0, 1]
+        ic = coarse[e0, 2]
+        sg = float64(sign[e0])
+        ratio = 1.0 / width[k]
+        if capa >= 0:
+            ratio = ratio / aux[pc, capa, jc, ic]
+        for m in range(MEQN):
+            q[pc, m, jc, ic] += -sg * ratio * (fine_sum[k, m] - coarse_sum[k, m])
+
+    @cuda.jit
+    def correct_kernel(npairs, nx, partner, shared, coarse, sign, width, q, aux, fine_sum,
+                       coarse_sum, capa):
+        k = cuda.grid(1)
+        if k >= npairs or (k < nx and shared[k]):
+            return
+        if k >= nx and partner[k - nx] >= 0:  # a corner: its x correction first
+            correct_pair(partner[k - nx], coarse, sign, width, q, aux, fine_sum, coarse_sum,
+                         capa)
+        correct_pair(k, coarse, sign, width, q, aux, fine_sum, coarse_sum, capa)
+
+    hit = _KERNELS[key] = GPUTimeSync(apply_kernel, fine_kernel, coarse_kernel,
+                                      correct_kernel)
+    return hit

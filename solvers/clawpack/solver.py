@@ -128,6 +128,8 @@ class ClawpackSolver:
         return q_new, cfl, edge
 
     def _step_gpu(self, q, aux, geom, dt, out=None, edge_out=None, rows=None, cfl_out=None):
+        from forestpy.cuda_device import launch_kernel
+
         from .gpu_kernel import make_gpu_step_kernel
 
         xp = self.backend.xp
@@ -147,9 +149,9 @@ class ClawpackSolver:
         edge = (xp.empty((npatch, 4, meqn, max(geom.mx, geom.my))) if edge_out is None
                 else edge_out)
         if len(rows):
-            kernel[len(rows), nthreads](rows, q, aux, q_new, geom.dx, geom.dy, float(dt),
-                                        self.params_on_backend, self._limiter_codes_dev, cfl,
-                                        edge)
+            launch_kernel(kernel, len(rows), nthreads, 0, rows, q, aux, q_new, geom.dx,
+                          geom.dy, float(dt), self.params_on_backend, self._limiter_codes_dev,
+                          cfl, edge)
         return q_new, cfl, edge
 
     def blocks_per_wave(self, geom) -> int | None:
@@ -177,15 +179,21 @@ class ClawpackSolver:
 
     def time_sync(self, plan, q_old, q_new, aux, edge, dt) -> None:
         """Coarse-fine conservation fix of ``q_new`` (see :mod:`forestpy.patches.time_sync`);
-        on the GPU one fused kernel per direction instead of ~25 array operations."""
+        on the GPU one fused launch instead of ~25 array operations."""
         if len(plan) == 0:
             return
         if self.on_gpu:
-            self._time_sync_gpu(plan, q_old, q_new, aux, edge, dt, self.params_on_backend,
-                                self.capacity_index)
+            self._time_sync_gpu.apply(plan, q_old, q_new, aux, edge, dt,
+                                      self.params_on_backend, self.capacity_index)
         else:
             apply_time_sync(plan, q_old, q_new, aux, edge, None, dt, self.fluctuations,
                             self.params, self.capacity_index)
+
+    @property
+    def gpu_time_sync(self):
+        """The :class:`~.gpu_kernel.GPUTimeSync` of this solver on the GPU backend (the
+        subcycled time sync's pieces as one launch each), None on the CPU."""
+        return self._time_sync_gpu if self.on_gpu else None
 
     def fluctuations(self, ixy, ql, qr, auxl, auxr, params, out):
         """``amdq + apdq`` of the normal Riemann problem at each of ``len(ql)`` interfaces."""

@@ -159,3 +159,34 @@ def test_patch_status_matches_numpy(backend):
     assert np.array_equal(out[:, 2], inner[:, 2].min(axis=(1, 2)))
     q[2, 1, 4, 4] = np.inf
     assert not np.isfinite(be.to_host(patch_status(be.to_device(q), 2, (0,), be))[2, 0])
+
+
+def test_step_status_is_one_launch_one_transfer_and_matches_numpy():
+    """The GPU step's whole check record from one launch and one transfer: the largest
+    Courant number (NaN wins), the interior sum and the minima of the positive fields,
+    whichever block finishes last."""
+    from forestpy.backend import get_backend
+    from forestpy.cuda_device import kernel_launches
+    from forestpy.patches.status import step_status
+
+    be = get_backend("gpu")
+    rng = np.random.default_rng(4)
+    q = rng.uniform(-1, 1, (5, 3, 8, 8))
+    q[1, :, 0, 0] = np.nan  # ghost cells are ignored
+    cfl = rng.uniform(0, 1, 5)
+    inner = q[:, :, 2:-2, 2:-2]
+    launches, transfers = kernel_launches(), be.host_transfers
+    got = step_status(be.to_device(q), 2, (0, 2), be.to_device(cfl), be)
+    assert (kernel_launches() - launches, be.host_transfers - transfers) == (1, 1)
+    assert got[0] == cfl.max()
+    assert got[1] == pytest.approx(inner.sum(), rel=1e-13)
+    assert got[2] == inner[:, 0].min() and got[3] == inner[:, 2].min()
+    for _ in range(2):  # the ticket counter is reset for the next launch
+        again = step_status(be.to_device(q), 2, (0, 2), be.to_device(cfl), be)
+        np.testing.assert_array_equal(again, got)
+    cfl[3] = np.nan
+    q[2, 1, 4, 4] = np.inf
+    got = step_status(be.to_device(q), 2, (0,), be.to_device(cfl), be)
+    assert np.isnan(got[0]) and not np.isfinite(got[1])
+    assert list(step_status(be.to_device(q), 2, (0,), be.to_device(cfl[:0]), be,
+                            check=False)) == [0.0]
