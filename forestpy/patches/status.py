@@ -20,7 +20,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["patch_status", "step_status"]
+__all__ = ["courant_of_rows", "patch_status", "step_status"]
 
 _THREADS = 128
 _GPU: dict = {}
@@ -182,8 +182,33 @@ def _gpu_step_kernel():
         if t == 0:
             ticket[0] = 0  # ready for the next launch
 
+    @cuda.jit
+    def rows_max(cfl, rows, out, slot):
+        t = cuda.threadIdx.x
+        buf = cuda.shared.array(T, float64)
+        acc = 0.0
+        for k in range(t, rows.shape[0], T):
+            v = cfl[rows[k]]
+            if acc == acc and not v <= acc:  # a NaN stays
+                acc = v
+        buf[t] = acc
+        block_reduce(buf, t, 2)
+        if t == 0:
+            out[slot] = buf[0]
+
     _GPU["step"] = status
+    _GPU["rows_max"] = rows_max
     return status
+
+
+def courant_of_rows(cfl, rows, out, slot: int) -> None:
+    """``out[slot] = max(cfl[rows])`` on the device (NaN if any is, 0 for no rows), one
+    launch of one block: a level step's Courant number kept on the device until the
+    subcycled step reads all of them at once."""
+    from forestpy.cuda_device import launch_kernel
+
+    _gpu_step_kernel()
+    launch_kernel(_GPU["rows_max"], 1, _THREADS, 0, cfl, rows, out, int(slot))
 
 
 def step_status(q, mbc: int, positive, cfl, backend, check: bool = True) -> np.ndarray:

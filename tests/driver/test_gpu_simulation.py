@@ -190,3 +190,31 @@ def test_step_status_is_one_launch_one_transfer_and_matches_numpy():
     assert np.isnan(got[0]) and not np.isfinite(got[1])
     assert list(step_status(be.to_device(q), 2, (0,), be.to_device(cfl[:0]), be,
                             check=False)) == [0.0]
+
+
+# slow: ~30 s in the CUDA simulator
+@pytest.mark.slow
+def test_subcycled_gpu_step_reads_the_device_twice_and_retakes_a_rejected_step():
+    """A subcycled GPU coarse step keeps its level steps' Courant numbers on the device:
+    two transfers per step (those numbers, then the status record), however many levels
+    step; a step rejected in one of its level steps is put back and retaken as on the
+    CPU."""
+    sims = {be: adaptive_shallow_water(be, subcycle=True) for be in ("cpu", "gpu")}
+    for sim in sims.values():
+        sim.regrid_interval = 0
+        sim.run(max_steps=1)
+    cpu, gpu = sims["cpu"], sims["gpu"]
+    assert len(gpu.patches_per_level()) == 2 and gpu.subcycling
+    dt = cpu.dt
+    before = gpu.backend.host_transfers
+    assert gpu.step(0.5 * dt)[0] and cpu.step(0.5 * dt)[0]
+    assert gpu.backend.host_transfers - before == 2
+    q, forest = host(gpu, gpu.q).copy(), gpu.forest
+    (ok_c, courant_c), (ok_g, courant_g) = cpu.step(50 * dt), gpu.step(50 * dt)
+    assert not ok_c and not ok_g and courant_g == pytest.approx(courant_c, rel=1e-12)
+    assert np.array_equal(host(gpu, gpu.q), q) and gpu.forest == forest
+    assert gpu.rejected_steps == cpu.rejected_steps == 1
+    cpu.run()
+    gpu.run()
+    assert cpu.level_steps == gpu.level_steps
+    compare(cpu, gpu)
