@@ -104,6 +104,21 @@ def _restore_cell(q, saved, src, k, j, i, mbc):
         q[p, m, j + mbc, i + mbc] = saved[k, m, j, i]
 
 
+@numba.njit(inline="always")
+def _commit_entry(q, q_old, scratch, rows, keep_old, k):
+    """Cell ``k`` of the patches ``rows`` (ghost cells included, row-major): its value
+    in ``q`` kept in ``q_old`` (when ``keep_old``), then replaced by ``scratch``'s."""
+    ny, nx = q.shape[2], q.shape[3]
+    p = rows[k // (ny * nx)]
+    c = k % (ny * nx)
+    j = c // nx
+    i = c % nx
+    for m in range(q.shape[1]):
+        if keep_old:
+            q_old[p, m, j, i] = q[p, m, j, i]
+        q[p, m, j, i] = scratch[p, m, j, i]
+
+
 class _Rejected(Exception):
     """A level step's Courant number was above ``cfl_max``: retake the coarse step."""
 
@@ -352,10 +367,14 @@ class Subcycler:
                                             sim.solver.params_on_backend
                                             if sim.backend.is_gpu else sim.solver.params, xp)
                     self.fine_sum[level] = self.fine_sum[level] + dt * terms
-            if level + 1 in P.levels:  # the finer level reads this level's old state
-                if self.q_old is None or self.q_old.shape != q.shape:
-                    self.q_old = q.copy()
-                else:
+            finer_level = level + 1 in P.levels  # it reads this level's old state
+            fresh = finer_level and (self.q_old is None or self.q_old.shape != q.shape)
+            if fresh:
+                self.q_old = q.copy()
+            if sim.backend.is_gpu:  # nothing reads the level's rows of q any more
+                self._commit_gpu(q, rows, len(P.rows_host[level]), finer_level)
+            if finer_level:
+                if not fresh and not sim.backend.is_gpu:
                     self.q_old[rows] = q[rows]
                 ex.halo(self.q_old, L.q_exchange, sim.timers)
                 finer = P.sync.get(level + 1)
@@ -368,7 +387,8 @@ class Subcycler:
                 elif finer is not None:
                     self.coarse_sum[level + 1] = dt * coarse_face_fluxes(finer, self.edge)
                     self.fine_sum[level + 1] = xp.zeros_like(self.coarse_sum[level + 1])
-        q[rows] = self.scratch[rows]
+        if not sim.backend.is_gpu:
+            q[rows] = self.scratch[rows]
         self.level_steps[level] = self.level_steps.get(level, 0) + 1
         self.since_regrid[level] = self.since_regrid.get(level, 0) + 1
         return P.ncells[level]
@@ -430,6 +450,17 @@ class Subcycler:
         if n:
             launch_cells(_restore_cell, n, sim.my, sim.mx, sim.mbc, q, saved, src,
                          backend=sim.backend)
+
+    def _commit_gpu(self, q, rows, n: int, keep_old: bool) -> None:
+        """Whole patches ``rows`` (``n`` of them): ``q_old = q`` (when ``keep_old``),
+        then ``q = scratch`` (the step's output), in one launch."""
+        from forestpy.patches.launch import launch
+
+        ny, nx = q.shape[2], q.shape[3]
+        # without keep_old the scratch stands in for q_old, unused (not q itself: the
+        # CUDA simulator copies each argument back after the kernel)
+        launch(_commit_entry, n * ny * nx, q, self.q_old if keep_old else self.scratch,
+               self.scratch, rows, keep_old, backend=self.sim.backend)
 
     def _keep_courant(self, level: int, dt: float, rows) -> None:
         """The level step's Courant number into the next slot of the device record."""
