@@ -42,6 +42,7 @@ from .limiters import limiter_apply
 
 __all__ = [
     "plan_tiles",
+    "tiles_per_patch",
     "make_gpu_step_kernel",
     "make_gpu_fluctuation_kernel",
     "make_gpu_time_sync",
@@ -86,10 +87,19 @@ def plan_tiles(mx: int, my: int, meqn: int, mwaves: int, transverse: bool = True
     return best[1], best[2], best[3], slot
 
 
+def tiles_per_patch(riemann, mx: int, my: int, *, transverse_waves: int = 2,
+                    shared_bytes: int = SHARED_BYTES, rows_per_tile: int | None = None) -> int:
+    """Row tiles of the step kernel for this patch shape (blocks per patch with
+    ``block_per_tile``)."""
+    R = plan_tiles(mx, my, int(riemann.num_eqn), int(riemann.num_waves), transverse_waves > 0,
+                   shared_bytes, rows=rows_per_tile)[0]
+    return -(-my // R)
+
+
 def make_gpu_step_kernel(riemann, mx: int, my: int, mbc: int, *, order: int = 2,
                          transverse_waves: int = 2, capacity_index: int = -1,
                          max_registers: int | None = None, shared_bytes: int = SHARED_BYTES,
-                         rows_per_tile: int | None = None):
+                         rows_per_tile: int | None = None, block_per_tile: bool = False):
     """Compiled CUDA step for one Riemann solver, patch shape and option set.
 
     Returns ``(kernel, nthreads)``; launch with one block per patch to step::
@@ -105,6 +115,17 @@ def make_gpu_step_kernel(riemann, mx: int, my: int, mbc: int, *, order: int = 2,
     listed first start first (the distributed step lists its late patches first).
     ``shared_bytes`` bounds the shared memory per block (smaller values give more,
     thinner row tiles; tests use it to exercise tiling on small patches).
+
+    ``block_per_tile``: one block per row tile of a patch instead of one per patch, for
+    forests too small to fill the device; launch ``len(rows) * tiles`` blocks
+    (``tiles`` from :func:`tiles_per_patch`) with two more arguments::
+
+        kernel[len(rows) * tiles, nthreads](..., cfl_out, edge_out, cfl_tiles, tickets)
+
+    ``cfl_tiles`` (float64, ``(npatch, tiles)``) receives each tile's Courant number and
+    ``tickets`` (int32, ``(npatch,)``, zero before the first launch, zero again after
+    each) counts the finished tiles of a patch: the last one writes ``cfl_out``.  The
+    same arithmetic per cell as one block per patch, so the same results.
     """
     if mx < 2 or my < 2:
         raise ValueError("the GPU kernel needs mx, my >= 2")
@@ -117,16 +138,17 @@ def make_gpu_step_kernel(riemann, mx: int, my: int, mbc: int, *, order: int = 2,
     key = (riemann.rpn2, riemann.rpt2 if transverse_waves else None, bool(riemann.fwave),
            int(riemann.num_eqn), int(riemann.num_waves), int(riemann.num_aux), mx, my, mbc,
            order, transverse_waves, max(capacity_index, -1), max_registers, shared_bytes,
-           rows_per_tile)
+           rows_per_tile, bool(block_per_tile))
     hit = _KERNELS.get(key)
     if hit is None:
         hit = _build(riemann, mx, my, mbc, order, transverse_waves, max(capacity_index, -1),
-                     max_registers, shared_bytes, rows_per_tile)
+                     max_registers, shared_bytes, rows_per_tile, bool(block_per_tile))
         _KERNELS[key] = hit
     return hit
 
 
-def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes, rows):
+def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes, rows,
+           TILED):
     MEQN = int(riemann.num_eqn)
     MWAVES = int(riemann.num_waves)
     MAUX = int(riemann.num_aux)
@@ -315,9 +337,10 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
     x_pass = make_pass(1)
     y_pass = make_pass(2)
 
-    @cuda.jit(**opts)
-    def step(rows, q, aux, qnew, dx, dy, dt, params, lim, cfl_out, edge_out):
-        p = rows[cuda.blockIdx.x]
+    @cuda.jit(device=True, inline=True)
+    def run_tiles(p, first, last, q, aux, qnew, dx, dy, dt, params, lim, edge_out):
+        """Row tiles ``first .. last - 1`` of patch ``p`` by this block; returns the
+        block's largest Courant number (every thread)."""
         t = cuda.threadIdx.x
         S = cuda.shared.array((SLOT, NSLOT), float64)
         red = cuda.shared.array(NT, float64)
@@ -341,14 +364,15 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
         dtdx = dt / dx[p]
         dtdy = dt / dy[p]
         cfl = 0.0
-        # unused edge entries (mx != my) are zero, as on the CPU
-        for e in range(t, 4 * MEQN * MAXM, NT):
-            side = e // (MEQN * MAXM)
-            k = e % MAXM
-            if k >= (MY if side < 2 else MX):
-                edge_out[p, side, (e // MAXM) % MEQN, k] = 0.0
+        if first == 0:
+            # unused edge entries (mx != my) are zero, as on the CPU
+            for e in range(t, 4 * MEQN * MAXM, NT):
+                side = e // (MEQN * MAXM)
+                k = e % MAXM
+                if k >= (MY if side < 2 else MX):
+                    edge_out[p, side, (e // MAXM) % MEQN, k] = 0.0
 
-        for tile in range(NTILES):
+        for tile in range(first, last):
             j0 = MBC + tile * R
             rt = min(R, MY - tile * R)
             # cell owned by this thread in phase (d) of both passes
@@ -374,8 +398,38 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
                     red[t] = red[t + stride]
             cuda.syncthreads()
             stride *= 2
-        if t == 0:
-            cfl_out[p] = red[0]
+        return red[0]
+
+    if not TILED:
+
+        @cuda.jit(**opts)
+        def step(rows, q, aux, qnew, dx, dy, dt, params, lim, cfl_out, edge_out):
+            p = rows[cuda.blockIdx.x]
+            c = run_tiles(p, 0, NTILES, q, aux, qnew, dx, dy, dt, params, lim, edge_out)
+            if cuda.threadIdx.x == 0:
+                cfl_out[p] = c
+
+    else:
+
+        @cuda.jit(**opts)
+        def step(rows, q, aux, qnew, dx, dy, dt, params, lim, cfl_out, edge_out, cfl_tiles,
+                 tickets):
+            b = cuda.blockIdx.x
+            p = rows[b // NTILES]
+            tile = b % NTILES
+            c = run_tiles(p, tile, tile + 1, q, aux, qnew, dx, dy, dt, params, lim, edge_out)
+            if cuda.threadIdx.x == 0:
+                # the patch's Courant number from its tiles' by the last of its blocks
+                # (a ticket per patch, back to 0 for the next launch), in tile order
+                cfl_tiles[p, tile] = c
+                cuda.threadfence()
+                if cuda.atomic.add(tickets, p, 1) == NTILES - 1:
+                    m = cfl_tiles[p, 0]
+                    for k in range(1, NTILES):
+                        if cfl_tiles[p, k] > m:
+                            m = cfl_tiles[p, k]
+                    cfl_out[p] = m
+                    tickets[p] = 0
 
     return step, NT
 

@@ -134,10 +134,6 @@ class ClawpackSolver:
 
         xp = self.backend.xp
         npatch, meqn = q.shape[:2]
-        kernel, nthreads = make_gpu_step_kernel(
-            self.riemann, geom.mx, geom.my, geom.mbc, order=self.order,
-            transverse_waves=self.transverse_waves, capacity_index=self.capacity_index,
-        )
         if rows is None:
             rows = self._all_rows(npatch)
             cfl = xp.zeros(npatch)
@@ -148,11 +144,61 @@ class ClawpackSolver:
         q_new = xp.empty_like(q) if out is None else out
         edge = (xp.empty((npatch, 4, meqn, max(geom.mx, geom.my))) if edge_out is None
                 else edge_out)
-        if len(rows):
-            launch_kernel(kernel, len(rows), nthreads, 0, rows, q, aux, q_new, geom.dx,
-                          geom.dy, float(dt), self.params_on_backend, self._limiter_codes_dev,
-                          cfl, edge)
+        if not len(rows):
+            return q_new, cfl, edge
+        tiles = self._tiles_per_block(len(rows), geom)
+        kernel, nthreads = make_gpu_step_kernel(
+            self.riemann, geom.mx, geom.my, geom.mbc, order=self.order,
+            transverse_waves=self.transverse_waves, capacity_index=self.capacity_index,
+            block_per_tile=tiles > 1,
+        )
+        args = (rows, q, aux, q_new, geom.dx, geom.dy, float(dt), self.params_on_backend,
+                self._limiter_codes_dev, cfl, edge)
+        if tiles > 1:
+            launch_kernel(kernel, len(rows) * tiles, nthreads, 0, *args,
+                          *self._tile_scratch(npatch, tiles))
+        else:
+            launch_kernel(kernel, len(rows), nthreads, 0, *args)
         return q_new, cfl, edge
+
+    #: GPU step kernel blocks: ``True`` one per row tile of a patch, ``False`` one per
+    #: patch, ``None`` (default) one per tile when the patches stepped would fill less
+    #: than two waves of blocks (a small forest, a level of a subcycled step) and a
+    #: patch has several tiles.
+    block_per_tile = None
+
+    def _tiles_per_block(self, nrows: int, geom) -> int:
+        """Blocks of the step launch per patch (1 or the kernel's row tiles)."""
+        from .gpu_kernel import tiles_per_patch
+
+        mode = self.block_per_tile
+        if mode is False:
+            return 1
+        tiles = tiles_per_patch(self.riemann, geom.mx, geom.my,
+                                transverse_waves=self.transverse_waves)
+        if tiles == 1 or mode:
+            return tiles
+        waves = self.__dict__.setdefault("_waves", {})
+        key = (geom.mx, geom.my, geom.mbc)
+        wave = waves.get(key)
+        if wave is None:
+            wave = self.blocks_per_wave(geom)  # None until the kernel has been compiled
+            if wave is None:
+                return 1
+            waves[key] = wave
+        return tiles if nrows < 2 * wave else 1
+
+    def _tile_scratch(self, npatch: int, tiles: int):
+        """``(cfl_tiles, tickets)`` of the one-block-per-tile kernel, kept between steps
+        (the tickets are zero after every launch)."""
+        cache = self.__dict__.setdefault("_tile_cache", {})
+        got = cache.get((npatch, tiles))
+        if got is None:
+            cache.clear()
+            got = cache[(npatch, tiles)] = (
+                self.backend.xp.empty((npatch, tiles)),
+                self.backend.to_device(np.zeros(npatch, dtype=np.int32)))
+        return got
 
     def blocks_per_wave(self, geom) -> int | None:
         """Patches the GPU step kernel for ``geom``'s patch shape runs at once (one
