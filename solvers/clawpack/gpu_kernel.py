@@ -1,4 +1,5 @@
-"""The wave-propagation step on the GPU: one thread block per patch (Numba-CUDA).
+"""The wave-propagation step on the GPU: one thread block per patch, or per row tile
+of a patch for forests too small to fill the device (Numba-CUDA).
 
 Same algorithm and conventions as the CPU kernel (:mod:`.step_kernel`, Clawpack 4.x
 ``step2``/``flux2``), reorganised for a block of threads that share one patch:
