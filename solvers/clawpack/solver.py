@@ -136,7 +136,7 @@ class ClawpackSolver:
         npatch, meqn = q.shape[:2]
         if rows is None:
             rows = self._all_rows(npatch)
-            cfl = xp.zeros(npatch)
+            cfl = xp.empty(npatch)  # the kernel writes every patch's entry
         elif out is None or edge_out is None or cfl_out is None:
             raise ValueError("step(rows=...) needs out, edge_out and cfl_out")
         else:
@@ -174,12 +174,15 @@ class ClawpackSolver:
         mode = self.block_per_tile
         if mode is False:
             return 1
-        tiles = tiles_per_patch(self.riemann, geom.mx, geom.my,
-                                transverse_waves=self.transverse_waves)
+        shapes = self.__dict__.setdefault("_tiles", {})
+        key = (geom.mx, geom.my, geom.mbc)
+        tiles = shapes.get(key)
+        if tiles is None:
+            tiles = shapes[key] = tiles_per_patch(self.riemann, geom.mx, geom.my,
+                                                  transverse_waves=self.transverse_waves)
         if tiles == 1 or mode:
             return tiles
         waves = self.__dict__.setdefault("_waves", {})
-        key = (geom.mx, geom.my, geom.mbc)
         wave = waves.get(key)
         if wave is None:
             wave = self.blocks_per_wave(geom)  # None until the kernel has been compiled
