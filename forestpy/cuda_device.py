@@ -425,6 +425,8 @@ def _array_type(kernel, a):
     if t is None:
         from numba import cuda
 
+        if len(_ARRAY_TYPES) > 4096:  # plan lengths change at every regrid
+            _ARRAY_TYPES.clear()
         t = _ARRAY_TYPES[key] = kernel.typeof_pyval(cuda.as_cuda_array(a, sync=False))
     return t
 
