@@ -38,6 +38,7 @@ GPU = _gpu_backend_or_skip()
 from forests import interior_mask, refined_forest  # noqa: E402
 
 from forestpy.backend import CPUBackend  # noqa: E402
+from forestpy.cuda_device import kernel_launches  # noqa: E402
 from forestpy.forest import Brick, Forest  # noqa: E402
 from forestpy.patches import (  # noqa: E402
     PatchGeometry,
@@ -110,9 +111,10 @@ def test_ghost_fill_matches_cpu_bitwise(brick, mx, my, mbc, seed):
     fill_ghosts(plan, cpu, positive=(0,))
     gplan = plan.to(GPU)
     gq = dev(q)
-    transfers = GPU.host_transfers
+    transfers, launches = GPU.host_transfers, kernel_launches()
     fill_ghosts(gplan, gq, positive=(0,), backend=GPU)
     assert GPU.host_transfers == transfers
+    assert kernel_launches() - launches == 1  # the three kinds in one launch
     assert_same(gq, cpu)
     # the same with a precomputed device mask, and without clipping
     gq = dev(q)
