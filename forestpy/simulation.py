@@ -703,7 +703,7 @@ class Simulation:
             with self.timers("sources"):
                 own = self._owned
                 # the hook sees no unset memory
-                copy_ghost_frame(own(self.q), own(q_new), self.mbc)
+                copy_ghost_frame(own(self.q), own(q_new), self.mbc, self.backend)
                 x, y = self.centers
                 self.vtable.src2(own(q_new), own(self.aux), own(x), own(y), self.t, dt)
         with self.timers("cfl_check"):

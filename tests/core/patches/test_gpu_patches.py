@@ -130,6 +130,22 @@ def test_ghost_fill_matches_cpu_bitwise(brick, mx, my, mbc, seed):
         assert np.nanmin(unclipped[:, 0]) < 0.0 <= np.nanmin(cpu[:, 0])
 
 
+@pytest.mark.parametrize("shape,mbc", [((2, 3, 8, 9), 2), ((1, 1, 10, 7), 3)])
+def test_ghost_frame_copy_is_one_launch(shape, mbc):
+    """The ghost cells (only) of one padded array into another, as the array slices do."""
+    from forestpy.patches.ghost_plan import copy_ghost_frame
+
+    rng = np.random.default_rng(9)
+    src, dst = rng.random(shape), rng.random(shape)
+    want = dst.copy()
+    copy_ghost_frame(src, want, mbc)
+    got = dev(dst)
+    launches = kernel_launches()
+    copy_ghost_frame(dev(src), got, mbc, GPU)
+    assert kernel_launches() - launches == 1
+    assert_same(got, want)
+
+
 def test_ghost_fill_cpu_backend_is_the_cpu_path():
     f = small_forest(BRICKS["1x1"], 3)
     geom = PatchGeometry.from_forest(f, 4, 4, 2)
