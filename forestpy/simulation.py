@@ -637,8 +637,8 @@ class Simulation:
 
     # ------------------------------------------------------------------ stepping
     def _warm_up(self) -> None:
-        """Compile (or load from Numba's disk cache) the ghost-fill and time-sync
-        kernels now, so that the phase timers measure only the work (the step kernel
+        """Compile (or load from Numba's disk cache) the ghost-fill, time-sync and (GPU)
+        status kernels now, so that the phase timers measure only the work (the step kernel
         compiles in the first time-step estimate)."""
         self._localize()
         L = self.layout
@@ -647,6 +647,8 @@ class Simulation:
             edge = self.xp.zeros((L.n_edge_rows, 4, self.riemann.num_eqn, max(self.mx, self.my)))
             # dt = 0: a correction of zero, applied to a scratch copy
             self.vtable.time_sync(L.sync_plan, self.q, self.q.copy(), self.aux, edge, 0.0)
+        if self.backend.is_gpu and L.nown:  # the status kernel (a record of no step)
+            self._step_status(self._owned(self.q), self.xp.zeros(0))
 
     def _estimate_dt(self) -> float:
         """A probe step of the owned patches; the Courant number's maximum over the
