@@ -10,8 +10,9 @@
 * ``launch``: real GPU only.  Host (Python) time of one launch of the step kernel with
   CuPy arguments, ``kernel[grid, block](...)`` as Numba marshals them against
   :func:`forestpy.cuda_device.launch_kernel` (the arguments as light device-array
-  views), enqueue only (one synchronisation after all launches), on a few patches so
-  the device is not the bottleneck.
+  views, typed by Numba at every launch or once per combination of types), enqueue
+  only (one synchronisation after all launches), on a few patches so the device is not
+  the bottleneck.
 
 Usage::
 
@@ -87,11 +88,17 @@ def launch_cost(mx, npatch=8, repeats=2000):
             cupy.asarray(riemann.params_array({"grav": 1.0})),
             cupy.asarray([4, 4, 4], dtype=np.int64), cupy.zeros(npatch),
             cupy.empty((npatch, 4, 3, mx)))
+    import forestpy.cuda_device as cd
+
     ways = {
-        "numba_cupy_args": lambda: kernel[npatch, nthreads](*args),
-        "launch_kernel_views": lambda: launch_kernel(kernel, npatch, nthreads, 0, *args),
+        "numba_cupy_args": (True, lambda: kernel[npatch, nthreads](*args)),
+        "launch_kernel_views_numba_typing": (
+            False, lambda: launch_kernel(kernel, npatch, nthreads, 0, *args)),
+        "launch_kernel_views_typed_once": (
+            True, lambda: launch_kernel(kernel, npatch, nthreads, 0, *args)),
     }
-    for name, go in ways.items():
+    for name, (type_once, go) in ways.items():
+        cd.TYPE_ONCE = type_once
         for _ in range(20):
             go()
         cuda.synchronize()

@@ -27,6 +27,12 @@ _DEVICE: dict = {}
 _ARRAY_TYPES: dict = {}
 _CUPY_NDARRAY = None  # cupy.ndarray once a launch on a real GPU has asked for it
 _launches = 0
+# per (kernel, argument types): the compiled kernel Numba chose, or False where the
+# arguments are not all views and Python scalars (see launch_kernel)
+_COMPILED: dict = {}
+#: Launch a kernel already compiled for the arguments' types without Numba's typing of
+#: every argument (:func:`launch_kernel`); False: always through Numba's dispatcher.
+TYPE_ONCE = True
 # the Numba stream that forestpy's patch kernels launch on (None: the default stream);
 # set by on_stream, read by launch_stream
 _NUMBA_STREAM = None
@@ -434,8 +440,12 @@ def _array_type(kernel, a):
 def launch_kernel(kernel, griddim, blockdim, stream, *args) -> None:
     """``kernel[griddim, blockdim, stream](*args)``, every CuPy array argument passed
     as a :class:`_DeviceArrayView` (no per-launch conversion to a Numba device array).
-    Every forestpy kernel launch goes through here, so :func:`kernel_launches` counts
-    them.  In the CUDA simulator the arguments are passed as they are."""
+    Once Numba has typed and compiled the kernel for a combination of argument types
+    (array types, Python ``int``/``float``/``bool``), later launches with the same
+    types go straight to that compiled kernel's launch, without Numba typing each
+    argument again (:data:`TYPE_ONCE`).  Every forestpy kernel launch goes through
+    here, so :func:`kernel_launches` counts them.  In the CUDA simulator the arguments
+    are passed as they are."""
     global _launches, _CUPY_NDARRAY
     _launches += 1
     cupy_array = _CUPY_NDARRAY
@@ -450,7 +460,27 @@ def launch_kernel(kernel, griddim, blockdim, stream, *args) -> None:
         cupy_array = _CUPY_NDARRAY = cupy.ndarray
     args = [_DeviceArrayView(a, _array_type(kernel, a)) if type(a) is cupy_array else a
             for a in args]
-    kernel[griddim, blockdim, stream](*args)
+    config = kernel[griddim, blockdim, stream]  # Numba caches the configuration
+    if not TYPE_ONCE:
+        config(*args)
+        return
+    key = (kernel, tuple(a._numba_type_ if type(a) is _DeviceArrayView else
+                         (type(a) if type(a) in _SCALARS else None) for a in args))
+    compiled = _COMPILED.get(key)
+    if compiled:
+        # what Numba's dispatcher does after typing the arguments (the launch proper)
+        compiled.launch(args, config.griddim, config.blockdim, config.stream,
+                        config.sharedmem)
+        return
+    config(*args)  # types, compiles if needed, launches
+    if compiled is None:
+        plain = None in key[1] or len(_COMPILED) > 4096
+        _COMPILED[key] = False if plain else kernel.overloads.get(
+            tuple(kernel.typeof_pyval(a) for a in args), False)
+
+
+# Python scalars a kernel argument may be, each always typed the same by Numba
+_SCALARS = (int, float, bool)
 
 
 def kernel_launches() -> int:
