@@ -111,6 +111,9 @@ def run_case(case: str, backend: str, dx: float, t_final: float, series: str | N
         "cell_updates": sim.cell_updates,
         "wall_s": round(wall, 3),
         "cell_updates_per_s": round(sim.cell_updates / wall),
+        # device-to-host transfers (GPU: host synchronisations) of the whole run
+        "host_transfers": sim.backend.host_transfers,
+        "host_transfers_per_step": round(sim.backend.host_transfers / max(sim.steps, 1), 2),
         "timers": sim.timers.as_dict(),
         "gauges": gauges,
         "runup": rep["runup"],

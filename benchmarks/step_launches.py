@@ -8,11 +8,10 @@
   Runs in Numba's CUDA simulator too (``NUMBA_ENABLE_CUDASIM=1``, tiny sizes: counts
   only).
 * ``launch``: real GPU only.  Host (Python) time of one launch of the step kernel with
-  CuPy arguments, ``kernel[grid, block](...)`` as Numba marshals them against
-  :func:`forestpy.cuda_device.launch_kernel` (the arguments as light device-array
-  views, typed by Numba at every launch or once per combination of types), enqueue
-  only (one synchronisation after all launches), on a few patches so the device is not
-  the bottleneck.
+  CuPy arguments through Numba's dispatcher against
+  :class:`forestpy.cuda_device.FastKernel` (:func:`forestpy.cuda_device.launch_kernel`),
+  enqueue only (one synchronisation after all launches), on a few patches so the
+  device is not the bottleneck.
 
 Usage::
 
@@ -88,17 +87,11 @@ def launch_cost(mx, npatch=8, repeats=2000):
             cupy.asarray(riemann.params_array({"grav": 1.0})),
             cupy.asarray([4, 4, 4], dtype=np.int64), cupy.zeros(npatch),
             cupy.empty((npatch, 4, 3, mx)))
-    import forestpy.cuda_device as cd
-
     ways = {
-        "numba_cupy_args": (True, lambda: kernel[npatch, nthreads](*args)),
-        "launch_kernel_views_numba_typing": (
-            False, lambda: launch_kernel(kernel, npatch, nthreads, 0, *args)),
-        "launch_kernel_views_typed_once": (
-            True, lambda: launch_kernel(kernel, npatch, nthreads, 0, *args)),
+        "numba_dispatch": lambda: kernel.dispatcher[npatch, nthreads](*args),
+        "fast_kernel": lambda: launch_kernel(kernel, npatch, nthreads, 0, *args),
     }
-    for name, (type_once, go) in ways.items():
-        cd.TYPE_ONCE = type_once
+    for name, go in ways.items():
         for _ in range(20):
             go()
         cuda.synchronize()

@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from forestpy.io.summary import atomic_path, write_text_atomic
+from forestpy.patches.point_samples import PointCells, SampleRows
 
 __all__ = ["Progress", "progress_scope", "report_start", "report_step", "Gauges",
            "read_gauges", "read_gauge_units",
@@ -249,8 +250,12 @@ class Gauges:
         The coordinate system of ``x, y`` in words (e.g. ``"local metres from the tank's
         corner"`` or ``"UTM zone 56S (EPSG:32756)"``), written beside the units.
 
-    The state is sampled with ``sim.sample`` at ``on_start`` and after every accepted
-    step.  :meth:`data` returns the samples in the same form as :func:`read_gauges`.
+    The state is sampled at ``on_start`` and after every accepted step (after every
+    coarse step when the levels subcycle), in the cell ``sim.sample`` reads: the
+    samples stay on the simulation's device until they are needed on the host (at
+    ``on_end``, checkpoints, :attr:`times`, :meth:`data`, the writers; see
+    :meth:`flush`).  :meth:`data` returns the samples in the same form as
+    :func:`read_gauges`.
     """
 
     timer_phase = "output"
@@ -280,8 +285,40 @@ class Gauges:
         self.field_names: list[str] = []
         self._index: list[int] = []
         self._derived: dict = {}
-        self.times: list[float] = []
-        self._values: list[np.ndarray] = []  # one (ngauges, nfields) array per sample
+        self._times: list[float] = []
+        self._host_values: list[np.ndarray] = []  # one (ngauges, nfields) array per sample
+        # samples not yet on the host: their times, and their raw values on the device
+        # (rows of SampleRows; see record)
+        self._pending_times: list[float] = []
+        self._rows = None
+        self._cells = PointCells(self.x, self.y)
+        self._exchange = None
+        self._layout = (0, 0)  # components of q and aux in a pending row, per gauge
+        # (first pending row, owner of each gauge) per location of the gauges, for the
+        # assembly of a distributed run's samples
+        self._owners: list[tuple[int, np.ndarray]] = []
+
+    @property
+    def times(self) -> list[float]:
+        """The sample times (copies pending samples to the host first: see
+        :meth:`flush`)."""
+        self.flush()
+        return self._times
+
+    @times.setter
+    def times(self, value) -> None:
+        self._drop_pending()
+        self._times = list(value)
+
+    @property
+    def _values(self) -> list[np.ndarray]:
+        self.flush()
+        return self._host_values
+
+    @_values.setter
+    def _values(self, value) -> None:
+        self._drop_pending()
+        self._host_values = list(value)
 
     def _resolve_fields(self, sim) -> None:
         names = list(sim.riemann.field_names)
@@ -317,31 +354,94 @@ class Gauges:
             raise ValueError(f"field name(s) {sorted(bad)} clash with the gauge CSV columns")
 
     def record(self, sim) -> None:
-        """Sample every gauge now (called by the hooks)."""
-        if self._derived:
-            q, aux = sim.sample(self.x, self.y, aux=True)
-            # derived fields take (npatch, num_eqn, ny, nx): the gauges as one row
-            qd, auxd = q.T[None, :, None, :], aux.T[None, :, None, :]
-            vals = np.empty((len(self.x), len(self._index)))
-            for k, (m, name) in enumerate(zip(self._index, self.field_names)):
-                if m >= 0:
-                    vals[:, k] = q[:, m]
-                else:
-                    vals[:, k] = np.asarray(self._derived[name](qd, auxd, self._params))[0, 0]
-        else:
-            vals = np.asarray(sim.sample(self.x, self.y))[:, self._index]
-        self.times.append(float(sim.t))
-        self._values.append(np.array(vals, dtype=np.float64))
+        """Sample every gauge now (called by the hooks).
+
+        The raw state of the gauges' cells (the recorded components, and with derived
+        fields every component and aux field) is gathered on the backend into a row
+        of a device buffer: no host transfer, and no search of the forest unless it
+        changed since the last sample.  The host gets the rows, and the derived fields
+        are computed, at :meth:`flush`.  Collective in a distributed run (every rank
+        records a row; the owners' values are assembled at the flush)."""
+        cells = self._cells
+        relocated = cells.update(sim)  # first: it may localize sim.q (a distributed build)
+        q = sim.q
+        aux = sim.aux if self._derived else None
+        qcomp = range(q.shape[1]) if self._derived else self._index
+        layout = (len(qcomp), 0 if aux is None else aux.shape[1])
+        width = len(cells.x) * sum(layout)
+        rows = self._rows
+        if rows is not None and (rows.backend is not sim.backend or rows.width != width
+                                 or rows.dtype != q.dtype or rows.full):
+            self.flush()
+            rows = None
+        if rows is None:
+            rows = self._rows = SampleRows(sim.backend, width, q.dtype)
+            self._exchange, self._layout = sim.exchange, layout
+        if relocated or not self._owners:
+            self._owners.append((len(self._pending_times), cells.owner))
+        row = rows.next_row()
+        if q.size:  # a rank holding no patch holds no gauge: its row is not read
+            xp, nq = sim.backend.xp, len(cells.x) * layout[0]
+            xp.take(q.reshape(-1), cells.flat_index(q.shape, qcomp).reshape(-1), out=row[:nq])
+            if aux is not None:
+                xp.take(aux.reshape(-1), cells.flat_index(aux.shape, range(layout[1]))
+                        .reshape(-1), out=row[nq:])
+        self._pending_times.append(float(sim.t))
+
+    def flush(self) -> None:
+        """Copy the pending samples to the host (one transfer) and compute their
+        derived fields.  Done at output (:meth:`on_end`, :meth:`state_dict`, the
+        writers, :attr:`times`) and when the device buffer is full.  Collective in a
+        distributed run while samples are pending (every rank has the same number)."""
+        if not self._pending_times:
+            return
+        n, ng = len(self._pending_times), len(self.x)
+        blocks = np.split(self._rows.take().astype(np.float64), [ng * self._layout[0]], axis=1)
+        q, aux = (b.reshape(n, ng, -1) for b in blocks)
+        ex = self._exchange
+        if ex is not None and ex.distributed:
+            # every rank recorded every gauge; the values of a gauge are its owner's
+            owner = np.empty((n, ng), dtype=np.int64)
+            ends = [start for start, _ in self._owners[1:]] + [n]
+            for (start, own), end in zip(self._owners, ends):
+                owner[start:end] = own
+            pick = (owner, np.arange(n)[:, None], np.arange(ng)[None, :])
+            q, aux = (np.stack(ex.allgather(a))[pick] for a in (q, aux))
+        vals = np.empty((n, ng, len(self._index)))
+        for k, (m, name) in enumerate(zip(self._index, self.field_names)):
+            if m < 0:
+                # derived fields take (npatch, num_eqn, ny, nx): the samples as one patch
+                vals[:, :, k] = np.asarray(self._derived[name](
+                    np.moveaxis(q, 2, 0)[None], np.moveaxis(aux, 2, 0)[None],
+                    self._params))[0]
+            else:
+                vals[:, :, k] = q[:, :, m if self._derived else k]
+        self._times.extend(self._pending_times)
+        self._host_values.extend(vals)
+        self._pending_times = []
+        self._owners = [(0, self._owners[-1][1])]
+
+    def _drop_pending(self) -> None:
+        self._pending_times = []
+        self._rows = None
+        self._owners = []
+
+    def _last_time(self):
+        if self._pending_times:
+            return self._pending_times[-1]
+        return self._times[-1] if self._times else None
 
     def on_start(self, sim) -> None:
+        self.flush()  # pending samples are read with the fields they were taken for
         self._resolve_fields(sim)
-        if not self.times or self.times[-1] != sim.t:
+        if self._last_time() != sim.t:
             self.record(sim)
 
     def on_step(self, sim) -> None:
         self.record(sim)
 
     def on_end(self, sim) -> None:
+        self.flush()
         if self.path is None:
             return
         if str(self.path).endswith(".nc"):
@@ -765,6 +865,7 @@ class CheckpointEvery:
     """
 
     timer_phase = "output"
+    collective = True  # every rank calls it: save_checkpoint is collective
 
     def __init__(self, out_dir, every_steps: int, keep: int = 2, at_end: bool = True,
                  meta: dict | None = None):
@@ -793,29 +894,33 @@ class CheckpointEvery:
             self.write(sim)
 
     def write(self, sim):
-        """Write the checkpoint of the current step now; return its path."""
-        from forestpy.io.checkpoint import write_checkpoint
-
-        path = write_checkpoint(sim, self.path_for(sim.steps), meta=self.meta)
-        latest = self.out_dir / "checkpoint_latest.npz"
-        tmp = self.out_dir / f".checkpoint_latest.{os.getpid()}.tmp"
-        try:
-            tmp.unlink(missing_ok=True)
+        """Write the checkpoint of the current step now; return its path.  Collective
+        (:meth:`forestpy.Simulation.save_checkpoint`: in a distributed run the other
+        callbacks' device samples are flushed on every rank, the state gathered to
+        rank 0, which writes the files)."""
+        path = sim.save_checkpoint(self.path_for(sim.steps), meta=self.meta)
+        writer = sim.exchange.rank == 0
+        if writer:
+            latest = self.out_dir / "checkpoint_latest.npz"
+            tmp = self.out_dir / f".checkpoint_latest.{os.getpid()}.tmp"
             try:
-                os.link(path, tmp)
-            except OSError:
-                shutil.copyfile(path, tmp)
-            os.replace(tmp, latest)
-        finally:
-            tmp.unlink(missing_ok=True)
+                tmp.unlink(missing_ok=True)
+                try:
+                    os.link(path, tmp)
+                except OSError:
+                    shutil.copyfile(path, tmp)
+                os.replace(tmp, latest)
+            finally:
+                tmp.unlink(missing_ok=True)
         if path in self.written:
             self.written.remove(path)
         self.written.append(path)
         self._last_step = sim.steps
         while len(self.written) > self.keep:
             old = self.written.pop(0)
-            try:
-                old.unlink()
-            except FileNotFoundError:
-                pass
+            if writer:
+                try:
+                    old.unlink()
+                except FileNotFoundError:
+                    pass
         return path

@@ -15,24 +15,16 @@ import functools
 import types
 from contextlib import contextmanager
 
+import numpy as np
 from numba.core.registry import CPUDispatcher
 
-__all__ = ["blocks_per_wave", "capture_graph", "cuda_device", "recompile_tree",
+__all__ = ["FastKernel", "blocks_per_wave", "capture_graph", "cuda_device", "fast_kernel",
            "grid_dependency", "kernel_launches", "launch_kernel", "launch_stream",
            "on_stream", "prefetch", "priority_stream", "programmatic_graph",
-           "words_as_float64"]
+           "recompile_tree", "words_as_float64"]
 
 _DEVICE: dict = {}
-# Numba types of the device arrays launched so far, per (dtype, shape, strides)
-_ARRAY_TYPES: dict = {}
-_CUPY_NDARRAY = None  # cupy.ndarray once a launch on a real GPU has asked for it
-_launches = 0
-# per (kernel, argument types): the compiled kernel Numba chose, or False where the
-# arguments are not all views and Python scalars (see launch_kernel)
-_COMPILED: dict = {}
-#: Launch a kernel already compiled for the arguments' types without Numba's typing of
-#: every argument (:func:`launch_kernel`); False: always through Numba's dispatcher.
-TYPE_ONCE = True
+_launches = 0  # see launch_kernel
 # the Numba stream that forestpy's patch kernels launch on (None: the default stream);
 # set by on_stream, read by launch_stream
 _NUMBA_STREAM = None
@@ -379,108 +371,189 @@ def priority_stream():
         return cupy.cuda.Stream(non_blocking=True)
 
 
-# --------------------------------------------------------------------------------------
-# kernel launches with CuPy arguments
-# --------------------------------------------------------------------------------------
+# ---------------------------------------------------------------------------- launches
+class FastKernel:
+    """A Numba-CUDA kernel whose launches skip Numba's per-launch dispatch.
 
+    Numba types every argument at every launch (a CuPy array through its
+    ``__cuda_array_interface__``), looks the specialisation up and wraps each array:
+    measured on an H200 (numba-cuda 0.30.4), 230-460 us of Python per launch with 11-13
+    arguments, against 15 us for the same launch with the arguments marshalled here.
+    A step of an adaptive GeoClaw run launches tens of kernels, so this was most of its
+    wall time.
 
-class _DevicePointer(int):
-    """A device address as Numba's launch reads it: ``.value`` (ctypes-style, older
-    drivers' code path) or ``int()`` (the NVIDIA bindings' one)."""
-
-    @property
-    def value(self):
-        return int(self)
-
-
-class _DeviceArrayView:
-    """What a Numba-CUDA launch reads of a device array argument, taken from a CuPy
-    array's own attributes.
-
-    A CuPy argument costs a launch two conversions through ``__cuda_array_interface__``
-    (Numba's typing makes a ``DeviceNDArray`` of it, its argument marshalling another:
-    each parses the interface dictionary and builds a device-memory object), tens of
-    microseconds of Python per array.  Numba passes an object marked as device memory
-    (``__cuda_memory__``) straight through, and types one that carries
-    ``_numba_type_`` without converting it: this view is such an object, made from
-    the array's pointer, shape and strides, with the type Numba gave the first array
-    of the same dtype, shape and strides.  It holds the CuPy array for the launch.
+    ``kernel[griddim, blockdim(, stream(, sharedmem))](*args)`` as with Numba.  The
+    first launch of each argument signature goes through Numba (it compiles, and its
+    result is the reference); later ones marshal the arguments the way Numba's
+    ``_Kernel.launch`` does (an array: meminfo, parent, size, itemsize, data pointer,
+    shape, strides) and launch the compiled function directly.  Anything else than
+    CuPy arrays and scalars (host arrays, Numba device arrays, tuples, records) always
+    takes Numba's path.  Attributes not defined here are the dispatcher's.
     """
 
-    __cuda_ndarray__ = True
-    __cuda_memory__ = True
-    __slots__ = ("_numba_type_", "size", "dtype", "ndim", "shape", "strides",
-                 "device_ctypes_pointer", "_array")
+    __slots__ = ("dispatcher", "_compiled", "_configs")
 
-    def __init__(self, a, numba_type):
-        self._array = a
-        self._numba_type_ = numba_type
-        self.size = a.size
-        self.dtype = a.dtype
-        self.ndim = a.ndim
-        self.shape = a.shape
-        self.strides = a.strides
-        self.device_ctypes_pointer = _DevicePointer(a.data.ptr)
+    def __init__(self, dispatcher):
+        self.dispatcher = dispatcher
+        self._compiled: dict = {}
+        self._configs: dict = {}
+
+    def __getattr__(self, name):
+        return getattr(self.dispatcher, name)
+
+    def __getitem__(self, config):
+        got = self._configs.get(config) if _hashable(config) else None
+        if got is None:
+            got = _FastLaunch(self, config)
+            if _hashable(config) and len(self._configs) < 256:
+                self._configs[config] = got
+        return got
 
 
-def _array_type(kernel, a):
-    """Numba's type of the CuPy array ``a`` as ``kernel``'s dispatcher types it (made
-    once per dtype, shape and strides: the layout follows from them)."""
-    key = (a.dtype.str, a.shape, a.strides)
-    t = _ARRAY_TYPES.get(key)
-    if t is None:
-        from numba import cuda
+def _hashable(config) -> bool:
+    try:
+        hash(config)
+        return True
+    except TypeError:
+        return False
 
-        if len(_ARRAY_TYPES) > 4096:  # plan lengths change at every regrid
-            _ARRAY_TYPES.clear()
-        t = _ARRAY_TYPES[key] = kernel.typeof_pyval(cuda.as_cuda_array(a, sync=False))
-    return t
+
+def _dims(d):
+    if isinstance(d, int):
+        return (d, 1, 1)
+    d = tuple(int(v) for v in d)
+    return d + (1,) * (3 - len(d))
+
+
+class _FastLaunch:
+    __slots__ = ("kernel", "config", "griddim", "blockdim", "stream", "shmem", "_launch_config")
+
+    def __init__(self, kernel: FastKernel, config):
+        cfg = config if isinstance(config, tuple) else (config,)
+        if len(cfg) < 2:
+            raise ValueError("a kernel launch needs griddim and blockdim")
+        self.kernel = kernel
+        self.config = config
+        self.griddim, self.blockdim = _dims(cfg[0]), _dims(cfg[1])
+        self.stream = cfg[2] if len(cfg) > 2 else 0
+        self.shmem = int(cfg[3]) if len(cfg) > 3 else 0
+        self._launch_config = None
+
+    def __call__(self, *args):
+        k = self.kernel
+        key = _signature_key(args)
+        entry = k._compiled.get(key) if key is not None else None
+        if entry is None:
+            k.dispatcher[self.config](*args)
+            if key is not None:
+                k._compiled[key] = _compiled_entry(k.dispatcher, args)
+            return
+        if entry is False:  # a signature this launcher does not marshal
+            k.dispatcher[self.config](*args)
+            return
+        function, converters = entry
+        params = []
+        for convert, a in zip(converters, args):
+            convert(a, params)
+        if self._launch_config is None:
+            self._launch_config = _core_launch_config(self)
+        config, stream = self._launch_config
+        _core_launch()(stream, config, function, *params)
+
+
+def _signature_key(args):
+    """A cheap key of the argument types (array dtype, rank, contiguity; scalar type),
+    or None when an argument is of a kind only Numba marshals."""
+    key = []
+    for a in args:
+        t = type(a)
+        if t is float or t is int or t is bool:
+            key.append(t)
+        elif getattr(t, "__module__", "").startswith("cupy") and hasattr(a, "data"):
+            f = a.flags
+            key.append((a.dtype.num, a.ndim, f.c_contiguous, f.f_contiguous))
+        elif isinstance(a, (np.floating, np.integer, np.bool_)):
+            key.append(a.dtype.num)
+        else:
+            return None
+    return tuple(key)
+
+
+def _array_params(a, params):
+    params += (0, 0, a.size, a.itemsize, a.data.ptr, *a.shape, *a.strides)
+
+
+_INTEGERS = {f"{s}int{b}" for s in ("", "u") for b in (8, 16, 32, 64)}
+
+
+def _compiled_entry(dispatcher, args):
+    """(compiled function, per-argument converters) of the specialisation Numba chose
+    for ``args``, or False where its marshalling is not this module's."""
+    import ctypes
+
+    try:
+        argtypes = tuple(dispatcher.typeof_pyval(a) for a in args)
+        compiled = dispatcher.overloads.get(argtypes)
+        if compiled is None and len(dispatcher.overloads) == 1:
+            compiled = next(iter(dispatcher.overloads.values()))
+        if compiled is None or getattr(compiled, "cooperative", False) or \
+                getattr(compiled, "debug", False) or getattr(compiled, "extensions", None):
+            return False
+        converters = []
+        # by name: numba-cuda has its own ``types`` module beside numba.core's
+        for ty in compiled.argument_types:
+            name = str(ty)
+            if all(hasattr(ty, a) for a in ("ndim", "layout", "dtype")):
+                converters.append(_array_params)
+            elif name == "float64":
+                converters.append(lambda v, p: p.append(ctypes.c_double(v)))
+            elif name == "float32":
+                converters.append(lambda v, p: p.append(ctypes.c_float(v)))
+            elif name in ("bool", "boolean"):
+                converters.append(lambda v, p: p.append(bool(v)))
+            elif name in _INTEGERS:
+                ctype = getattr(ctypes, f"c_{name}")
+                converters.append(lambda v, p, c=ctype: p.append(c(v)))
+            else:
+                return False
+        if len(converters) != len(args):
+            return False
+        return compiled._codelibrary.get_cufunc().kernel, tuple(converters)
+    except Exception:  # noqa: BLE001 - any surprise: Numba's own launch path
+        return False
+
+
+def _core_launch_config(launch: _FastLaunch):
+    from cuda.core import LaunchConfig  # numba-cuda's own dependency
+    from numba.cuda.cudadrv import driver
+
+    config = LaunchConfig(grid=launch.griddim, block=launch.blockdim,
+                          shmem_size=launch.shmem)
+    return config, driver._to_core_stream(launch.stream)
+
+
+@functools.cache
+def _core_launch():
+    from cuda.core import launch
+
+    return launch
+
+
+def fast_kernel(dispatcher):
+    """``dispatcher`` wrapped in :class:`FastKernel` on a real GPU; unchanged in the
+    CUDA simulator (its kernels run as Python: nothing to save)."""
+    from forestpy.backend import cuda_simulator_enabled
+
+    return dispatcher if cuda_simulator_enabled() else FastKernel(dispatcher)
 
 
 def launch_kernel(kernel, griddim, blockdim, stream, *args) -> None:
-    """``kernel[griddim, blockdim, stream](*args)``, every CuPy array argument passed
-    as a :class:`_DeviceArrayView` (no per-launch conversion to a Numba device array).
-    Once Numba has typed and compiled the kernel for a combination of argument types
-    (array types, Python ``int``/``float``/``bool``), later launches with the same
-    types go straight to that compiled kernel's launch, without Numba typing each
-    argument again (:data:`TYPE_ONCE`).  Every forestpy kernel launch goes through
-    here, so :func:`kernel_launches` counts them.  In the CUDA simulator the arguments
-    are passed as they are."""
-    global _launches, _CUPY_NDARRAY
+    """``kernel[griddim, blockdim, stream](*args)``, counted: every forestpy kernel
+    launch goes through here, so that :func:`kernel_launches` gives a step's launches
+    (``kernel`` is a :class:`FastKernel` on a real GPU, see :func:`fast_kernel`)."""
+    global _launches
     _launches += 1
-    cupy_array = _CUPY_NDARRAY
-    if cupy_array is None:
-        from forestpy.backend import cuda_simulator_enabled
-
-        if cuda_simulator_enabled():
-            kernel[griddim, blockdim, stream](*args)
-            return
-        import cupy
-
-        cupy_array = _CUPY_NDARRAY = cupy.ndarray
-    args = [_DeviceArrayView(a, _array_type(kernel, a)) if type(a) is cupy_array else a
-            for a in args]
-    config = kernel[griddim, blockdim, stream]  # Numba caches the configuration
-    if not TYPE_ONCE:
-        config(*args)
-        return
-    key = (kernel, tuple(a._numba_type_ if type(a) is _DeviceArrayView else
-                         (type(a) if type(a) in _SCALARS else None) for a in args))
-    compiled = _COMPILED.get(key)
-    if compiled:
-        # what Numba's dispatcher does after typing the arguments (the launch proper)
-        compiled.launch(args, config.griddim, config.blockdim, config.stream,
-                        config.sharedmem)
-        return
-    config(*args)  # types, compiles if needed, launches
-    if compiled is None:
-        plain = None in key[1] or len(_COMPILED) > 4096
-        _COMPILED[key] = False if plain else kernel.overloads.get(
-            tuple(kernel.typeof_pyval(a) for a in args), False)
-
-
-# Python scalars a kernel argument may be, each always typed the same by Numba
-_SCALARS = (int, float, bool)
+    kernel[griddim, blockdim, stream](*args)
 
 
 def kernel_launches() -> int:

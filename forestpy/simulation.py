@@ -1137,6 +1137,12 @@ class Simulation:
         number of ranks); an error on rank 0 is raised on every rank."""
         from forestpy.io.checkpoint import write_checkpoint
 
+        for cb in self.callbacks:
+            # samples kept on the device (gauges) reach the host here, on every rank: a
+            # distributed flush is collective, and only rank 0 asks for the state
+            flush = getattr(cb, "flush", None)
+            if callable(flush):
+                flush()
         out = error = None
         with self.root_view(0) as root:
             if root is not None:

@@ -144,8 +144,9 @@ def manning_raster(rough: Raster, road: float, other: float):
 
 class SparseFGMax(FGMax):
     """:class:`FGMax` sampled every ``every`` accepted steps (and at the start and the
-    end): ``sim.sample`` locates each of the 133 000 points of the 1 m map in the
-    forest again at every call, which would cost more than a time step."""
+    end).  The points are located once per forest and a sample is one pass over the
+    133 000 points of the 1 m map (one kernel on the GPU); ``every`` trades the
+    map's peak accuracy for that pass (the demo's default keeps its pinned results)."""
 
     def __init__(self, x, y, every: int = 1, **kw):
         super().__init__(x, y, **kw)

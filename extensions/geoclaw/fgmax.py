@@ -1,25 +1,94 @@
 """fgmax: maxima of the flow on a fixed grid of points, updated every step.
 
 :class:`FGMax` is a callback (``on_start/on_step/on_end(sim)``) that samples, after
-every accepted step, the finest leaf containing each point (``sim.sample``, batched
-over all points) and keeps the maximum depth, maximum speed, maximum surface elevation
-(over wet samples) and the first arrival time: the first sampled time at which the
-depth exceeds ``arrival_depth`` and the surface departs from ``sea_level`` by more than
-``arrival_tol`` (NaN: never).  ``state_dict/load_state_dict`` make it checkpointable.
-:meth:`write` saves ``.npz`` and, for a grid, ESRI ASCII and GeoTIFF files per field.
+every accepted step, the cell of the finest leaf containing each point (the cell
+``sim.sample`` reads) and keeps the maximum depth, maximum speed, maximum surface
+elevation (over wet samples) and the first arrival time: the first sampled time at
+which the depth exceeds ``arrival_depth`` and the surface departs from ``sea_level`` by
+more than ``arrival_tol`` (NaN: never).  ``state_dict/load_state_dict`` make it
+checkpointable.  :meth:`write` saves ``.npz`` and, for a grid, ESRI ASCII and GeoTIFF
+files per field.
+
+The maxima live where the state does: the points are located once per forest
+(:class:`~forestpy.patches.point_samples.PointCells`) and one pointwise body,
+:func:`_observe_point`, folds a step into them, run by a Numba loop on the CPU and by
+one kernel launch on the GPU; the host copies them only when they are read (the
+attributes, :meth:`results`, :meth:`state_dict`, :meth:`write`).
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
+import numba
 import numpy as np
+
+from forestpy.patches.point_samples import PointCells
 
 from .rasters import Raster, write_esri_ascii, write_geotiff
 
 __all__ = ["FGMax"]
 
 FIELDS = ("max_depth", "max_speed", "max_surface", "arrival_time")
+# rows of FGMax's maxima array: the fields, then the bed of the last sample
+_ROWS = (*FIELDS, "bed")
+
+
+@numba.njit(inline="always")
+def _maximum(a, b):
+    """``np.maximum`` of two floats, bit for bit: NaN if either is, ``b`` when equal
+    (so that the sign of a zero follows NumPy's)."""
+    return a if a > b or a != a else b
+
+
+@numba.njit(inline="always")
+def _observe_point(q, aux, cells, bed_field, maxima, t, dry_tolerance, arrival_depth,
+                   sea_level, arrival_tol, k):
+    """Fold the state at point ``k`` (cell ``cells[k] = (row, j, i)``; row -1: not
+    here) into ``maxima[:, k]`` (rows :data:`_ROWS`); ``bed_field`` -1: flat bed at 0.
+    Written as the NumPy fold it replaces computed it (``np.maximum``, the speed and
+    surface of wet samples only), so the CPU results are bitwise those of before."""
+    p, j, i = cells[k, 0], cells[k, 1], cells[k, 2]
+    if p < 0:
+        return
+    h, hu, hv = float(q[p, 0, j, i]), float(q[p, 1, j, i]), float(q[p, 2, j, i])
+    b = float(aux[p, bed_field, j, i]) if bed_field >= 0 else 0.0
+    wet = h > dry_tolerance
+    speed = math.sqrt(hu * hu + hv * hv) / h if wet else 0.0
+    eta = h + b
+    maxima[0, k] = _maximum(maxima[0, k], h)
+    maxima[1, k] = _maximum(maxima[1, k], speed)
+    if wet:
+        maxima[2, k] = _maximum(maxima[2, k], eta)
+    if maxima[3, k] != maxima[3, k] and h > arrival_depth and abs(eta - sea_level) > arrival_tol:
+        maxima[3, k] = t
+    maxima[4, k] = b
+
+
+@numba.njit(cache=True)
+def _observe_points(q, aux, cells, bed_field, maxima, t, dry_tolerance, arrival_depth,
+                    sea_level, arrival_tol):
+    for k in range(cells.shape[0]):
+        _observe_point(q, aux, cells, bed_field, maxima, t, dry_tolerance, arrival_depth,
+                       sea_level, arrival_tol, k)
+
+
+def _maxima_row(row: int, doc: str) -> property:
+    """A host view of one row of the maxima (read: copies the device maxima once after
+    an update; write: moves the maxima to the host)."""
+
+    def get(self):
+        return self._host_maxima()[row]
+
+    get.__doc__ = doc
+
+    def put(self, value):
+        m = np.array(self._host_maxima(), dtype=np.float64, copy=True)
+        m[row] = value
+        self._maxima, self._backend, self._host = m, None, None
+
+    return property(get, put, doc=doc)
 
 
 class FGMax:
@@ -61,13 +130,39 @@ class FGMax:
         X, Y = np.meshgrid(np.linspace(x0, x1, nx), np.linspace(y0, y1, ny))
         return cls(X, Y, **kw)
 
+    max_depth = _maxima_row(0, "Maximum depth at each point (flat, host array).")
+    max_speed = _maxima_row(1, "Maximum speed over the wet samples (0 when never wet).")
+    max_surface = _maxima_row(2, "Maximum surface elevation over the wet samples "
+                                 "(-inf when never wet).")
+    arrival_time = _maxima_row(3, "First arrival time (NaN: never).")
+    bed = _maxima_row(4, "Bed elevation of the last sample.")
+
     def reset(self):
         n = self.x.size
-        self.max_depth = np.zeros(n)
-        self.max_speed = np.zeros(n)
-        self.max_surface = np.full(n, -np.inf)
-        self.arrival_time = np.full(n, np.nan)
-        self.bed = np.full(n, np.nan)
+        self._maxima = np.stack([np.zeros(n), np.zeros(n), np.full(n, -np.inf),
+                                 np.full(n, np.nan), np.full(n, np.nan)])
+        # the backend whose device holds _maxima (None: the host), and the host copy of
+        # device maxima made since the last update (None: none)
+        self._backend = self._host = None
+        if not hasattr(self, "_cells"):
+            self._cells = PointCells(self.x, self.y)
+
+    def _host_maxima(self) -> np.ndarray:
+        if self._backend is None or not self._backend.is_gpu:
+            return self._maxima
+        if self._host is None:
+            # a copy: in the CUDA simulator to_host returns the device array itself
+            self._host = np.array(self._backend.to_host(self._maxima), copy=True)
+        return self._host
+
+    def _maxima_on(self, backend):
+        """The maxima on ``backend`` (moved there once, when the backend changes)."""
+        if self._backend is not backend:
+            host = self._host_maxima()
+            self._maxima = backend.to_device(host) if backend.is_gpu else host
+            self._backend = backend
+        self._host = None
+        return self._maxima
 
     # ---- callback protocol
     def on_start(self, sim):
@@ -81,25 +176,35 @@ class FGMax:
             self.write(self.path)
 
     def update(self, sim):
-        if self.topo_index is None:
-            q = sim.sample(self.x, self.y)
-            b = np.zeros(len(q))
+        """Fold the state of ``sim`` now into the maxima, on its backend: one kernel
+        launch on the GPU, no host transfer (the points are located again only when the
+        forest changed)."""
+        cells = self._cells
+        cells.update(sim)
+        be = sim.backend
+        maxima = self._maxima_on(be)
+        q = sim.q
+        aux, bed = (q, -1) if self.topo_index is None else (sim.aux, int(self.topo_index))
+        args = (q, aux, cells.cells, bed, maxima, float(sim.t), self.dry_tolerance,
+                float(self.arrival_depth), self.sea_level, self.arrival_tol)
+        if be.is_gpu:
+            from forestpy.patches.launch import launch
+
+            launch(_observe_point, len(cells.x), *args, backend=be)
         else:
-            q, aux = sim.sample(self.x, self.y, aux=True)
-            b = aux[:, self.topo_index]
-        self.observe(sim.t, q[:, 0], q[:, 1], q[:, 2], b)
+            _observe_points(*args)
 
     def observe(self, t, h, hu, hv, b):
-        """Fold one sample (arrays over the points) into the maxima."""
-        wet = h > self.dry_tolerance
-        speed = np.where(wet, np.sqrt(hu * hu + hv * hv) / np.where(wet, h, 1.0), 0.0)
-        eta = h + b
-        np.maximum(self.max_depth, h, out=self.max_depth)
-        np.maximum(self.max_speed, speed, out=self.max_speed)
-        self.max_surface = np.where(wet, np.maximum(self.max_surface, eta), self.max_surface)
-        arrived = (h > self.arrival_depth) & (np.abs(eta - self.sea_level) > self.arrival_tol)
-        self.arrival_time = np.where(np.isnan(self.arrival_time) & arrived, t, self.arrival_time)
-        self.bed = b.copy()
+        """Fold one sample (host arrays over the points) into the maxima."""
+        n = self.x.size
+        q = np.ascontiguousarray(np.stack([h, hu, hv]).astype(np.float64).reshape(1, 3, 1, n))
+        aux = np.ascontiguousarray(np.asarray(b, dtype=np.float64).reshape(1, 1, 1, n))
+        cells = np.zeros((n, 3), dtype=np.int64)
+        cells[:, 2] = np.arange(n)
+        maxima = np.array(self._host_maxima(), copy=True)
+        _observe_points(q, aux, cells, 0, maxima, float(t), self.dry_tolerance,
+                        float(self.arrival_depth), self.sea_level, self.arrival_tol)
+        self._maxima, self._backend, self._host = maxima, None, None
 
     # ---- results
     def results(self) -> dict:
@@ -148,13 +253,13 @@ class FGMax:
         return files
 
     def state_dict(self) -> dict:
-        return {k: getattr(self, k).copy() for k in FIELDS + ("bed",)} | {
+        return {k: getattr(self, k).copy() for k in _ROWS} | {
             "x": self.x.copy(), "y": self.y.copy()}
 
     def load_state_dict(self, state: dict) -> None:
         if not (np.array_equal(state["x"], self.x) and np.array_equal(state["y"], self.y)):
             raise ValueError("FGMax points differ from the checkpoint's")
-        for k in FIELDS + ("bed",):
+        for k in _ROWS:
             v = np.asarray(state[k], np.float64)
             if v.shape != self.x.shape:
                 raise ValueError(f"FGMax {k}: shape {v.shape}, expected {self.x.shape}")

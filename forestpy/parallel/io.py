@@ -179,8 +179,9 @@ class ParallelVTKOutput(VTKOutput):
 
 class ParallelGauges(Gauges):
     """:class:`~forestpy.callbacks.Gauges` for a distributed run: every rank calls it
-    (``collective``; ``sim.sample`` gathers only the sampled values), so every rank
-    holds the series; rank 0 alone writes the file at ``on_end``."""
+    (``collective``; each rank gathers the gauges in its own patches on its device, and
+    the flushes allgather only the sampled values), so every rank holds the series;
+    rank 0 alone writes the file at ``on_end``."""
 
     collective = True
 
@@ -193,6 +194,7 @@ class ParallelGauges(Gauges):
         return new
 
     def on_end(self, sim) -> None:
+        self.flush()  # collective: the ranks' samples are assembled on every rank
         if sim.exchange.rank == 0:
             super().on_end(sim)
         sim.exchange.barrier()  # the file exists on return, on every rank

@@ -18,7 +18,7 @@ import weakref
 
 import numpy as np
 
-from forestpy.cuda_device import cuda_device, launch_kernel, launch_stream
+from forestpy.cuda_device import cuda_device, fast_kernel, launch_kernel, launch_stream
 
 __all__ = ["THREADS", "blocks", "component_mask", "launch", "launch_cells", "require_device"]
 
@@ -87,7 +87,7 @@ def _kernel(body, nargs: int, source: str):
         names = ", ".join(f"a{i}" for i in range(nargs))
         scope = {"cuda": cuda, "body": cuda_device(body)}
         exec(source.format(args=names), scope)
-        kernel = _KERNELS[key] = cuda.jit(scope["kernel"])
+        kernel = _KERNELS[key] = fast_kernel(cuda.jit(scope["kernel"]))
     return kernel
 
 

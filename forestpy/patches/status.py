@@ -61,7 +61,7 @@ def _gpu_kernel():
     from numba import cuda as _cuda
     from numba import float64
 
-    from forestpy.cuda_device import cuda_device
+    from forestpy.cuda_device import cuda_device, fast_kernel
 
     cuda = _cuda
     T = _THREADS
@@ -93,7 +93,7 @@ def _gpu_kernel():
                 out[p, col] = buf[0]
             cuda.syncthreads()
 
-    _GPU["status"] = status
+    _GPU["status"] = status = fast_kernel(status)
     return status
 
 
@@ -105,7 +105,7 @@ def _gpu_step_kernel():
     from numba import cuda as _cuda
     from numba import float64, int32
 
-    from forestpy.cuda_device import cuda_device
+    from forestpy.cuda_device import cuda_device, fast_kernel
 
     cuda = _cuda
     T = _THREADS
@@ -196,8 +196,8 @@ def _gpu_step_kernel():
         if t == 0:
             out[slot] = buf[0]
 
-    _GPU["step"] = status
-    _GPU["rows_max"] = rows_max
+    _GPU["step"] = status = fast_kernel(status)
+    _GPU["rows_max"] = fast_kernel(rows_max)
     return status
 
 

@@ -37,7 +37,7 @@ import math
 
 from numba import cuda, float64
 
-from forestpy.cuda_device import cuda_device
+from forestpy.cuda_device import cuda_device, fast_kernel
 
 from .limiters import limiter_apply
 
@@ -432,7 +432,7 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
                     cfl_out[p] = m
                     tickets[p] = 0
 
-    return step, NT
+    return fast_kernel(step), NT
 
 
 def _sizes(riemann):
@@ -475,6 +475,8 @@ def make_gpu_fluctuation_kernel(riemann):
         rpn2(ixy, a, b, xa, xb, params, wave, s, amdq, apdq)
         for m in range(MEQN):
             out[k, m] = amdq[m] + apdq[m]
+
+    kernel = fast_kernel(kernel)
 
     def fluct(ixy, ql, qr, auxl, auxr, params, out):
         n = ql.shape[0]
@@ -701,6 +703,6 @@ def make_gpu_time_sync(riemann) -> GPUTimeSync:
                          capa)
         correct_pair(k, coarse, sign, width, q, aux, fine_sum, coarse_sum, capa)
 
-    hit = _KERNELS[key] = GPUTimeSync(apply_kernel, fine_kernel, coarse_kernel,
-                                      correct_kernel)
+    hit = _KERNELS[key] = GPUTimeSync(*(fast_kernel(k) for k in (
+        apply_kernel, fine_kernel, coarse_kernel, correct_kernel)))
     return hit

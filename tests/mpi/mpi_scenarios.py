@@ -86,11 +86,13 @@ SCENARIOS = {
     "vtk_gauges_3": scenario(3, vtk=HAVE_VTK, gauges=True, build="serial", **AMR),
     "vtk_gauges_distributed_3": scenario(3, vtk=HAVE_VTK, gauges=True, build="distributed",
                                          **AMR),
+    "gauges_checkpoint_every_3": scenario(3, gauges=True, checkpoint_every=3, **AMR),
     "cli_run_2": scenario(2, "cli", prepare=cli_run),
     "cli_report_3": scenario(3, "cli", prepare=cli_report),
     # the GPU backend (in Numba's CUDA simulator unless NUMBA_ENABLE_CUDASIM=0)
     "gpu_level_1_2": scenario(2, mx=8, min_level=1, max_level=1, t_final=0.1, backend="gpu"),
-    "gpu_level_2_2": scenario(2, mx=4, min_level=2, max_level=2, t_final=0.5, backend="gpu"),
+    "gpu_level_2_2": scenario(2, mx=4, min_level=2, max_level=2, t_final=0.5, backend="gpu",
+                              gauges=True),
     "gpu_amr_2": scenario(2, backend="gpu", **AMR),
     "gpu_bowl_2": scenario(2, demo="bowl", backend="gpu"),
 }

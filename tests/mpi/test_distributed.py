@@ -338,6 +338,33 @@ def serial_vtk_gauges(radial_dam, tmp_path_factory):
     return sim, out
 
 
+@pytest.mark.mpi("gauges_checkpoint_every_3")
+def test_checkpoints_every_few_steps_hold_the_gauge_samples(mpi, radial_dam, tmp_path):
+    # the gauges keep their samples on each rank's device between flushes; a checkpoint
+    # written mid-run (CheckpointEvery, collective) flushes them on every rank first and
+    # holds the samples the serial run's checkpoint of the same step holds
+    from forestpy.callbacks import CheckpointEvery, Gauges
+    from forestpy.io.checkpoint import read_checkpoint
+
+    sim = radial_dam.setup(**AMR)
+    sim.callbacks = [Gauges(GAUGE_POINTS, path=tmp_path / "serial.csv"),
+                     CheckpointEvery(tmp_path, 3, keep=100)]
+    sim.run()
+    name = "gauges_checkpoint_every_3"
+    mpi(name)
+    out = mpi.out(name)
+    assert (out / "gauges.csv").read_bytes() == (tmp_path / "serial.csv").read_bytes()
+    written = sorted(p.name for p in (out / "every").glob("checkpoint_0*.npz"))
+    assert written == sorted(p.name for p in tmp_path.glob("checkpoint_0*.npz"))
+    assert len(written) >= 3
+    for fname in written:
+        got = read_checkpoint(out / "every" / fname)["callbacks"][0]["state"]
+        want = read_checkpoint(tmp_path / fname)["callbacks"][0]["state"]
+        assert len(want["times"]) == int(fname[11:17]) + 1
+        np.testing.assert_array_equal(got["times"], want["times"])
+        np.testing.assert_array_equal(got["values"], want["values"])
+
+
 @pytest.mark.mpi("vtk_gauges_3", "vtk_gauges_distributed_3")
 @pytest.mark.parametrize("build", ["serial", "distributed"])
 def test_vtk_frames_and_gauges_are_written_without_gathering(mpi, serial_vtk_gauges, build):
@@ -392,16 +419,27 @@ def test_serial_checkpoint_restarts_on_2_ranks(mpi, serial_amr):
 @pytest.mark.slow
 @pytest.mark.mpi("gpu_level_1_2", "gpu_level_2_2")
 @pytest.mark.parametrize("level", [1, 2])
-def test_gpu_backend_is_bitwise_the_serial_run(mpi, radial_dam, level):
+def test_gpu_backend_is_bitwise_the_serial_run(mpi, radial_dam, level, tmp_path):
     # the GPU path (device arrays, buffers staged through the host), uniform grid; in CI in
     # Numba's CUDA simulator (~20 s), on a GPU machine with NUMBA_ENABLE_CUDASIM=0.  Level
     # 1: 4 patches, all late; level 2: 16, early and late ones, so both patch-list
-    # launches of the overlapped step hold patches
+    # launches of the overlapped step hold patches, and gauges (gathered on each rank's
+    # device, assembled from their owners at the flush)
+    from forestpy.callbacks import Gauges
+
     name = f"gpu_level_{level}_2"
     par = mpi(name)
-    sim = serial(radial_dam, **SCENARIOS[name]["opts"])
+    opts = dict(SCENARIOS[name]["opts"])
+    gauges = opts.pop("gauges", False)
+    sim = radial_dam.setup(**opts)
+    if gauges:
+        sim.callbacks = [Gauges(GAUGE_POINTS, path=tmp_path / "serial.csv")]
+    sim.run()
     assert (par["owned"] > 0).all()
     assert_same_state(par, sim)
+    if gauges:
+        got = (mpi.out(name) / "gauges.csv").read_bytes()
+        assert got == (tmp_path / "serial.csv").read_bytes()
 
 
 @pytest.mark.slow

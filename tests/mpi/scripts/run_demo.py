@@ -17,7 +17,8 @@ With ``"record": true`` a callback samples the depth along a line after every st
 ``"overlap": false`` turns off the communication overlap (``"whole_range_fraction"``
 sets that attribute); ``"sources": true`` adds the discharge sources of
 ``bowl.sources()``; ``"vtk": true`` writes VTK frames into ``OUT/vtk``;
-``"gauges": true`` records gauges into ``OUT/gauges.csv``; ``"build": "distributed"``
+``"gauges": true`` records gauges into ``OUT/gauges.csv``; ``"checkpoint_every": N``
+writes checkpoints every N steps into ``OUT/every`` (CheckpointEvery); ``"build": "distributed"``
 builds with ``distributed_setup`` (the initial refinement distributed; the cells that
 the radial dam's ``qinit`` evaluates on each rank are counted).
 
@@ -126,6 +127,7 @@ def run(out, mode, opts):
     vtk = opts.pop("vtk", False)
     opts_whole = opts.pop("whole_range_fraction", 0.25)
     gauges = opts.pop("gauges", False)
+    checkpoint_every = opts.pop("checkpoint_every", None)
     recorder = Recorder()
     probe = GlobalProbe()
     demo = opts.pop("demo", "radial_dam")
@@ -159,6 +161,10 @@ def run(out, mode, opts):
         from forestpy.io.vtk import VTKOutput
 
         sim.callbacks.append(VTKOutput(out / "vtk", interval=0.1))
+    if checkpoint_every:  # last: the checkpoints hold the gauges' samples of their step
+        from forestpy.callbacks import CheckpointEvery
+
+        sim.callbacks.append(CheckpointEvery(out / "every", checkpoint_every, keep=100))
     sim = distribute(sim, overlap=overlap)
     if record:
         sim.callbacks.append(probe)  # appended after distribute: runs as it is, on every rank
