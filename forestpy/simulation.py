@@ -43,7 +43,7 @@ from forestpy.patches import (
     transfer,
 )
 from forestpy.patches.ghost_plan import copy_ghost_frame
-from forestpy.patches.status import patch_status
+from forestpy.patches.status import patch_status, step_status
 from forestpy.patches.surface_ghosts import fill_ghosts_surface
 from forestpy.patches.surface_regrid import ShorelineRegrid, surface_dry_tolerance
 from forestpy.patches.tagging import TaggedPatches, regrid_flags
@@ -736,8 +736,8 @@ class Simulation:
 
     # ------------------------------------------------------------------ stepping
     def _warm_up(self) -> None:
-        """Compile (or load from Numba's disk cache) the ghost-fill and time-sync
-        kernels now, so that the phase timers measure only the work (the step kernel
+        """Compile (or load from Numba's disk cache) the ghost-fill, time-sync and (GPU)
+        status kernels now, so that the phase timers measure only the work (the step kernel
         compiles in the first time-step estimate)."""
         self._localize()
         L = self.layout
@@ -746,6 +746,8 @@ class Simulation:
             edge = self.xp.zeros((L.n_edge_rows, 4, self.riemann.num_eqn, max(self.mx, self.my)))
             # dt = 0: a correction of zero, applied to a scratch copy
             self.vtable.time_sync(L.sync_plan, self.q, self.q.copy(), self.aux, edge, 0.0)
+        if self.backend.is_gpu and L.nown:  # the status kernel (a record of no step)
+            self._step_status(self._owned(self.q), self.xp.zeros(0))
 
     def _estimate_dt(self) -> float:
         """A probe step of the owned patches; the Courant number's maximum over the
@@ -802,7 +804,7 @@ class Simulation:
             with self.timers("sources"):
                 own = self._owned
                 # the hook sees no unset memory
-                copy_ghost_frame(own(self.q), own(q_new), self.mbc)
+                copy_ghost_frame(own(self.q), own(q_new), self.mbc, self.backend)
                 x, y = self.centers
                 self.vtable.src2(own(q_new), own(self.aux), own(x), own(y), self.t, dt)
         with self.timers("cfl_check"):
@@ -865,7 +867,11 @@ class Simulation:
 
     def _step_status(self, q_new, cfl) -> np.ndarray:
         """``[largest Courant number, sum of the interior, min of each positive field]``
-        reduced on the backend and moved to the host in one transfer."""
+        reduced on the backend and moved to the host in one transfer (on the GPU, one
+        launch: :func:`~forestpy.patches.status.step_status`)."""
+        if self.backend.is_gpu:
+            return step_status(q_new, self.mbc, self.riemann.positive, cfl, self.backend,
+                               self.check_state)
         xp = self.xp
         courant = cfl.max() if cfl.shape[0] else xp.zeros((), dtype=np.float64)
         if not self.check_state:

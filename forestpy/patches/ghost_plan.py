@@ -38,7 +38,7 @@ from forestpy.forest import MAX_LEVEL
 from forestpy.forest.quadrants import spread_bits
 from forestpy.timers import phase
 
-__all__ = ["GhostPlan", "build_ghost_plan", "fill_ghosts", "positive_mask"]
+__all__ = ["GhostPlan", "build_ghost_plan", "fill_ghosts", "plan_entries", "positive_mask"]
 
 
 @dataclass
@@ -446,10 +446,10 @@ def fill_ghosts(plan: GhostPlan, q, positive=(), backend=None, timers=None) -> N
 
     ``backend`` None or a CPU backend: Numba loops parallel over the plan entries (host
     arrays).  A GPU backend: ``plan`` must hold backend arrays (:meth:`GhostPlan.to`)
-    and ``q`` be a backend array; up to three CUDA kernel launches, one thread per
-    entry; nothing crosses to the host (a ``positive`` tuple becomes a device mask
-    uploaded once per backend).  ``timers``: optional :class:`~forestpy.timers.Timers`
-    charged per kind (``ghost_fill.copy``, ``.average``, ``.interpolate``).
+    and ``q`` be a backend array; one CUDA kernel launch, one thread per entry;
+    nothing crosses to the host (a ``positive`` tuple becomes a device mask uploaded
+    once per backend).  ``timers``: optional :class:`~forestpy.timers.Timers` charged
+    per kind on the CPU (``ghost_fill.copy``, ``.average``, ``.interpolate``).
     """
     meqn = q.shape[1]
     if backend is not None and backend.is_gpu:
@@ -472,8 +472,8 @@ def run_fill(plan: GhostPlan, timers, copy, average, interpolate) -> None:
     """The three kinds of a ghost fill in their order (copy, average, interpolate), each
     only where ``plan`` has entries and charged to its timer: ``copy(dst, src)``,
     ``average(dst, src)``, ``interpolate(dst, center, nbr, valid, offset)`` with the
-    plan's arrays.  Every fill (CPU and GPU, plain and surface-preserving) runs its
-    kernels through this."""
+    plan's arrays.  Every CPU fill (plain and surface-preserving) runs its kernels
+    through this; a GPU fill runs the three kinds in one launch."""
     if len(plan.copy_dst):
         with phase(timers, "ghost_fill.copy"):
             copy(plan.copy_dst, plan.copy_src)
@@ -486,23 +486,74 @@ def run_fill(plan: GhostPlan, timers, copy, average, interpolate) -> None:
                         plan.interp_valid, plan.interp_offset)
 
 
+@numba.njit(inline="always")
+def _plan_entry(q, copy_dst, copy_src, avg_dst, avg_src, interp_dst, center, nbr, valid,
+                offset, positive, k):
+    """Entry ``k`` of the whole plan: the copies first, then the averages, then the
+    interpolations (each kind reads interior cells only, so one launch may run all
+    three at once; every ghost cell is written by one entry)."""
+    ncopy = copy_dst.shape[0]
+    if k < ncopy:
+        _copy_entry(q, copy_dst, copy_src, k)
+        return
+    k -= ncopy
+    navg = avg_dst.shape[0]
+    if k < navg:
+        _average_entry(q, avg_dst, avg_src, k)
+        return
+    _interpolate_entry(q, interp_dst, center, nbr, valid, offset, positive, k - navg)
+
+
+def plan_entries(plan: GhostPlan) -> int:
+    """Entries of every kind of ``plan`` (threads of a fused ghost-fill launch)."""
+    return len(plan.copy_dst) + len(plan.avg_dst) + len(plan.interp_dst)
+
+
 def _fill_ghosts_gpu(plan, q, positive, backend, timers) -> None:
-    """The three ghost-fill kinds over a plan of device arrays, one thread per entry
-    (``positive``: the device mask of components clipped at zero)."""
+    """The three ghost-fill kinds over a plan of device arrays in one launch, one thread
+    per entry (``positive``: the device mask of components clipped at zero); the same
+    values as three launches of one kind each, as no entry reads a ghost cell."""
     from forestpy.patches.launch import launch
 
-    run_fill(
-        plan, timers,
-        copy=lambda dst, src: launch(_copy_entry, len(dst), q, dst, src, backend=backend),
-        average=lambda dst, src: launch(_average_entry, len(dst), q, dst, src,
-                                        backend=backend),
-        interpolate=lambda dst, *entries: launch(_interpolate_entry, len(dst), q, dst,
-                                                 *entries, positive, backend=backend),
-    )
+    launch(_plan_entry, plan_entries(plan), q, plan.copy_dst, plan.copy_src, plan.avg_dst,
+           plan.avg_src, plan.interp_dst, plan.interp_center, plan.interp_nbr,
+           plan.interp_valid, plan.interp_offset, positive, backend=backend)
 
 
-def copy_ghost_frame(src, dst, mbc: int) -> None:
-    """Copy the ghost cells (only) of padded patch arrays ``src`` into ``dst``."""
+@numba.njit(inline="always")
+def _ghost_frame_entry(src, dst, mbc, k):
+    """Ghost cell ``k`` of the frame, patch- and component-major (per patch and
+    component: the ``mbc`` bottom rows, the ``mbc`` top rows, then the left and right
+    ``mbc`` columns of each interior row), copied from ``src`` to ``dst``."""
+    ny, nx = src.shape[2], src.shape[3]
+    band = mbc * nx
+    frame = 2 * band + 2 * mbc * (ny - 2 * mbc)
+    g = k % frame
+    pm = k // frame
+    if g < 2 * band:
+        j = g // nx if g < band else ny - mbc + (g - band) // nx
+        i = g % nx
+    else:
+        g -= 2 * band
+        j = mbc + g // (2 * mbc)
+        c = g % (2 * mbc)
+        i = c if c < mbc else nx - 2 * mbc + c
+    p = pm // src.shape[1]
+    m = pm % src.shape[1]
+    dst[p, m, j, i] = src[p, m, j, i]
+
+
+def copy_ghost_frame(src, dst, mbc: int, backend=None) -> None:
+    """Copy the ghost cells (only) of padded patch arrays ``src`` into ``dst`` (on a GPU
+    ``backend``: one launch, a thread per ghost cell, instead of four strided copies)."""
+    if backend is not None and backend.is_gpu:
+        from forestpy.patches.launch import launch
+
+        ny, nx = src.shape[2], src.shape[3]
+        frame = 2 * mbc * nx + 2 * mbc * (ny - 2 * mbc)
+        launch(_ghost_frame_entry, src.shape[0] * src.shape[1] * frame, src, dst, int(mbc),
+               backend=backend)
+        return
     dst[..., :mbc, :] = src[..., :mbc, :]
     dst[..., -mbc:, :] = src[..., -mbc:, :]
     dst[..., mbc:-mbc, :mbc] = src[..., mbc:-mbc, :mbc]

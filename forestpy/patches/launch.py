@@ -18,7 +18,7 @@ import weakref
 
 import numpy as np
 
-from forestpy.cuda_device import cuda_device, fast_kernel, launch_stream
+from forestpy.cuda_device import cuda_device, fast_kernel, launch_kernel, launch_stream
 
 __all__ = ["THREADS", "blocks", "component_mask", "launch", "launch_cells", "require_device"]
 
@@ -97,7 +97,8 @@ def launch(body, n: int, *args, backend=None) -> None:
     if n == 0:
         return
     require_device(backend, *(a for a in args if hasattr(a, "shape")))
-    _kernel(body, len(args), _ENTRY_SOURCE)[blocks(n), THREADS, launch_stream()](n, *args)
+    launch_kernel(_kernel(body, len(args), _ENTRY_SOURCE), blocks(n), THREADS, launch_stream(),
+                  n, *args)
 
 
 def launch_cells(body, n: int, my: int, mx: int, mbc: int, *args, backend=None) -> None:
@@ -106,5 +107,5 @@ def launch_cells(body, n: int, my: int, mx: int, mbc: int, *args, backend=None) 
     if n == 0:
         return
     require_device(backend, *(a for a in args if hasattr(a, "shape")))
-    _kernel(body, len(args), _CELL_SOURCE)[blocks(n * my * mx), THREADS, launch_stream()](
-        n, my, mx, mbc, *args)
+    launch_kernel(_kernel(body, len(args), _CELL_SOURCE), blocks(n * my * mx), THREADS,
+                  launch_stream(), n, my, mx, mbc, *args)

@@ -29,7 +29,8 @@ import numpy as np
 from forestpy.patches.ghost_plan import _covering_leaf, _wrap_cell
 
 __all__ = ["TimeSyncPlan", "build_time_sync_plan", "build_time_sync_plan_on", "apply_time_sync",
-           "fine_face_terms", "coarse_face_fluxes", "correct_coarse", "subset_plan"]
+           "fine_face_terms", "coarse_face_fluxes", "correct_coarse", "corner_partners",
+           "subset_plan"]
 
 # per face of the coarse patch: (edge side of the coarse patch, edge side of the fine
 # patch, ixy, sign): sign +1 when the fine patch lies on the + side.
@@ -378,3 +379,32 @@ def build_time_sync_plan_on(backend, forest, geom) -> TimeSyncPlan:
            coarse, fine_cell, coarse_edge, fine_edge, ixy, sign, width, backend=backend)
     return TimeSyncPlan(coarse=coarse, fine=fine_cell, coarse_edge=coarse_edge,
                         fine_edge=fine_edge, ixy=ixy, sign=sign, width=width, nx=nx)
+
+def corner_partners(plan: TimeSyncPlan, xp=np):
+    """``(partner, shared)`` for applying ``plan``'s corrections in one pass: for each
+    y-normal pair (coarse cell) the index of the x-normal pair with the same coarse
+    cell, or -1; for each x-normal pair whether a y-normal pair has its coarse cell.
+    A corner cell of a coarse patch with fine neighbours across an x face and a y
+    face is then corrected by the thread of its y pair, x correction first (the order
+    of :func:`_add_to_coarse_cells`), and skipped by the x pair's.  Arrays of ``xp``
+    (made with its operations: on the device for a device plan), cached on the plan
+    (one per regrid)."""
+    got = plan.__dict__.get("_corner_partners")
+    if got is not None:
+        return got
+    cc = plan.coarse[0::2].astype(np.int64)
+    # a coarse cell as one integer (patch, padded row and column: each < 2**16)
+    key = (cc[:, 0] << 32) | (cc[:, 1] << 16) | cc[:, 2]
+    nx = plan.nx // 2
+    kx, ky = key[:nx], key[nx:]
+    shared = xp.zeros(nx, dtype=np.bool_)
+    if nx and len(ky):
+        order = xp.argsort(kx)
+        pos = xp.minimum(xp.searchsorted(kx[order], ky), nx - 1)
+        hit = kx[order][pos] == ky
+        partner = xp.where(hit, order[pos], -1).astype(np.int64)
+        shared[partner[hit]] = True
+    else:
+        partner = xp.full(len(ky), -1, dtype=np.int64)
+    got = plan.__dict__["_corner_partners"] = (partner, shared)
+    return got
