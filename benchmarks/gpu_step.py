@@ -192,6 +192,16 @@ def simulation_rates(backend, mx, level, adaptive, dtype="float64", nsteps=20):
     sim.regrid_interval = 0
     sim.run(t_final=10.0, max_steps=max(3, nsteps // 4))
     out[0]["phases_s"] = {k: round(v, 5) for k, v in sim.timers.seconds.items() if v}
+    # the regrid's sub-phases (tagging, forest, transfer, plans, aux), synchronised
+    sim.timers = type(sim.timers)(sync=be.synchronize)
+    sim.regrid_interval = 2
+    steps0, regrids0 = sim.steps, sim.regrids
+    sim.run(t_final=10.0, max_steps=max(4, nsteps // 2))
+    passes = (sim.steps - steps0) // 2
+    out[1]["regrid_phases"] = {
+        "tagging_passes": passes, "regrids": sim.regrids - regrids0,
+        "ms_total": {k: round(1e3 * v, 3) for k, v in sim.timers.seconds.items()
+                     if k.startswith("regrid") and v}}
     for rec in out:
         emit(rec)
     return out

@@ -19,11 +19,12 @@ import numpy as np
 from numba.core.registry import CPUDispatcher
 
 __all__ = ["FastKernel", "blocks_per_wave", "capture_graph", "cuda_device", "fast_kernel",
-           "recompile_tree",
-           "grid_dependency", "launch_stream", "on_stream", "prefetch", "priority_stream",
-           "programmatic_graph", "words_as_float64"]
+           "grid_dependency", "kernel_launches", "launch_kernel", "launch_stream",
+           "on_stream", "prefetch", "priority_stream", "programmatic_graph",
+           "recompile_tree", "words_as_float64"]
 
 _DEVICE: dict = {}
+_launches = 0  # see launch_kernel
 # the Numba stream that forestpy's patch kernels launch on (None: the default stream);
 # set by on_stream, read by launch_stream
 _NUMBA_STREAM = None
@@ -544,3 +545,18 @@ def fast_kernel(dispatcher):
     from forestpy.backend import cuda_simulator_enabled
 
     return dispatcher if cuda_simulator_enabled() else FastKernel(dispatcher)
+
+
+def launch_kernel(kernel, griddim, blockdim, stream, *args) -> None:
+    """``kernel[griddim, blockdim, stream](*args)``, counted: every forestpy kernel
+    launch goes through here, so that :func:`kernel_launches` gives a step's launches
+    (``kernel`` is a :class:`FastKernel` on a real GPU, see :func:`fast_kernel`)."""
+    global _launches
+    _launches += 1
+    kernel[griddim, blockdim, stream](*args)
+
+
+def kernel_launches() -> int:
+    """Kernel launches made through :func:`launch_kernel` since the process started (a
+    test or a benchmark counts a step's launches as a difference)."""
+    return _launches

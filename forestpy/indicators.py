@@ -17,16 +17,26 @@ patch interior (``mx x my``, both powers of two) is analysed level by level with
 a detail at patch level ``n`` (of ``Lp = log2(mx)``) is significant when
 ``|d| / max(1, max|q[field]|) > 2^(n - Lp) * eps`` -- the criterion of the HWFV1
 wavelet-adaptive scheme (solvers/hwfv1).  Works on NumPy and CuPy arrays alike.
+
+:class:`ThresholdFlags` is the controller as one regrid criterion
+(:mod:`forestpy.patches.tagging`): both flags of every patch in one pass, the
+indicator computed once; for the undivided difference a compiled body per patch (a
+CPU ``prange`` loop, one CUDA thread per patch), bitwise the flags of
+:func:`threshold_tagging`.
 """
 
 from __future__ import annotations
 
 import math
 
-from .backend import array_module
+import numba
+import numpy as np
 
-__all__ = ["haar_details", "indicator_undivided_difference", "indicator_wavelet",
-           "threshold_tagging", "undivided_difference"]
+from .backend import array_module
+from .patches.tagging import COARSEN, REFINE, per_patch
+
+__all__ = ["ThresholdFlags", "haar_details", "indicator_undivided_difference",
+           "indicator_wavelet", "threshold_tagging", "undivided_difference"]
 
 
 def undivided_difference(q, field: int, mbc: int):
@@ -46,7 +56,84 @@ def indicator_undivided_difference(field: int = 0):
     def indicator(q, aux, geom, t):
         return undivided_difference(q, field, geom.mbc)
 
+    indicator.undivided_difference_of = int(field)  # ThresholdFlags compiles it
     return indicator
+
+
+@numba.njit(inline="always")
+def nan_max(a, b):
+    """The larger of ``a`` and ``b``, NaN when ``b`` is (as NumPy's ``max`` of an
+    array holding a NaN, once ``a`` is the running maximum)."""
+    return b if (b > a or b != b) else a
+
+
+@numba.njit(inline="always")
+def undivided_difference_patch(f, k, m, mbc):
+    """:func:`undivided_difference` of ``f[k, m]`` (one patch, one component)."""
+    ny, nx = f.shape[2], f.shape[3]
+    big = 0.0
+    for j in range(mbc, ny - mbc):
+        for i in range(mbc - 1, nx - mbc):
+            big = nan_max(big, abs(f[k, m, j, i + 1] - f[k, m, j, i]))
+    for j in range(mbc - 1, ny - mbc):
+        for i in range(mbc, nx - mbc):
+            big = nan_max(big, abs(f[k, m, j + 1, i] - f[k, m, j, i]))
+    return big
+
+
+@numba.njit(inline="always")
+def _threshold_patch(q, field, mbc, refine_above, coarsen_below, coarsens, bits, k):
+    d = undivided_difference_patch(q, k, field, mbc)
+    b = 0
+    if d > refine_above:
+        b = 1
+    if coarsens and d < coarsen_below:
+        b |= 2
+    bits[k] = b
+
+
+@numba.njit(parallel=True, cache=True)
+def _threshold_patches(q, field, mbc, refine_above, coarsen_below, coarsens, bits):
+    for k in numba.prange(q.shape[0]):
+        _threshold_patch(q, field, mbc, refine_above, coarsen_below, coarsens, bits, k)
+
+
+class ThresholdFlags:
+    """Regrid criterion (:mod:`forestpy.patches.tagging`): refine where ``indicator``
+    exceeds ``refine_threshold``, coarsen where it is below ``coarsen_threshold``
+    (``None``: never), in one pass -- the flags of :func:`threshold_tagging`.
+
+    An indicator from :func:`indicator_undivided_difference` runs as one compiled body
+    per patch; any other is called once and compared on its backend."""
+
+    def __init__(self, indicator, refine_threshold: float, coarsen_threshold: float | None):
+        self.tag4refinement, self.tag4coarsening = threshold_tagging(
+            indicator, refine_threshold, coarsen_threshold)
+        self.indicator = indicator
+        self.refine_threshold = float(refine_threshold)
+        self.coarsen_threshold = (None if coarsen_threshold is None
+                                  else float(coarsen_threshold))
+        self.field = getattr(indicator, "undivided_difference_of", None)
+
+    def reads_ghosts(self, t: float) -> bool:
+        return True  # indicators see the first ghost layer
+
+    def __call__(self, q, aux, patches, t):
+        xp = array_module(q)
+        coarsens = self.coarsen_threshold is not None
+        if self.field is None:  # compared as threshold_tagging compares
+            value = self.indicator(q, aux, patches.geom, t)
+            bits = (value > self.refine_threshold).astype(np.uint8) * REFINE
+            if coarsens:
+                bits |= (value < self.coarsen_threshold).astype(np.uint8) * COARSEN
+            return bits
+        # the thresholds in q's precision, as an array compared with a Python float is
+        up = q.dtype.type(self.refine_threshold)
+        down = q.dtype.type(self.coarsen_threshold if coarsens else 0.0)
+        bits = xp.zeros(q.shape[0], dtype=np.uint8)
+        per_patch(_threshold_patch, _threshold_patches, q.shape[0], q, self.field,
+                  patches.geom.mbc, up, down, coarsens, bits, backend=patches.backend)
+        return bits
 
 
 def threshold_tagging(indicator, refine_threshold: float, coarsen_threshold: float | None):

@@ -31,8 +31,9 @@ import numpy as np
 
 from forestpy.backend import get_backend
 from forestpy.forest import MAX_LEVEL, Brick, Forest
+from forestpy.forest.quadrants import family_starts
 from forestpy.hooks import HookContext, HookGeometry, takes_context
-from forestpy.indicators import indicator_undivided_difference, threshold_tagging
+from forestpy.indicators import ThresholdFlags, indicator_undivided_difference
 from forestpy.parallel.exchange import BUILD_COMM, Exchange, MPIExchange
 from forestpy.parallel.layout import Layout, distinct_ids
 from forestpy.patches import (
@@ -43,10 +44,11 @@ from forestpy.patches import (
     transfer,
 )
 from forestpy.patches.ghost_plan import copy_ghost_frame
-from forestpy.patches.status import patch_status
+from forestpy.patches.status import patch_status, step_status
 from forestpy.patches.surface_ghosts import fill_ghosts_surface
-from forestpy.patches.surface_regrid import surface_fields, surface_regrid
-from forestpy.timers import Timers
+from forestpy.patches.surface_regrid import ShorelineRegrid, surface_dry_tolerance
+from forestpy.patches.tagging import TaggedPatches, regrid_flags
+from forestpy.timers import Timers, phase
 from forestpy.vtable import SolverVtable, get_method, get_riemann, step_takes_patch_list
 
 __all__ = ["Domain", "Simulation", "StateError"]
@@ -113,6 +115,12 @@ class Simulation:
     coarsen : callable, optional
         ``coarsen(q, aux, geom, t) -> bool[npatch]`` replacing the default coarsening
         flags (see :mod:`forestpy.indicators` for criteria).
+    regrid_flags : callable, optional
+        A regrid criterion giving both flags in one pass on the backend
+        (:mod:`forestpy.patches.tagging`), replacing ``tag`` and ``coarsen`` in the
+        regrids (they still fill the vtable's slots).  By default the thresholds of the
+        undivided difference (:class:`~forestpy.indicators.ThresholdFlags`) unless
+        ``tag`` or ``coarsen`` is given.
     regrid_interval : int
         Steps between regrids (0: never); when subcycling, steps of a level between
         regrids of the levels at and above it (AMRClaw's cadence).
@@ -183,6 +191,7 @@ class Simulation:
         tag_field=0,
         tag=None,
         coarsen=None,
+        regrid_flags=None,
         physical_bc=None,
         regrid_interval=2,
         setaux=None,
@@ -266,14 +275,20 @@ class Simulation:
             raise ValueError(f"tag_field={field} out of range for {self.riemann.num_eqn} fields")
         # slots filled in layers: the method's, then the framework's default refinement
         # criterion, then what the application or the user passes as options
-        tag4refinement, tag4coarsening = threshold_tagging(
-            indicator_undivided_difference(field), opts["refine_threshold"], coarsen)
+        default = ThresholdFlags(indicator_undivided_difference(field),
+                                 opts["refine_threshold"], coarsen)
+        tag4refinement, tag4coarsening = default.tag4refinement, default.tag4coarsening
+        tag4regrid = default
         if opts["tag"] is not None:
             tag4refinement = opts["tag"]
+            tag4regrid = None
             if options.get("coarsen_threshold") is None:
                 tag4coarsening = None  # custom refinement flags: coarsen only when asked
         if opts["coarsen"] is not None:
             tag4coarsening = opts["coarsen"]
+            tag4regrid = None
+        if opts["regrid_flags"] is not None:
+            tag4regrid = opts["regrid_flags"]
         self.vtable = SolverVtable(
             qinit=qinit,
             setaux=opts["setaux"],
@@ -284,6 +299,7 @@ class Simulation:
             physical_bc=opts["physical_bc"] or self._physical_bc,
             tag4refinement=tag4refinement,
             tag4coarsening=tag4coarsening,
+            tag4regrid=tag4regrid,
         ).initialize()
         self.options = {k: v for k, v in opts.items()}
         self.options.update(
@@ -380,6 +396,7 @@ class Simulation:
                                               self.backend)
         self.centers_host = self.centers = None
         self._spare = self._spare_of = None
+        self._tag_patches = self._tag_memo = self._tag_fetched = None
 
     def _owned(self, a):
         """The owned rows of a local array (every row of a serial one)."""
@@ -402,21 +419,50 @@ class Simulation:
         self._spare = self._spare_of = None
 
     # ------------------------------------------------------------------ setup
-    def _set_forest(self, forest: Forest) -> None:
-        """New forest: geometry (replicated) and this rank's layout with its plans, built
-        on the host and uploaded once; ``aux`` of the local patches."""
+    def _set_forest(self, forest: Forest, geom: PatchGeometry | None = None,
+                    kept=None, timed: bool = False) -> None:
+        """New forest: geometry (replicated; ``geom`` when the caller made it already)
+        and this rank's layout with its plans; ``aux`` of the local patches (``kept``:
+        see :meth:`_new_aux`).  ``timed``: charge the layout and the aux to the
+        regrid's sub-phases."""
+        timers = self.timers if timed else None
         be = self.backend
         self.forest = forest
-        geom = self.geom = PatchGeometry.from_forest(forest, self.mx, self.my, self.mbc)
+        if geom is None:
+            geom = PatchGeometry.from_forest(forest, self.mx, self.my, self.mbc)
+        self.geom = geom
         # what the kernels need of the geometry, as backend arrays
         self.patch_arrays = SimpleNamespace(
             mx=geom.mx, my=geom.my, mbc=geom.mbc, npatch=geom.npatch,
-            dx=be.to_device(geom.dx), dy=be.to_device(geom.dy),
+            dx=be.to_device(geom.dx), dy=be.to_device(geom.dy), level=be.to_device(geom.level),
             sides=[be.to_device(geom.on_side(side)) for side in range(4)],
         )
-        self._build_layout()
-        self.aux_setaux = be.to_device(self._make_aux(), self.dtype)
-        self.aux = self.aux_setaux.copy()
+        with phase(timers, "regrid.plans"):
+            self._build_layout()
+        with phase(timers, "regrid.aux"):
+            self.aux_setaux = self._new_aux(kept)
+            self.aux = self.aux_setaux.copy()
+
+    def _new_aux(self, kept=None):
+        """``setaux`` of the local patches, a backend array.  ``kept``: ``(new ids, old
+        ids, old aux_setaux)`` of the leaves a serial regrid left as they were: their
+        rows are copied on the backend and ``setaux`` runs on the other patches only
+        (``setaux`` is pointwise in ``x, y, dx, dy``, as a distributed build already
+        requires, so the rows are those a call on every patch gives)."""
+        be = self.backend
+        if kept is None or self.vtable.setaux is None or not self.layout.whole:
+            return be.to_device(self._make_aux(), self.dtype)
+        same, old_ids, old_aux = kept
+        geom = self.layout.local_geom
+        aux = self.xp.empty((geom.npatch,) + old_aux.shape[1:], dtype=old_aux.dtype)
+        aux[be.to_device(same)] = old_aux[be.to_device(old_ids)]
+        fresh = np.ones(geom.npatch, dtype=bool)
+        fresh[same] = False
+        fresh = np.flatnonzero(fresh)
+        if len(fresh):
+            aux[be.to_device(fresh)] = be.to_device(self._make_aux(geom.subset(fresh)),
+                                                    self.dtype)
+        return aux
 
     @property
     def centers_host(self):
@@ -434,24 +480,33 @@ class Simulation:
 
     @property
     def centers(self):
-        """:attr:`centers_host` as backend arrays (made on first use after a regrid)."""
+        """:attr:`centers_host` as backend arrays (made on first use after a regrid; on
+        the GPU made there, not uploaded)."""
         if self._centers is None:
-            self._centers = tuple(self.backend.to_device(c) for c in self.centers_host)
+            be = self.backend
+            if be.is_gpu:
+                self._centers = self.layout.local_geom.cell_centers(ghosts=True, backend=be)
+            else:
+                self._centers = tuple(be.to_device(c) for c in self.centers_host)
         return self._centers
 
     @centers.setter
     def centers(self, value):
         self._centers = value
 
-    def _make_aux(self):
-        geom, naux = self.layout.local_geom, self.riemann.num_aux
+    def _make_aux(self, geom=None):
+        """Host ``setaux`` of the local patches (or of the patches of ``geom``)."""
+        naux = self.riemann.num_aux
+        whole = geom is None
+        if whole:
+            geom = self.layout.local_geom
         if self.vtable.setaux is None:
             if naux:
                 raise ValueError(f"Riemann solver {self.riemann.name!r} needs aux: give setaux")
             return np.zeros((geom.npatch, naux) + geom.shape)
         if geom.npatch == 0:  # a rank holding no patch: setaux is not called on nothing
             return np.zeros((0, naux) + geom.shape)
-        x, y = self.centers_host
+        x, y = self.centers_host if whole else geom.cell_centers(ghosts=True)
         aux = np.asarray(
             self.vtable.setaux(x, y, geom.dx[:, None, None], geom.dy[:, None, None]),
             dtype=np.float64,
@@ -483,10 +538,10 @@ class Simulation:
             if self.max_level == self.min_level:
                 break
             self.fill_ghosts()
-            flags = self._refine_flags()
-            if not flags.any():
+            flags = self._regrid_flags()
+            if flags is None or not flags[0].any():
                 break
-            forest = forest.refine(flags).balance()
+            forest = forest.refine(flags[0]).balance()
         self.regrids = 0
 
     def _initial_state_set(self) -> None:
@@ -560,35 +615,79 @@ class Simulation:
     def _surface_dry_tolerance(self) -> float:
         """The depth at or below which a cell is dry for the surface rules (the solver
         parameter named by ``RiemannSolver.surface_dry``; 0 when it names none)."""
-        name = self.riemann.surface_dry
-        if name is None:
-            return 0.0
-        return float(self.params[self.riemann.param_names.index(name)])
+        return surface_dry_tolerance(self.riemann, self.params)
 
     def _centers_of(self, idx):
         x, y = self.centers
         return x[idx], y[idx]
 
-    def _host_flags(self, flags) -> np.ndarray:
-        """Flags of the owned patches (one per owned patch), gathered so every rank
-        sees all of them."""
-        flags = self.backend.to_host(flags).astype(bool)
-        n = self.layout.nown
-        if flags.shape != (n,):
-            raise ValueError(f"tagging returned shape {flags.shape}, expected ({n},)")
-        return self.exchange.allgather_rows(flags, self.layout.offsets)
+    def _tagging(self):
+        """``(patches, families)`` of the owned patches, made once per layout: what a
+        regrid criterion sees of them (:class:`~forestpy.patches.tagging.TaggedPatches`)
+        and the first leaf of each family of four leaf siblings (uint8, backend; empty
+        on a share of the patches, whose families a rank cannot see whole)."""
+        if self._tag_patches is None:
+            L, be = self.layout, self.backend
+            patches = TaggedPatches(L.owned_geom, self.patch_arrays.level[L.lo : L.hi], be)
+            families = np.zeros(0, dtype=np.uint8)
+            if L.whole:
+                f = self.forest
+                families = family_starts(f.tree, f.level, f.x, f.y).astype(np.uint8)
+            self._tag_patches = (patches, be.to_device(families))
+        return self._tag_patches
 
-    def _tag(self, tag):
-        """``tag`` on the owned patches (flags of every patch, on every rank)."""
+    def _tag_bits(self, patches):
+        """The regrid criterion's bits of the owned patches (backend uint8: bit 0
+        refine, bit 1 coarsen); without a ``tag4regrid`` slot, from the two tagging
+        slots."""
+        q, aux, t, vt = self._owned(self.q), self._owned(self.aux), self.t, self.vtable
+        if vt.tag4regrid is not None:
+            bits = vt.tag4regrid(q, aux, patches, t)
+        else:
+            xp, geom = self.xp, patches.geom
+            bits = xp.asarray(vt.tag4refinement(q, aux, geom, t)).astype(np.uint8)
+            if vt.tag4coarsening is not None:
+                bits = bits | (xp.asarray(vt.tag4coarsening(q, aux, geom, t))
+                               .astype(np.uint8) << 1)
         n = self.layout.nown
-        flags = np.zeros(0, dtype=bool)
-        if n:
-            flags = tag(self._owned(self.q), self._owned(self.aux), self.layout.owned_geom,
-                        self.t)
-        return self._host_flags(flags)
+        if tuple(bits.shape) != (n,):
+            raise ValueError(f"tagging returned shape {tuple(bits.shape)}, expected ({n},)")
+        return bits
 
-    def _refine_flags(self) -> np.ndarray:
-        return self._tag(self.vtable.tag4refinement) & (self.geom.level < self.max_level)
+    def _tag_reads_ghosts(self) -> bool:
+        """Whether the regrid criterion reads ghost cells now (default: it does)."""
+        reads = getattr(self.vtable.tag4regrid, "reads_ghosts", None)
+        return True if reads is None else bool(reads(self.t))
+
+    def _regrid_flags(self, frozen_below: int | None = None):
+        """``(refine, coarsen)``: host bool flags of every patch (on every rank), or
+        None when they cannot change the forest.  Tagged on the backend; when nothing
+        can change, one record crosses to the host (:func:`forestpy.patches.tagging.
+        regrid_flags`), otherwise the flags too.
+
+        Flags equal to those of an earlier pass on this layout (same ``frozen_below``)
+        that changed nothing (the 2:1 balance undid a coarsening: ``_tag_memo``, kept
+        by :meth:`regrid`) change nothing again: the forest operations are a function
+        of the forest and the flags, so those flags stay on the device.  Collective."""
+        L, be, xp = self.layout, self.backend, self.xp
+        low = self.min_level if frozen_below is None else frozen_below
+        record, flags = np.zeros(2, dtype=np.int64), None
+        memo = self._tag_memo if self._tag_memo and self._tag_memo[0] == frozen_below \
+            else None
+        if L.nown:
+            patches, families = self._tagging()
+            flags, change = regrid_flags(
+                self._tag_bits(patches), patches.level, families, self.max_level,
+                0 if frozen_below is None else frozen_below, low, be)
+            new = (flags != memo[1]).any() if memo is not None else xp.ones((), dtype=bool)
+            record[:] = be.to_host(xp.stack([change, new.astype(np.int64)]))
+        count, differs = (int(v) for v in self.exchange.allreduce(record, "sum"))
+        if count == 0 or (memo is not None and differs == 0):
+            return None
+        self._tag_fetched = (frozen_below, flags)
+        mine = np.zeros(0, dtype=np.uint8) if flags is None else be.to_host(flags)
+        every = self.exchange.allgather_rows(mine, L.offsets)
+        return (every & 1) != 0, (every & 2) != 0
 
     def totals(self) -> dict:
         """Integral of every conserved field over the domain (capacity-weighted): the
@@ -659,8 +758,8 @@ class Simulation:
 
     # ------------------------------------------------------------------ stepping
     def _warm_up(self) -> None:
-        """Compile (or load from Numba's disk cache) the ghost-fill and time-sync
-        kernels now, so that the phase timers measure only the work (the step kernel
+        """Compile (or load from Numba's disk cache) the ghost-fill, time-sync and (GPU)
+        status kernels now, so that the phase timers measure only the work (the step kernel
         compiles in the first time-step estimate)."""
         self._localize()
         L = self.layout
@@ -669,6 +768,8 @@ class Simulation:
             edge = self.xp.zeros((L.n_edge_rows, 4, self.riemann.num_eqn, max(self.mx, self.my)))
             # dt = 0: a correction of zero, applied to a scratch copy
             self.vtable.time_sync(L.sync_plan, self.q, self.q.copy(), self.aux, edge, 0.0)
+        if self.backend.is_gpu and L.nown:  # the status kernel (a record of no step)
+            self._step_status(self._owned(self.q), self.xp.zeros(0))
 
     def _estimate_dt(self) -> float:
         """A probe step of the owned patches; the Courant number's maximum over the
@@ -726,7 +827,7 @@ class Simulation:
                 own = self._owned
                 src2 = self.vtable.src2
                 # the hook (and the state it leaves) sees no unset memory
-                copy_ghost_frame(own(self.q), own(q_new), self.mbc)
+                copy_ghost_frame(own(self.q), own(q_new), self.mbc, self.backend)
                 if takes_context(src2):
                     src2.apply(own(q_new), own(self.aux), self.hook_context(self.t, dt))
                 else:
@@ -792,7 +893,11 @@ class Simulation:
 
     def _step_status(self, q_new, cfl) -> np.ndarray:
         """``[largest Courant number, sum of the interior, min of each positive field]``
-        reduced on the backend and moved to the host in one transfer."""
+        reduced on the backend and moved to the host in one transfer (on the GPU, one
+        launch: :func:`~forestpy.patches.status.step_status`)."""
+        if self.backend.is_gpu:
+            return step_status(q_new, self.mbc, self.riemann.positive, cfl, self.backend,
+                               self.check_state)
         xp = self.xp
         courant = cfl.max() if cfl.shape[0] else xp.zeros((), dtype=np.float64)
         if not self.check_state:
@@ -972,29 +1077,32 @@ class Simulation:
         self._localize()
         be, xp = self.backend, self.xp
         with self.timers("regrid"):
-            self.fill_ghosts()
-            refine = self._refine_flags()
-            low = self.min_level if frozen_below is None else frozen_below
-            if frozen_below is not None:
-                refine &= self.geom.level >= frozen_below
-            coarsen = np.zeros_like(refine)
-            if self.vtable.tag4coarsening is not None:
-                coarsen = self._tag(self.vtable.tag4coarsening)
-                coarsen &= (self.geom.level > low) & ~refine
-            if not refine.any() and not coarsen.any():
+            # a criterion that reads no ghost cells is tagged before the ghost fill,
+            # which only a regrid that may change the forest then needs (the transfer)
+            ghosts_first = self._tag_reads_ghosts()
+            if ghosts_first:
+                self.fill_ghosts()
+            with self.timers("regrid.tagging"):
+                flags = self._regrid_flags(frozen_below)
+            if flags is None:
                 return False
+            refine, coarsen = flags
+            if not ghosts_first:
+                self.fill_ghosts()
             old_forest, old_geom = self.forest, self.geom
-            forest = old_forest.refine(refine)
-            if coarsen.any():
-                gx, gy = forest.global_xy()
-                src = old_forest.locate_global(gx, gy)
-                kept = coarsen[src] & (old_forest.level[src] == forest.level)
-                forest = forest.coarsen(kept)
-            forest = forest.balance()
-            if forest == old_forest:  # coarsening undone by balance: nothing changed
-                return False
-            if frozen_below is not None and not _same_leaves_below(old_forest, forest,
-                                                                   frozen_below):
+            with self.timers("regrid.forest"):
+                forest = old_forest.refine(refine)
+                if coarsen.any():
+                    gx, gy = forest.global_xy()
+                    src = old_forest.locate_global(gx, gy)
+                    kept = coarsen[src] & (old_forest.level[src] == forest.level)
+                    forest = forest.coarsen(kept)
+                forest = forest.balance()
+            if forest == old_forest or (frozen_below is not None and not _same_leaves_below(
+                    old_forest, forest, frozen_below)):
+                # coarsening undone by balance, or a frozen leaf would change: the same
+                # flags will change nothing on this layout
+                self._tag_memo = self._tag_fetched
                 return False
             self._root_copy = None
             # with a capacity kappa the conserved density is kappa q: transfer that
@@ -1002,12 +1110,10 @@ class Simulation:
             q, aux = self._owned(self.q), self._owned(self.aux)
             capa = self.capacity_index
             density = q * aux[:, capa : capa + 1] if capa >= 0 else q
-            surface = self.riemann.surface_interp
+            shoreline = ShorelineRegrid.of(self.riemann, self.params)
             meqn = density.shape[1]
-            if surface is not None:  # the depth and the surface quantities of the shores
-                drytol = self._surface_dry_tolerance()
-                density = xp.concatenate(
-                    [density, surface_fields(density, aux, *surface, drytol, xp)], axis=1)
+            if shoreline is not None:  # the surface quantities of the shores travel too
+                density = shoreline.with_surface(density, aux, xp)
             if carry is not None:  # moves with the state (last components)
                 c = self._owned(carry)
                 density = xp.concatenate(
@@ -1015,27 +1121,33 @@ class Simulation:
             del q, aux
             src, rows, span = self._migrate(forest, density)
             del density
-            q_new = transfer(old_forest, old_geom, src, forest,
-                             PatchGeometry.from_forest(forest, self.mx, self.my, self.mbc),
-                             backend=be, new_ids=None if span is None else np.arange(*span),
-                             old_rows=rows)
+            with self.timers("regrid.transfer"):
+                new_geom = PatchGeometry.from_forest(forest, self.mx, self.my, self.mbc)
+                q_new = transfer(old_forest, old_geom, src, forest, new_geom, backend=be,
+                                 new_ids=None if span is None else np.arange(*span),
+                                 old_rows=rows)
             del src
             carried = None
             if carry is not None:
                 carried, q_new = q_new[:, -meqn:], q_new[:, :-meqn]
             self.q = self.aux = None  # the old local arrays are no longer needed
-            self._set_forest(forest)
+            gx, gy = forest.global_xy()
+            old_ids = old_forest.locate_global(gx, gy)
+            dlev = new_geom.level - old_geom.level[old_ids]
+            kept = None
+            if span is None:  # serial: the unchanged leaves keep their aux
+                same = np.flatnonzero(dlev == 0)
+                kept = (same, old_ids[same], self.aux_setaux)
+            self._set_forest(forest, new_geom, kept, timed=True)
+            del kept
             L = self.layout
             if span is not None and (L.lo, L.hi) != span:
                 raise RuntimeError("distributed regrid: partition_weights not deterministic")
             aux = self._owned(self.aux)
-            if surface is not None:
-                gx, gy = forest.global_xy()
-                dlev = self.geom.level - old_geom.level[old_forest.locate_global(gx, gy)]
-                q_new = surface_regrid(
-                    q_new, meqn, aux, *surface, self.mbc, drytol,
-                    self.riemann.surface_regrid, dlev[L.lo : L.hi], be,
-                )
+            if shoreline is not None:
+                with self.timers("regrid.shoreline"):
+                    q_new = shoreline.rebuild(q_new, meqn, aux, self.mbc, dlev[L.lo : L.hi],
+                                              be)
             if capa >= 0:
                 b = self.mbc
                 q_new[:, :, b:-b, b:-b] /= aux[:, capa : capa + 1, b:-b, b:-b]
@@ -1249,8 +1361,8 @@ class Simulation:
             for name in ("level_steps", "since_regrid"):
                 setattr(self._subcycler, name,
                         {int(k): int(v) for k, v in counts.get(name, {}).items()})
-        for phase, seconds in data.get("timers", {}).items():
-            self.timers.seconds[phase] = float(seconds)
+        for name, seconds in data.get("timers", {}).items():
+            self.timers.seconds[name] = float(seconds)
         self.totals_initial = {k: float(v) for k, v in data["totals_initial"].items()}
         for cb, entry in zip(stateful, stored):
             try:
@@ -1331,6 +1443,7 @@ class Simulation:
         view.overlap = view._full = False
         view._root_copy = None
         view.centers_host = view.centers = None
+        view._tag_patches = view._tag_memo = view._tag_fetched = None
         return view
 
     # ------------------------------------------------------------------ queries

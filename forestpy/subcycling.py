@@ -61,6 +61,7 @@ import itertools
 import math
 from dataclasses import dataclass, field
 
+import numba
 import numpy as np
 
 from forestpy.hooks import takes_context
@@ -80,6 +81,45 @@ def supports_subcycling(sim) -> bool:
     """Whether ``sim`` can subcycle: adaptive, and a step kernel that takes a patch list
     (``rows``)."""
     return sim.max_level > sim.min_level and step_takes_patch_list(sim.vtable.step)
+
+
+@numba.njit(inline="always")
+def _to_time_cell(q, q_old, saved, src, alpha, k, j, i, mbc):
+    """Interior cell ``(j, i)`` of the coarse patch ``src[k]``: its value saved, ``q``
+    set to the state interpolated in time between ``q_old`` and it (weight ``alpha``
+    on the current state, the expression of the array version)."""
+    p = src[k]
+    y = j + mbc
+    x = i + mbc
+    for m in range(q.shape[1]):
+        v = q[p, m, y, x]
+        saved[k, m, j, i] = v
+        if alpha == 0.0:
+            q[p, m, y, x] = q_old[p, m, y, x]
+        else:
+            q[p, m, y, x] = (1.0 - alpha) * q_old[p, m, y, x] + alpha * v
+
+
+@numba.njit(inline="always")
+def _restore_cell(q, saved, src, k, j, i, mbc):
+    p = src[k]
+    for m in range(q.shape[1]):
+        q[p, m, j + mbc, i + mbc] = saved[k, m, j, i]
+
+
+@numba.njit(inline="always")
+def _commit_entry(q, q_old, scratch, rows, keep_old, k):
+    """Cell ``k`` of the patches ``rows`` (ghost cells included, row-major): its value
+    in ``q`` kept in ``q_old`` (when ``keep_old``), then replaced by ``scratch``'s."""
+    ny, nx = q.shape[2], q.shape[3]
+    p = rows[k // (ny * nx)]
+    c = k % (ny * nx)
+    j = c // nx
+    i = c % nx
+    for m in range(q.shape[1]):
+        if keep_old:
+            q_old[p, m, j, i] = q[p, m, j, i]
+        q[p, m, j, i] = scratch[p, m, j, i]
 
 
 class _Rejected(Exception):
@@ -173,6 +213,15 @@ class Subcycler:
         self.courant = 0.0
         self.speed = {}  # level -> Courant number per unit time of its last steps
         self.ratio = {}  # level -> its substeps per step of the next coarser level
+        # GPU: each level step's Courant number stays on the device, in ``courants``,
+        # until the coarse step reads them all at once (``_check_courants``);
+        # ``pending`` says which (level, dt) each slot belongs to
+        self.defer_courant = sim.backend.is_gpu
+        self.courants = None
+        self.pending = []
+        self.gpu_sync = getattr(sim.solver, "gpu_time_sync", None) if sim.backend.is_gpu \
+            else None
+        self._buffers = {}  # device scratch of the GPU level steps, by name and level
 
     # ------------------------------------------------------------------ plans
     def _plans(self) -> LevelPlans:
@@ -231,8 +280,10 @@ class Subcycler:
                 restore()
                 raise
 
+        self.pending = []
         try:
             updates = self._advance(self.coarsest, sim.t, dt, 0.0)
+            self._check_courants()
         except _Rejected as rejected:
             if not np.isfinite(rejected.courant):
                 check(f"step {sim.steps + 1}")
@@ -279,49 +330,68 @@ class Subcycler:
         ex.halo(q, L.q_exchange, sim.timers)  # the neighbours' current states
         with sim.timers("ghost_fill"):
             src_host, src = P.coarse_src[level]
-            saved = None
-            if len(src_host):  # the coarser level at this level's time
-                saved = q[src]
-                if alpha == 0.0:
-                    q[src] = self.q_old[src]
-                else:
-                    q[src] = (1.0 - alpha) * self.q_old[src] + alpha * saved
-            sim._fill_plan(q, P.ghost[level], P.sides[level], t=t)
-            if saved is not None:
-                q[src] = saved
+            if sim.backend.is_gpu:
+                self._fill_gpu(level, q, src_host, src, alpha, t)
+            else:
+                saved = None
+                if len(src_host):  # the coarser level at this level's time
+                    saved = q[src]
+                    if alpha == 0.0:
+                        q[src] = self.q_old[src]
+                    else:
+                        q[src] = (1.0 - alpha) * self.q_old[src] + alpha * saved
+                sim._fill_plan(q, P.ghost[level], P.sides[level], t=t)
+                if saved is not None:
+                    q[src] = saved
         with sim.timers("step"):
             n = L.nown  # a patch's ghost cells are in its own row: owned rows suffice
             sim.vtable.step(q[:n], sim.aux[:n], L.local_arrays, dt, out=self.scratch[:n],
                             edge_out=self.edge[:n], rows=rows, cfl_out=self.cfl[:n])
         with sim.timers("cfl_check"):
-            courant = float(sim.backend.to_host(self.cfl[rows].max())) if len(
-                P.rows_host[level]) else 0.0
-            courant = float(ex.allreduce(np.array([courant]), "max")[0])
-        if dt > 0.0:
-            self._speed_now[level] = max(self._speed_now.get(level, 0.0), courant / dt)
-        if not courant <= sim.cfl_max:  # NaN too
-            raise _Rejected(courant)
-        self.courant = max(self.courant, courant)
+            if self.defer_courant:
+                self._keep_courant(level, dt, rows)
+            else:
+                courant = float(sim.backend.to_host(self.cfl[rows].max())) if len(
+                    P.rows_host[level]) else 0.0
+                courant = float(ex.allreduce(np.array([courant]), "max")[0])
+                self._note_courant(level, dt, courant)
         if level > P.levels[0]:  # the fine edge fluxes of remote patches
             ex.halo(self.edge, L.edge_exchange, sim.timers)
         with sim.timers("time_sync"):
             sync = P.sync.get(level)
+            gsync = self.gpu_sync
             if sync is not None and sim.vtable.time_sync is not None:
-                terms = fine_face_terms(sync, self.q_old, q, sim.aux, self.edge,
-                                        sim.solver.fluctuations, sim.solver.params_on_backend
-                                        if sim.backend.is_gpu else sim.solver.params, xp)
-                self.fine_sum[level] = self.fine_sum[level] + dt * terms
-            if level + 1 in P.levels:  # the finer level reads this level's old state
-                if self.q_old is None or self.q_old.shape != q.shape:
-                    self.q_old = q.copy()
+                if gsync is not None:
+                    gsync.add_fine_terms(sync, self.q_old, q, sim.aux, self.edge, dt,
+                                         sim.solver.params_on_backend, self.fine_sum[level])
                 else:
+                    terms = fine_face_terms(sync, self.q_old, q, sim.aux, self.edge,
+                                            sim.solver.fluctuations,
+                                            sim.solver.params_on_backend
+                                            if sim.backend.is_gpu else sim.solver.params, xp)
+                    self.fine_sum[level] = self.fine_sum[level] + dt * terms
+            finer_level = level + 1 in P.levels  # it reads this level's old state
+            fresh = finer_level and (self.q_old is None or self.q_old.shape != q.shape)
+            if fresh:
+                self.q_old = q.copy()
+            if sim.backend.is_gpu:  # nothing reads the level's rows of q any more
+                self._commit_gpu(q, rows, len(P.rows_host[level]), finer_level)
+            if finer_level:
+                if not fresh and not sim.backend.is_gpu:
                     self.q_old[rows] = q[rows]
                 ex.halo(self.q_old, L.q_exchange, sim.timers)
                 finer = P.sync.get(level + 1)
-                if finer is not None:
+                if finer is not None and gsync is not None:
+                    shape = (len(finer) // 2, q.shape[1])
+                    self.coarse_sum[level + 1] = self._buffer("coarse_sum", level + 1, shape)
+                    self.fine_sum[level + 1] = self._buffer("fine_sum", level + 1, shape)
+                    gsync.start_coarse_sums(finer, self.edge, dt, self.coarse_sum[level + 1],
+                                            self.fine_sum[level + 1])
+                elif finer is not None:
                     self.coarse_sum[level + 1] = dt * coarse_face_fluxes(finer, self.edge)
                     self.fine_sum[level + 1] = xp.zeros_like(self.coarse_sum[level + 1])
-        q[rows] = self.scratch[rows]
+        if not sim.backend.is_gpu:
+            q[rows] = self.scratch[rows]
         self.level_steps[level] = self.level_steps.get(level, 0) + 1
         self.since_regrid[level] = self.since_regrid.get(level, 0) + 1
         return P.ncells[level]
@@ -357,8 +427,87 @@ class Subcycler:
         if sync is None or sim.vtable.time_sync is None:
             return
         with sim.timers("time_sync"):
-            correct_coarse(sync, sim.q, sim.aux, self.fine_sum.pop(fine_level),
-                           self.coarse_sum.pop(fine_level), sim.capacity_index)
+            fine, coarse = self.fine_sum.pop(fine_level), self.coarse_sum.pop(fine_level)
+            if self.gpu_sync is not None:
+                self.gpu_sync.correct(sync, sim.q, sim.aux, fine, coarse, sim.capacity_index)
+            else:
+                correct_coarse(sync, sim.q, sim.aux, fine, coarse, sim.capacity_index)
+
+    # ------------------------------------------------------------------ GPU pieces
+    def _buffer(self, name: str, level: int, shape, dtype=np.float64):
+        """A device scratch array ``shape`` kept between coarse steps (made again when
+        the shape changes: a regrid)."""
+        key = (name, level)
+        buf = self._buffers.get(key)
+        if buf is None or buf.shape != tuple(shape) or buf.dtype != dtype:
+            buf = self._buffers[key] = self.sim.xp.empty(shape, dtype=dtype)
+        return buf
+
+    def _fill_gpu(self, level: int, q, src_host, src, alpha: float, t: float) -> None:
+        """The level's ghost fill with the coarser level at this level's time: the
+        coarse source patches' interiors (all the plan reads of them) set to the time
+        interpolation and put back after the fill, one launch each way."""
+        from forestpy.patches.launch import launch_cells
+
+        sim, P = self.sim, self._plans()
+        n = len(src_host)
+        if n:
+            saved = self._buffer("saved", level, (n, q.shape[1], sim.my, sim.mx), q.dtype)
+            launch_cells(_to_time_cell, n, sim.my, sim.mx, sim.mbc, q, self.q_old, saved, src,
+                         float(alpha), backend=sim.backend)
+        sim._fill_plan(q, P.ghost[level], P.sides[level], t=t)
+        if n:
+            launch_cells(_restore_cell, n, sim.my, sim.mx, sim.mbc, q, saved, src,
+                         backend=sim.backend)
+
+    def _commit_gpu(self, q, rows, n: int, keep_old: bool) -> None:
+        """Whole patches ``rows`` (``n`` of them): ``q_old = q`` (when ``keep_old``),
+        then ``q = scratch`` (the step's output), in one launch."""
+        from forestpy.patches.launch import launch
+
+        ny, nx = q.shape[2], q.shape[3]
+        # without keep_old the scratch stands in for q_old, unused (not q itself: the
+        # CUDA simulator copies each argument back after the kernel)
+        launch(_commit_entry, n * ny * nx, q, self.q_old if keep_old else self.scratch,
+               self.scratch, rows, keep_old, backend=self.sim.backend)
+
+    def _keep_courant(self, level: int, dt: float, rows) -> None:
+        """The level step's Courant number into the next slot of the device record."""
+        from forestpy.patches.status import courant_of_rows
+
+        slot = len(self.pending)
+        if self.courants is None or slot >= self.courants.shape[0]:
+            grown = self.sim.xp.zeros(max(16, 2 * slot))
+            if slot:
+                grown[:slot] = self.courants[:slot]
+            self.courants = grown
+        courant_of_rows(self.cfl, rows, self.courants, slot)
+        self.pending.append((level, dt))
+
+    def _check_courants(self) -> None:
+        """The level steps' Courant numbers kept on the device, read in one transfer and
+        taken in order as the CPU takes each at once (speeds, then a rejection at the
+        first above ``cfl_max``).  Called before anything that would act on a state a
+        rejected level step made (a regrid) and at the end of the coarse step; the level
+        steps after a rejected one only made work that the retake discards."""
+        if not self.pending:
+            return
+        sim = self.sim
+        pending, self.pending = self.pending, []
+        with sim.timers("cfl_check"):
+            values = sim.backend.to_host(self.courants[: len(pending)])
+            values = sim.exchange.allreduce(np.asarray(values, dtype=np.float64), "max")
+        for (level, dt), courant in zip(pending, values):
+            self._note_courant(level, dt, float(courant))
+
+    def _note_courant(self, level: int, dt: float, courant: float) -> None:
+        """A level step's Courant number: its level's speed, then a rejection of the
+        coarse step above ``cfl_max`` (or NaN)."""
+        if dt > 0.0:
+            self._speed_now[level] = max(self._speed_now.get(level, 0.0), courant / dt)
+        if not courant <= self.sim.cfl_max:  # NaN too
+            raise _Rejected(courant)
+        self.courant = max(self.courant, courant)
 
     def _plan_ratios(self) -> float:
         """Each level's substeps per step of the next coarser level, 1 or 2 (GeoClaw's
@@ -436,6 +585,7 @@ class Subcycler:
         # the frozen leaves, in the middle of their step, keep their old state: it moves
         # with the state (a copy for a leaf that stays, on whichever rank gets it)
         carry = self.q_old if frozen is not None and self.q_old is not None else None
+        self._check_courants()  # no regrid of a state a rejected level step made
         changed = sim.regrid(frozen_below=frozen, carry=carry)
         if not changed:
             return

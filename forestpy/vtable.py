@@ -385,7 +385,10 @@ class SolverVtable:
         (four index arrays, one per side), after the ghost plan has filled the rest.
     Regrid (tagging: both slots come from one criterion, :mod:`forestpy.indicators`)
         ``tag4refinement(q, aux, geom, t) -> bool[npatch]`` (required);
-        ``tag4coarsening(q, aux, geom, t) -> bool[npatch]`` (optional: never coarsen).
+        ``tag4coarsening(q, aux, geom, t) -> bool[npatch]`` (optional: never coarsen);
+        ``tag4regrid(q, aux, patches, t) -> uint8[npatch]`` (optional): both flags in one
+        pass on the backend, a regrid criterion of :mod:`forestpy.patches.tagging`; the
+        regrids use it instead of the two slots above.
     Output
         ``derived_fields(q, aux) -> dict[name, array]`` (optional).
     """
@@ -399,6 +402,7 @@ class SolverVtable:
     physical_bc: Callable | None = None
     tag4refinement: Callable | None = None
     tag4coarsening: Callable | None = None
+    tag4regrid: Callable | None = None
     derived_fields: Callable | None = None
     _initialized: bool = field(default=False, repr=False)
 

@@ -264,6 +264,7 @@ def geoclaw_simulation(
         src2=hook,
         tag=flags.tag,
         coarsen=flags.coarsen,
+        regrid_flags=flags,
         bc=bc,
         params={"grav": grav, "dry_tolerance": dry_tolerance, "sea_level": sea_level},
         **sim_options,

@@ -25,8 +25,12 @@ refined (and coarsened when it is above it).  Where no region is active the simu
 ``max_level`` applies.  A patch is flagged for coarsening when none of the refinement
 criteria holds (with the tolerances halved, as a hysteresis) and no region keeps it.
 
-The flow criteria are reduced on the backend's arrays (NumPy or CuPy); the region
-masks come from the host geometry and are uploaded.
+As a regrid criterion (``Simulation(regrid_flags=...)``, :mod:`forestpy.patches.tagging`)
+the object is called once per tagging pass and gives both flags of every patch from one
+compiled body per patch (a CPU ``prange`` loop, one CUDA thread per patch); the region
+bounds of the patches are computed on the host once per forest and set of active
+regions and kept as backend arrays, so a tagging pass uploads nothing.  ``tag`` and
+``coarsen`` give the same flags from array operations (NumPy or CuPy).
 """
 
 from __future__ import annotations
@@ -35,9 +39,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 
 from forestpy.backend import array_module
+from forestpy.indicators import nan_max, undivided_difference_patch
+from forestpy.patches.tagging import per_patch
 
 __all__ = ["Region", "GeoClawRefinement"]
 
@@ -199,6 +206,65 @@ class GeoClawRefinement:
         hi[covered] = region_hi[covered]
         return lo, hi
 
+    # ------------------------------------------------------------------ criterion
+    def reads_ghosts(self, t: float) -> bool:
+        """Only the topography criterion reads ghost cells (the first layer)."""
+        return self.topo_tolerance is not None and t <= self.topo_until
+
+    def __call__(self, q, aux, patches, t):
+        """Regrid flags (bit 0 refine, bit 1 coarsen) of the patches
+        (:class:`~forestpy.patches.tagging.TaggedPatches`) in one pass: the flags of
+        :meth:`tag` and :meth:`coarsen`."""
+        xp = array_module(q)
+        per_forest = self._per_forest(patches)
+        active = tuple(r.active(t) for r in self.regions)
+        bounds = per_forest["bounds"].get(active)
+        if bounds is None:
+            lo, hi = self.level_bounds(patches.geom, t)
+            bounds = per_forest["bounds"][active] = tuple(
+                patches.backend.to_device(a) for a in (lo, hi))
+        # the tolerances in q's precision, as the array operations compare them
+        tol = np.array([self.sea_level, self.dry_tolerance]
+                       + [relax * (v or 0.0) for relax in (1.0, 0.5)
+                          for v in (self.wave_tolerance, self.depth_tolerance,
+                                    self.topo_tolerance)], dtype=q.dtype)
+        use = ((1 if self.wave_tolerance is not None else 0)
+               | (2 if self.depth_tolerance is not None else 0)
+               | (4 if self.shoreline else 0)
+               | (8 if self.speed_tolerance is not None else 0)
+               | (16 if self.reads_ghosts(t) else 0))
+        bits = xp.zeros(q.shape[0], dtype=np.uint8)
+        per_patch(_flags_patch, _flags_patches, q.shape[0], q, aux, patches.geom.mbc,
+                  per_forest["tolerances"](tol), use, per_forest["speed"], *bounds,
+                  patches.level, bits, backend=patches.backend)
+        return bits
+
+    def _per_forest(self, patches) -> dict:
+        """What the flags need of the patches that changes only with the forest: the
+        region bounds per set of active regions, the speed tolerance of each patch's
+        level (and half of it), kept until ``patches`` is replaced."""
+        cached = getattr(self, "_forest_cache", None)
+        if cached is not None and cached[0] is patches:
+            return cached[1]
+        be = patches.backend
+        st = self.speed_tolerance
+        speed = np.zeros((patches.npatch, 2))
+        if st is not None:
+            per_level = st[np.minimum(patches.geom.level, len(st) - 1)]
+            speed = np.stack([per_level, 0.5 * per_level], axis=1)
+        made = {}
+
+        def tolerances(tol):  # uploaded once per forest and value
+            key = tol.tobytes()
+            if key not in made:
+                made[key] = be.to_device(tol)
+            return made[key]
+
+        data = {"bounds": {}, "speed": be.to_device(np.ascontiguousarray(speed)),
+                "tolerances": tolerances}
+        self._forest_cache = (patches, data)
+        return data
+
     # ------------------------------------------------------------------ callables
     def tag(self, q, aux, geom, t):
         """Refinement flags (``tag`` option of the Simulation)."""
@@ -219,3 +285,56 @@ class GeoClawRefinement:
         keep = xp.asarray(level <= lo)
         too_fine = xp.asarray(level > hi)
         return (calm & ~keep) | too_fine
+
+
+# the flow criteria of one patch at both tolerances (relax 1: refine, relax 0.5: calm for
+# coarsening), in the arithmetic and precision of GeoClawRefinement._flow_flags
+_SEA, _DRY, _WAVE, _DEPTH, _TOPO = 0, 1, 2, 3, 4  # tol[_WAVE + 3] etc.: relax 0.5
+
+
+@numba.njit(inline="always")
+def _flags_patch(q, aux, mbc, tol, use, speed_tol, lo, hi, level, bits, k):
+    ny, nx = q.shape[2], q.shape[3]
+    flow, calm_not = False, False  # relax 1 and relax 0.5 criteria met
+    wet_any, dry_any = False, False
+    fastest = 0.0
+    for j in range(mbc, ny - mbc):
+        for i in range(mbc, nx - mbc):
+            h = q[k, 0, j, i]
+            wet = h > tol[_DRY]
+            if wet:
+                wet_any = True
+            else:
+                dry_any = True
+            if wet and use & 1:
+                dev = abs(h + aux[k, 0, j, i] - tol[_SEA])
+                flow |= dev > tol[_WAVE]
+                calm_not |= dev > tol[_WAVE + 3]
+            if wet and use & 2:
+                flow |= h < tol[_DEPTH]
+                calm_not |= h < tol[_DEPTH + 3]
+            if use & 8:
+                s = 0.0
+                if wet:
+                    hu, hv = q[k, 1, j, i], q[k, 2, j, i]
+                    s = math.sqrt(hu * hu + hv * hv) / h
+                fastest = nan_max(fastest, s)
+    if use & 4 and wet_any and dry_any:
+        flow = calm_not = True
+    if use & 8:
+        flow |= fastest > speed_tol[k, 0]
+        calm_not |= fastest > speed_tol[k, 1]
+    if use & 16:
+        d = undivided_difference_patch(aux, k, 0, mbc)
+        flow |= d > tol[_TOPO]
+        calm_not |= d > tol[_TOPO + 3]
+    lv = level[k]
+    refine = (flow or lv < lo[k]) and lv < hi[k]
+    coarsen = (not calm_not and not lv <= lo[k]) or lv > hi[k]
+    bits[k] = (1 if refine else 0) | (2 if coarsen else 0)
+
+
+@numba.njit(parallel=True, cache=True)
+def _flags_patches(q, aux, mbc, tol, use, speed_tol, lo, hi, level, bits):
+    for k in numba.prange(q.shape[0]):
+        _flags_patch(q, aux, mbc, tol, use, speed_tol, lo, hi, level, bits, k)

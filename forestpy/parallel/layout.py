@@ -57,8 +57,9 @@ class Layout:
         self.halo = np.zeros(0, dtype=np.int64)
         self.ghost_plan = self.sync_plan = None
         if plans:
-            self.ghost_plan = build_ghost_plan(forest, geom).to(backend)
-            self.sync_plan = build_time_sync_plan(forest, geom).to(backend)
+            self.ghost_plan = build_ghost_plan(forest, geom, backend=backend)
+            sync = build_time_sync_plan(forest, geom, backend=backend)  # GPU: made there
+            self.sync_plan = sync if backend.is_gpu else sync.to(backend)
         self.n_edge_rows = n
         self.local_geom = self.owned_geom = geom
         self.local_arrays = self.owned_arrays = patch_arrays

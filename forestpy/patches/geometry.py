@@ -10,7 +10,7 @@ of successive levels nest 2:1, which is what ghost filling, regrid and time sync
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -102,18 +102,30 @@ class PatchGeometry:
         """Cells across the whole domain at ``level``: ``(NX, NY)``."""
         return self.trees_x * self.mx * 2**level, self.trees_y * self.my * 2**level
 
-    def cell_centers(self, ghosts: bool = True):
-        """Cell-centre coordinates ``(xc, yc)``, each ``(npatch, NY, NX)``."""
+    def cell_centers(self, ghosts: bool = True, backend=None):
+        """Cell-centre coordinates ``(xc, yc)``, each ``(npatch, NY, NX)``; host arrays,
+        or with ``backend`` its arrays made there from the per-patch corners and cell
+        sizes (a few numbers per patch cross the bus, not the centres; the same
+        operations, so the same values)."""
         b = self.mbc if ghosts else 0
         i = np.arange(-b, self.mx + b) + 0.5
         j = np.arange(-b, self.my + b) + 0.5
-        xc = self.xlower[:, None, None] + self.dx[:, None, None] * i[None, None, :]
-        yc = self.ylower[:, None, None] + self.dy[:, None, None] * j[None, :, None]
+        xp, up = (np, np.asarray) if backend is None else (backend.xp, backend.to_device)
+        x0, y0, dx, dy, i, j = (up(a) for a in (self.xlower, self.ylower, self.dx, self.dy,
+                                                  i, j))
+        xc = x0[:, None, None] + dx[:, None, None] * i[None, None, :]
+        yc = y0[:, None, None] + dy[:, None, None] * j[None, :, None]
         ny, nx = len(j), len(i)
         return (
-            np.broadcast_to(xc, (self.npatch, ny, nx)).copy(),
-            np.broadcast_to(yc, (self.npatch, ny, nx)).copy(),
+            xp.broadcast_to(xc, (self.npatch, ny, nx)).copy(),
+            xp.broadcast_to(yc, (self.npatch, ny, nx)).copy(),
         )
+
+    def subset(self, ids) -> PatchGeometry:
+        """The geometry of the patches ``ids`` (host indices, in that order)."""
+        return replace(self, level=self.level[ids], gqx=self.gqx[ids], gqy=self.gqy[ids],
+                       xlower=self.xlower[ids], ylower=self.ylower[ids], dx=self.dx[ids],
+                       dy=self.dy[ids])
 
     def cell_area(self) -> np.ndarray:
         return self.dx * self.dy

@@ -38,7 +38,7 @@ from forestpy.forest import MAX_LEVEL
 from forestpy.forest.quadrants import spread_bits
 from forestpy.timers import phase
 
-__all__ = ["GhostPlan", "build_ghost_plan", "fill_ghosts", "positive_mask"]
+__all__ = ["GhostPlan", "build_ghost_plan", "fill_ghosts", "plan_entries", "positive_mask"]
 
 
 @dataclass
@@ -161,86 +161,106 @@ def _value_source(keys, g, lvl, gqx, gqy, mbc, level, Ix, Iy, out):
     return -1
 
 
-@numba.njit(parallel=True, cache=True)
-def _classify(keys, g, lvl, gqx, gqy, mbc, gj, gi, patches, kind, cover):
+@numba.njit(inline="always")
+def _classify_patch(keys, g, lvl, gqx, gqy, mbc, gj, gi, patches, kind, cover, r):
     """Kind of every ghost cell ``(r, t)`` (template cell ``t`` of patch ``patches[r]``)
     and its covering leaf."""
     mx, my = g[4], g[5]
+    p = patches[r]
+    level = lvl[p]
+    for t in range(len(gj)):
+        Ix, Iy, inside = _wrap_cell(gqx[p] * mx + gi[t] - mbc, gqy[p] * my + gj[t] - mbc,
+                                    level, g)
+        if not inside:
+            kind[r, t] = _OUTSIDE
+            continue
+        leaf = _covering_leaf(keys, g, level, Ix, Iy)
+        cover[r, t] = leaf
+        d = lvl[leaf] - level
+        kind[r, t] = _SAME if d == 0 else (
+            _FINER if d == 1 else (_COARSER if d == -1 else _TOO_FAR))
+
+
+@numba.njit(inline="always")
+def _fill_plan_patch(keys, g, lvl, gqx, gqy, mbc, gj, gi, patches, kind, cover, first,
+                     copy_dst, copy_src, avg_dst, avg_src, interp_dst, center, nbr, valid,
+                     offset, bad, r):
+    """The plan's entries of patch ``patches[r]`` (``first[r]``: each kind's first
+    entry of it), in the order of the ghost template; ``bad[r]`` set where an
+    interpolation stencil reaches a leaf two levels away."""
+    mx, my = g[4], g[5]
+    p = patches[r]
+    level = lvl[p]
+    n_copy, n_avg, n_int = first[r, 0], first[r, 1], first[r, 2]
+    for t in range(len(gj)):
+        k = kind[r, t]
+        if k == _OUTSIDE:
+            continue
+        Ix, Iy, _ = _wrap_cell(gqx[p] * mx + gi[t] - mbc, gqy[p] * my + gj[t] - mbc,
+                               level, g)
+        leaf = cover[r, t]
+        if k == _SAME:
+            e = n_copy
+            n_copy += 1
+            copy_dst[e, 0], copy_dst[e, 1], copy_dst[e, 2] = p, gj[t], gi[t]
+            copy_src[e, 0] = leaf
+            copy_src[e, 1] = Iy - gqy[leaf] * my + mbc
+            copy_src[e, 2] = Ix - gqx[leaf] * mx + mbc
+        elif k == _FINER:
+            e = n_avg
+            n_avg += 1
+            avg_dst[e, 0], avg_dst[e, 1], avg_dst[e, 2] = p, gj[t], gi[t]
+            _set_block(avg_src[e], leaf, 1, Ix, Iy, g, gqx, gqy, mbc)
+        else:
+            e = n_int
+            n_int += 1
+            interp_dst[e, 0], interp_dst[e, 1], interp_dst[e, 2] = p, gj[t], gi[t]
+            Cx, Cy = Ix // 2, Iy // 2
+            center[e, 0] = leaf
+            center[e, 1] = Cy - gqy[leaf] * my + mbc
+            center[e, 2] = Cx - gqx[leaf] * mx + mbc
+            for n in range(4):  # x-, x+, y-, y+
+                ox = -1 if n == 0 else (1 if n == 1 else 0)
+                oy = -1 if n == 2 else (1 if n == 3 else 0)
+                got = _value_source(keys, g, lvl, gqx, gqy, mbc, level - 1, Cx + ox,
+                                    Cy + oy, nbr[e, n])
+                valid[e, n] = got == 1
+                if got < 0:
+                    bad[r] = True
+            offset[e, 0] = (Ix % 2 - 0.5) * 0.5
+            offset[e, 1] = (Iy % 2 - 0.5) * 0.5
+
+
+@numba.njit(parallel=True, cache=True)
+def _classify(keys, g, lvl, gqx, gqy, mbc, gj, gi, patches, kind, cover):
     for r in numba.prange(len(patches)):
-        p = patches[r]
-        level = lvl[p]
-        for t in range(len(gj)):
-            Ix, Iy, inside = _wrap_cell(gqx[p] * mx + gi[t] - mbc, gqy[p] * my + gj[t] - mbc,
-                                        level, g)
-            if not inside:
-                kind[r, t] = _OUTSIDE
-                continue
-            leaf = _covering_leaf(keys, g, level, Ix, Iy)
-            cover[r, t] = leaf
-            d = lvl[leaf] - level
-            kind[r, t] = _SAME if d == 0 else (
-                _FINER if d == 1 else (_COARSER if d == -1 else _TOO_FAR))
+        _classify_patch(keys, g, lvl, gqx, gqy, mbc, gj, gi, patches, kind, cover, r)
 
 
 @numba.njit(parallel=True, cache=True)
 def _fill_plan(keys, g, lvl, gqx, gqy, mbc, gj, gi, patches, kind, cover, first, copy_dst,
                copy_src, avg_dst, avg_src, interp_dst, center, nbr, valid, offset, bad):
-    """The plan's entries, patch by patch (``first[r]``: each kind's first entry of patch
-    ``patches[r]``), in the order of the ghost template; ``bad[r]`` set where an
-    interpolation stencil reaches a leaf two levels away."""
-    mx, my = g[4], g[5]
     for r in numba.prange(len(patches)):
-        p = patches[r]
-        level = lvl[p]
-        n_copy, n_avg, n_int = first[r, 0], first[r, 1], first[r, 2]
-        for t in range(len(gj)):
-            k = kind[r, t]
-            if k == _OUTSIDE:
-                continue
-            Ix, Iy, _ = _wrap_cell(gqx[p] * mx + gi[t] - mbc, gqy[p] * my + gj[t] - mbc,
-                                   level, g)
-            leaf = cover[r, t]
-            if k == _SAME:
-                e = n_copy
-                n_copy += 1
-                copy_dst[e, 0], copy_dst[e, 1], copy_dst[e, 2] = p, gj[t], gi[t]
-                copy_src[e, 0] = leaf
-                copy_src[e, 1] = Iy - gqy[leaf] * my + mbc
-                copy_src[e, 2] = Ix - gqx[leaf] * mx + mbc
-            elif k == _FINER:
-                e = n_avg
-                n_avg += 1
-                avg_dst[e, 0], avg_dst[e, 1], avg_dst[e, 2] = p, gj[t], gi[t]
-                _set_block(avg_src[e], leaf, 1, Ix, Iy, g, gqx, gqy, mbc)
-            else:
-                e = n_int
-                n_int += 1
-                interp_dst[e, 0], interp_dst[e, 1], interp_dst[e, 2] = p, gj[t], gi[t]
-                Cx, Cy = Ix // 2, Iy // 2
-                center[e, 0] = leaf
-                center[e, 1] = Cy - gqy[leaf] * my + mbc
-                center[e, 2] = Cx - gqx[leaf] * mx + mbc
-                for n in range(4):  # x-, x+, y-, y+
-                    ox = -1 if n == 0 else (1 if n == 1 else 0)
-                    oy = -1 if n == 2 else (1 if n == 3 else 0)
-                    got = _value_source(keys, g, lvl, gqx, gqy, mbc, level - 1, Cx + ox,
-                                        Cy + oy, nbr[e, n])
-                    valid[e, n] = got == 1
-                    if got < 0:
-                        bad[r] = True
-                offset[e, 0] = (Ix % 2 - 0.5) * 0.5
-                offset[e, 1] = (Iy % 2 - 0.5) * 0.5
+        _fill_plan_patch(keys, g, lvl, gqx, gqy, mbc, gj, gi, patches, kind, cover, first,
+                         copy_dst, copy_src, avg_dst, avg_src, interp_dst, center, nbr,
+                         valid, offset, bad, r)
 
 
-def build_ghost_plan(forest, geom, patches=None) -> GhostPlan:
+def build_ghost_plan(forest, geom, patches=None, backend=None) -> GhostPlan:
     """Classify every in-domain ghost cell of every patch; see the module docstring.
 
     ``patches`` (increasing leaf ids, default all): only the ghost cells of these
     patches (a distributed run: the owned ones), the entries being those of the whole
-    plan whose destination is one of them.  Not collective; host arrays.  Two compiled
-    passes parallel over the patches (classify and count, then fill), O(patches * ghost
+    plan whose destination is one of them.  Not collective.  Two compiled passes
+    parallel over the patches (classify and count, then fill), O(patches * ghost
     cells); the entries of each kind are ordered by patch, then by ghost cell
     (row-major).
+
+    ``backend`` None or a CPU backend: host arrays, built by Numba loops.  A GPU
+    backend: the same bodies run as CUDA kernels, one thread per patch, on the keys and
+    quadrant coordinates of the leaves (a few bytes per leaf uploaded); the plan is
+    made on the device and never crosses the bus (two small records come back: the
+    entry counts and the balance check).
     """
     mx, my, mbc = geom.mx, geom.my, geom.mbc
     gj, gi = (a.astype(np.int64) for a in _ghost_template(mx, my, mbc))
@@ -251,36 +271,57 @@ def build_ghost_plan(forest, geom, patches=None) -> GhostPlan:
                      for a in (geom.level, geom.gqx, geom.gqy))
     patches = np.arange(len(lvl)) if patches is None else np.asarray(patches)
     patches = np.ascontiguousarray(patches, dtype=np.int64)
+    gpu = backend is not None and backend.is_gpu
+    if gpu:
+        from forestpy.patches.launch import launch
+
+        xp, up, to_host = backend.xp, backend.to_device, backend.to_host
+        keys, g, lvl, gqx, gqy, gj, gi, patches = (
+            up(a) for a in (keys, g, lvl, gqx, gqy, gj, gi, patches))
+    else:
+        xp, up, to_host = np, np.asarray, np.asarray
     npatch, ng = len(patches), len(gj)
-    kind = np.empty((npatch, ng), dtype=np.int8)
-    cover = np.zeros((npatch, ng), dtype=np.int64)
-    _classify(keys, g, lvl, gqx, gqy, mbc, gj, gi, patches, kind, cover)
-    if np.any(kind == _TOO_FAR):
+    kind = xp.empty((npatch, ng), dtype=np.int8)
+    cover = xp.zeros((npatch, ng), dtype=np.int64)
+    inputs = (keys, g, lvl, gqx, gqy, mbc, gj, gi, patches, kind, cover)
+    if gpu:
+        launch(_classify_patch, npatch, *inputs, backend=backend)
+    else:
+        _classify(*inputs)
+    counts = xp.stack([(kind == k).sum(axis=1) for k in (_SAME, _FINER, _COARSER)], axis=1)
+    first = xp.zeros_like(counts)
+    if npatch:
+        first[1:] = xp.cumsum(counts[:-1], axis=0)
+    # one record to the host: the entry counts (array sizes) and the balance check
+    record = to_host(xp.concatenate([counts.sum(axis=0),
+                                     (kind == _TOO_FAR).sum().reshape(1)]))
+    if record[3]:
         raise ValueError(
             "a ghost cell is covered by a leaf two or more levels away: the forest is not "
             "2:1 balanced across faces and corners, or mbc is too large for mx"
         )
-    counts = np.stack([(kind == k).sum(axis=1) for k in (_SAME, _FINER, _COARSER)], axis=1)
-    first = np.zeros_like(counts)
-    np.cumsum(counts[:-1], axis=0, out=first[1:])
-    n_copy, n_avg, n_int = (int(c) for c in counts.sum(axis=0))
+    n_copy, n_avg, n_int = (int(c) for c in record[:3])
     idx = np.int32  # half the plan's memory and index traffic of int64
     plan = GhostPlan(
-        copy_dst=np.empty((n_copy, 3), dtype=idx),
-        copy_src=np.empty((n_copy, 3), dtype=idx),
-        avg_dst=np.empty((n_avg, 3), dtype=idx),
-        avg_src=np.empty((n_avg, 4), dtype=idx),
-        interp_dst=np.empty((n_int, 3), dtype=idx),
-        interp_center=np.empty((n_int, 3), dtype=idx),
-        interp_nbr=np.zeros((n_int, 4, 4), dtype=idx),
-        interp_valid=np.zeros((n_int, 4), dtype=bool),
-        interp_offset=np.empty((n_int, 2), dtype=np.float64),
+        copy_dst=xp.empty((n_copy, 3), dtype=idx),
+        copy_src=xp.empty((n_copy, 3), dtype=idx),
+        avg_dst=xp.empty((n_avg, 3), dtype=idx),
+        avg_src=xp.empty((n_avg, 4), dtype=idx),
+        interp_dst=xp.empty((n_int, 3), dtype=idx),
+        interp_center=xp.empty((n_int, 3), dtype=idx),
+        interp_nbr=xp.zeros((n_int, 4, 4), dtype=idx),
+        interp_valid=xp.zeros((n_int, 4), dtype=bool),
+        interp_offset=xp.empty((n_int, 2), dtype=np.float64),
     )
-    bad = np.zeros(npatch, dtype=bool)
-    _fill_plan(keys, g, lvl, gqx, gqy, mbc, gj, gi, patches, kind, cover, first, plan.copy_dst,
-               plan.copy_src, plan.avg_dst, plan.avg_src, plan.interp_dst, plan.interp_center,
-               plan.interp_nbr, plan.interp_valid, plan.interp_offset, bad)
-    if bad.any():
+    bad = xp.zeros(npatch, dtype=bool)
+    entries = (*inputs, first, plan.copy_dst, plan.copy_src, plan.avg_dst, plan.avg_src,
+               plan.interp_dst, plan.interp_center, plan.interp_nbr, plan.interp_valid,
+               plan.interp_offset, bad)
+    if gpu:
+        launch(_fill_plan_patch, npatch, *entries, backend=backend)
+    else:
+        _fill_plan(*entries)
+    if bool(to_host(bad.any())):
         raise ValueError(
             "ghost stencil reaches a leaf two levels away: the forest is not 2:1 balanced "
             "across faces and corners, or mbc is too large for mx"
@@ -405,10 +446,10 @@ def fill_ghosts(plan: GhostPlan, q, positive=(), backend=None, timers=None) -> N
 
     ``backend`` None or a CPU backend: Numba loops parallel over the plan entries (host
     arrays).  A GPU backend: ``plan`` must hold backend arrays (:meth:`GhostPlan.to`)
-    and ``q`` be a backend array; up to three CUDA kernel launches, one thread per
-    entry; nothing crosses to the host (a ``positive`` tuple becomes a device mask
-    uploaded once per backend).  ``timers``: optional :class:`~forestpy.timers.Timers`
-    charged per kind (``ghost_fill.copy``, ``.average``, ``.interpolate``).
+    and ``q`` be a backend array; one CUDA kernel launch, one thread per entry;
+    nothing crosses to the host (a ``positive`` tuple becomes a device mask uploaded
+    once per backend).  ``timers``: optional :class:`~forestpy.timers.Timers` charged
+    per kind on the CPU (``ghost_fill.copy``, ``.average``, ``.interpolate``).
     """
     meqn = q.shape[1]
     if backend is not None and backend.is_gpu:
@@ -431,8 +472,8 @@ def run_fill(plan: GhostPlan, timers, copy, average, interpolate) -> None:
     """The three kinds of a ghost fill in their order (copy, average, interpolate), each
     only where ``plan`` has entries and charged to its timer: ``copy(dst, src)``,
     ``average(dst, src)``, ``interpolate(dst, center, nbr, valid, offset)`` with the
-    plan's arrays.  Every fill (CPU and GPU, plain and surface-preserving) runs its
-    kernels through this."""
+    plan's arrays.  Every CPU fill (plain and surface-preserving) runs its kernels
+    through this; a GPU fill runs the three kinds in one launch."""
     if len(plan.copy_dst):
         with phase(timers, "ghost_fill.copy"):
             copy(plan.copy_dst, plan.copy_src)
@@ -445,23 +486,74 @@ def run_fill(plan: GhostPlan, timers, copy, average, interpolate) -> None:
                         plan.interp_valid, plan.interp_offset)
 
 
+@numba.njit(inline="always")
+def _plan_entry(q, copy_dst, copy_src, avg_dst, avg_src, interp_dst, center, nbr, valid,
+                offset, positive, k):
+    """Entry ``k`` of the whole plan: the copies first, then the averages, then the
+    interpolations (each kind reads interior cells only, so one launch may run all
+    three at once; every ghost cell is written by one entry)."""
+    ncopy = copy_dst.shape[0]
+    if k < ncopy:
+        _copy_entry(q, copy_dst, copy_src, k)
+        return
+    k -= ncopy
+    navg = avg_dst.shape[0]
+    if k < navg:
+        _average_entry(q, avg_dst, avg_src, k)
+        return
+    _interpolate_entry(q, interp_dst, center, nbr, valid, offset, positive, k - navg)
+
+
+def plan_entries(plan: GhostPlan) -> int:
+    """Entries of every kind of ``plan`` (threads of a fused ghost-fill launch)."""
+    return len(plan.copy_dst) + len(plan.avg_dst) + len(plan.interp_dst)
+
+
 def _fill_ghosts_gpu(plan, q, positive, backend, timers) -> None:
-    """The three ghost-fill kinds over a plan of device arrays, one thread per entry
-    (``positive``: the device mask of components clipped at zero)."""
+    """The three ghost-fill kinds over a plan of device arrays in one launch, one thread
+    per entry (``positive``: the device mask of components clipped at zero); the same
+    values as three launches of one kind each, as no entry reads a ghost cell."""
     from forestpy.patches.launch import launch
 
-    run_fill(
-        plan, timers,
-        copy=lambda dst, src: launch(_copy_entry, len(dst), q, dst, src, backend=backend),
-        average=lambda dst, src: launch(_average_entry, len(dst), q, dst, src,
-                                        backend=backend),
-        interpolate=lambda dst, *entries: launch(_interpolate_entry, len(dst), q, dst,
-                                                 *entries, positive, backend=backend),
-    )
+    launch(_plan_entry, plan_entries(plan), q, plan.copy_dst, plan.copy_src, plan.avg_dst,
+           plan.avg_src, plan.interp_dst, plan.interp_center, plan.interp_nbr,
+           plan.interp_valid, plan.interp_offset, positive, backend=backend)
 
 
-def copy_ghost_frame(src, dst, mbc: int) -> None:
-    """Copy the ghost cells (only) of padded patch arrays ``src`` into ``dst``."""
+@numba.njit(inline="always")
+def _ghost_frame_entry(src, dst, mbc, k):
+    """Ghost cell ``k`` of the frame, patch- and component-major (per patch and
+    component: the ``mbc`` bottom rows, the ``mbc`` top rows, then the left and right
+    ``mbc`` columns of each interior row), copied from ``src`` to ``dst``."""
+    ny, nx = src.shape[2], src.shape[3]
+    band = mbc * nx
+    frame = 2 * band + 2 * mbc * (ny - 2 * mbc)
+    g = k % frame
+    pm = k // frame
+    if g < 2 * band:
+        j = g // nx if g < band else ny - mbc + (g - band) // nx
+        i = g % nx
+    else:
+        g -= 2 * band
+        j = mbc + g // (2 * mbc)
+        c = g % (2 * mbc)
+        i = c if c < mbc else nx - 2 * mbc + c
+    p = pm // src.shape[1]
+    m = pm % src.shape[1]
+    dst[p, m, j, i] = src[p, m, j, i]
+
+
+def copy_ghost_frame(src, dst, mbc: int, backend=None) -> None:
+    """Copy the ghost cells (only) of padded patch arrays ``src`` into ``dst`` (on a GPU
+    ``backend``: one launch, a thread per ghost cell, instead of four strided copies)."""
+    if backend is not None and backend.is_gpu:
+        from forestpy.patches.launch import launch
+
+        ny, nx = src.shape[2], src.shape[3]
+        frame = 2 * mbc * nx + 2 * mbc * (ny - 2 * mbc)
+        launch(_ghost_frame_entry, src.shape[0] * src.shape[1] * frame, src, dst, int(mbc),
+               backend=backend)
+        return
     dst[..., :mbc, :] = src[..., :mbc, :]
     dst[..., -mbc:, :] = src[..., -mbc:, :]
     dst[..., mbc:-mbc, :mbc] = src[..., mbc:-mbc, :mbc]

@@ -41,7 +41,7 @@ import numba
 import numpy as np
 from numba.core.registry import CPUDispatcher
 
-from forestpy.cuda_device import cuda_device, fast_kernel, launch_stream
+from forestpy.cuda_device import cuda_device, fast_kernel, launch_kernel, launch_stream
 from forestpy.kernel_files import cache_dir, function_fingerprint, import_file, write_once
 
 __all__ = ["THREADS", "PatchReduction", "blocks", "component_mask", "for_each_cell",
@@ -455,7 +455,7 @@ def for_each_entry(body, n: int, *args, backend=None, scratch=()) -> None:
     kernel = _gpu_function(("entries", body, lengths, scratch), _GPU_ENTRIES,
                            {"body": body}, gpu_alloc=alloc, scratch=names, **fields,
                            **flat_fields)
-    kernel[blocks(n), THREADS, launch_stream()](n, *flat)
+    launch_kernel(kernel, blocks(n), THREADS, launch_stream(), n, *flat)
 
 
 def for_each_cell(body, n: int, my: int, mx: int, mbc: int, *args, backend=None,
@@ -482,7 +482,8 @@ def for_each_cell(body, n: int, my: int, mx: int, mbc: int, *args, backend=None,
     flat, flat_fields, lengths = _flattened(args)
     kernel = _gpu_function(key + (lengths,), _GPU_CELLS, {"body": body}, gpu_alloc=alloc,
                            scratch=names, **fields, **flat_fields)
-    kernel[blocks(n * my * mx), THREADS, launch_stream()](n, my, mx, mbc, row_arg, *flat)
+    launch_kernel(kernel, blocks(n * my * mx), THREADS, launch_stream(), n, my, mx, mbc,
+                  row_arg, *flat)
 
 
 def patch_threads(ncell: int) -> int:
@@ -553,6 +554,6 @@ def for_each_patch(reduction: PatchReduction, n: int, my: int, mx: int, mbc: int
     ticket = per_backend.get(("ticket", key))
     if ticket is None:  # zero between launches: the last block puts it back
         ticket = per_backend[("ticket", key)] = backend.to_device(np.zeros(1, np.int32))
-    kernel[n, T, launch_stream()](n, my, mx, mbc, row_arg, partial, totals, ticket, nall,
-                                  *flat)
+    launch_kernel(kernel, n, T, launch_stream(), n, my, mx, mbc, row_arg, partial, totals,
+                  ticket, nall, *flat)
     return totals

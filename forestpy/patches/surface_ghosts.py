@@ -37,6 +37,7 @@ from forestpy.patches.ghost_plan import (
     _fill_copy,
     _is_mask,
     _limited_slope,
+    plan_entries,
     positive_mask,
     run_fill,
 )
@@ -198,22 +199,35 @@ def _fill_interpolate_surface(q, aux, dst, center, nbr, valid, offset, positive,
                                    drytol, k)
 
 
-def _fill_gpu(plan, q, aux, ih, ib, drytol, positive, backend, timers) -> None:
-    """The GPU twin of :func:`fill_ghosts_surface`'s loops, one thread per plan entry."""
+@numba.njit(inline="always")
+def _surface_plan_entry(q, aux, copy_dst, copy_src, avg_dst, avg_src, interp_dst, center,
+                        nbr, valid, offset, positive, ih, ib, drytol, k):
+    """Entry ``k`` of the whole plan, copies first, then averages, then interpolations
+    (as ``ghost_plan._plan_entry``: every kind reads interior cells, and the ghost
+    cell's own bottom, only)."""
+    ncopy = copy_dst.shape[0]
+    if k < ncopy:
+        _copy_entry(q, copy_dst, copy_src, k)
+        return
+    k -= ncopy
+    navg = avg_dst.shape[0]
+    if k < navg:
+        _average_surface_entry(q, aux, avg_dst, avg_src, ih, ib, drytol, k)
+        return
+    _interpolate_surface_entry(q, aux, interp_dst, center, nbr, valid, offset, positive, ih,
+                               ib, drytol, k - navg)
+
+
+def _fill_gpu(plan, q, aux, ih, ib, drytol, positive, backend) -> None:
+    """The GPU twin of :func:`fill_ghosts_surface`'s loops: one launch, one thread per
+    plan entry."""
     from forestpy.patches.launch import component_mask, launch
 
     if not _is_mask(positive, q.shape[1]):
         positive = component_mask(backend, q.shape[1], positive)
-    extra = (ih, ib, drytol)
-    run_fill(
-        plan, timers,
-        copy=lambda dst, src: launch(_copy_entry, len(dst), q, dst, src, backend=backend),
-        average=lambda dst, src: launch(_average_surface_entry, len(dst), q, aux, dst, src,
-                                        *extra, backend=backend),
-        interpolate=lambda dst, *entries: launch(_interpolate_surface_entry, len(dst), q,
-                                                 aux, dst, *entries, positive, *extra,
-                                                 backend=backend),
-    )
+    launch(_surface_plan_entry, plan_entries(plan), q, aux, plan.copy_dst, plan.copy_src,
+           plan.avg_dst, plan.avg_src, plan.interp_dst, plan.interp_center, plan.interp_nbr,
+           plan.interp_valid, plan.interp_offset, positive, ih, ib, drytol, backend=backend)
 
 
 def fill_ghosts_surface(plan, q, aux, depth: int, bottom: int, dry_tolerance: float = 0.0,
@@ -232,7 +246,7 @@ def fill_ghosts_surface(plan, q, aux, depth: int, bottom: int, dry_tolerance: fl
                          f"bottom index {bottom} (num_aux={aux.shape[1]}) out of range")
     ih, ib, drytol = int(depth), int(bottom), float(dry_tolerance)
     if backend is not None and backend.is_gpu:
-        _fill_gpu(plan, q, aux, ih, ib, drytol, positive, backend, timers)
+        _fill_gpu(plan, q, aux, ih, ib, drytol, positive, backend)
         return
     run_fill(
         plan, timers,

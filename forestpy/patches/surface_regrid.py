@@ -6,13 +6,54 @@ shorelines; :func:`surface_fields` adds, before the transfer, the surface quanti
 of the old patches, and :func:`surface_regrid` rebuilds, after it, the depth and the
 momenta of the new patches from them (the companion of the ghost fill of
 :mod:`forestpy.patches.surface_ghosts`).  Both are batched over all patches.
+:class:`ShorelineRegrid` is the pair as the regrid uses it, made from the Riemann
+solver's record and parameters (the simulation only calls it).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["surface_fields", "surface_regrid"]
+__all__ = ["ShorelineRegrid", "surface_dry_tolerance", "surface_fields", "surface_regrid"]
+
+
+def surface_dry_tolerance(riemann, params) -> float:
+    """The depth at or below which a cell is dry for the surface rules of ``riemann``
+    (the parameter named by ``RiemannSolver.surface_dry`` in the solver's parameter
+    array ``params``; 0 when it names none)."""
+    name = riemann.surface_dry
+    if name is None:
+        return 0.0
+    return float(params[riemann.param_names.index(name)])
+
+
+class ShorelineRegrid:
+    """The regrid of a depth over a bottom (``RiemannSolver.surface_interp``): the
+    surface fields that travel with the conserved densities (:meth:`with_surface`) and
+    the new patches' depth and momenta rebuilt from them (:meth:`rebuild`)."""
+
+    def __init__(self, riemann, params):
+        self.depth, self.bottom = riemann.surface_interp
+        self.mode = riemann.surface_regrid
+        self.dry_tolerance = surface_dry_tolerance(riemann, params)
+
+    @classmethod
+    def of(cls, riemann, params) -> ShorelineRegrid | None:
+        """The shoreline regrid of ``riemann`` (None: its regrid transfers densities
+        only)."""
+        return None if riemann.surface_interp is None else cls(riemann, params)
+
+    def with_surface(self, density, aux, xp):
+        """``density`` (old patches, ghosts filled) with the :func:`surface_fields`
+        appended as extra components."""
+        extra = surface_fields(density, aux, self.depth, self.bottom, self.dry_tolerance, xp)
+        return xp.concatenate([density, extra], axis=1)
+
+    def rebuild(self, q, meqn: int, aux, mbc: int, dlev, backend):
+        """The new patches' ``meqn`` components from the transferred ``q`` (see
+        :func:`surface_regrid`; ``dlev``: host, +1 refined, -1 coarsened, 0 copied)."""
+        return surface_regrid(q, meqn, aux, self.depth, self.bottom, mbc,
+                              self.dry_tolerance, self.mode, dlev, backend)
 
 
 def surface_fields(q, aux, i: int, j: int, drytol: float, xp):

@@ -23,10 +23,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 
-__all__ = ["TimeSyncPlan", "build_time_sync_plan", "apply_time_sync", "fine_face_terms",
-           "coarse_face_fluxes", "correct_coarse", "subset_plan"]
+from forestpy.patches.ghost_plan import _covering_leaf, _wrap_cell
+
+__all__ = ["TimeSyncPlan", "build_time_sync_plan", "build_time_sync_plan_on", "apply_time_sync",
+           "fine_face_terms", "coarse_face_fluxes", "correct_coarse", "corner_partners",
+           "subset_plan"]
 
 # per face of the coarse patch: (edge side of the coarse patch, edge side of the fine
 # patch, ixy, sign): sign +1 when the fine patch lies on the + side.
@@ -78,11 +82,17 @@ def _edge_cell(side, k, geom):
     return np.full_like(k, mbc + my - 1), mbc + k
 
 
-def build_time_sync_plan(forest, geom, patches=None) -> TimeSyncPlan:
+def build_time_sync_plan(forest, geom, patches=None, backend=None) -> TimeSyncPlan:
     """Pairs of coarse and fine edge cells along every coarse-fine face (vectorised).
 
     ``patches`` (leaf indices): only the entries whose coarse patch is one of them, in
-    the whole plan's order (a rank of a distributed run builds the part it owns)."""
+    the whole plan's order (a rank of a distributed run builds the part it owns).
+
+    ``backend`` a GPU backend (and ``patches`` None): the plan is built on the device
+    by :func:`build_time_sync_plan_on` (the same entries, no plan upload); otherwise
+    host arrays."""
+    if backend is not None and backend.is_gpu and patches is None:
+        return build_time_sync_plan_on(backend, forest, geom)
     nb = forest.face_neighbors()
     parts = {k: [] for k in ("coarse", "fine", "coarse_edge", "fine_edge", "ixy", "sign")}
     wanted = None
@@ -250,3 +260,151 @@ def subset_plan(plan: TimeSyncPlan, keep) -> TimeSyncPlan:
     return TimeSyncPlan(**{name: getattr(plan, name)[keep] for name in arrays},
                         width=plan.width[keep[0::2]],
                         nx=int(np.count_nonzero(plan.ixy[keep] == 1)))
+
+
+# ------------------------------------------------------------------- the plan, per face
+# One (face, patch) pair per CUDA thread (or prange iteration): whether the face is a
+# coarse-fine one, found as the ghost plan finds covering leaves (a binary search on the
+# sorted Morton keys), then its entries written at their place in the plan's order
+# (faces 0..3, coarse patches in order, edge cells, the two fine cells of each).
+
+
+@numba.njit(inline="always")
+def _fine_across(keys, g, lvl, gqx, gqy, npatch, fine, idx):
+    """``fine[idx]``: the two leaves one level finer across face ``idx // npatch`` of
+    patch ``idx % npatch`` (the half at lower edge cells first), -1 where the face is not
+    a coarse-fine one."""
+    face, p = idx // npatch, idx % npatch
+    mx, my = g[4], g[5]
+    level = lvl[p]
+    m = my if face < 2 else mx
+    fine[idx, 0] = -1
+    fine[idx, 1] = -1
+    for h in range(2):
+        k = h * (m // 2)
+        if face == 0:
+            Ix, Iy = gqx[p] * mx - 1, gqy[p] * my + k
+        elif face == 1:
+            Ix, Iy = gqx[p] * mx + mx, gqy[p] * my + k
+        elif face == 2:
+            Ix, Iy = gqx[p] * mx + k, gqy[p] * my - 1
+        else:
+            Ix, Iy = gqx[p] * mx + k, gqy[p] * my + my
+        Ix, Iy, inside = _wrap_cell(Ix, Iy, level, g)
+        if not inside:
+            return
+        leaf = _covering_leaf(keys, g, level, Ix, Iy)
+        if lvl[leaf] != level + 1:
+            fine[idx, 0] = -1
+            return
+        fine[idx, h] = leaf
+    if fine[idx, 1] < 0:
+        fine[idx, 0] = -1
+
+
+@numba.njit(inline="always")
+def _edge_cell_at(side, k, mx, my, mbc):
+    """Padded (j, i) of the edge cell number ``k`` along ``side`` (as _edge_cell)."""
+    if side == 0:
+        return mbc + k, mbc
+    if side == 1:
+        return mbc + k, mbc + mx - 1
+    if side == 2:
+        return mbc, mbc + k
+    return mbc + my - 1, mbc + k
+
+
+@numba.njit(inline="always")
+def _face_entries(g, mbc, npatch, fine, first, dx, dy, coarse, fine_cell, coarse_edge,
+                  fine_edge, ixy, sign, width, idx):
+    """The entries of the coarse-fine face ``idx`` (see _fine_across) from ``first[idx]``."""
+    if fine[idx, 0] < 0:
+        return
+    face, p = idx // npatch, idx % npatch
+    mx, my = g[4], g[5]
+    m = my if face < 2 else mx
+    cside = face
+    fside = face + 1 if face % 2 == 0 else face - 1
+    direction = 1 if face < 2 else 2
+    plus = 1 if face % 2 == 1 else -1
+    e0 = first[idx]
+    for t in range(2 * m):
+        e = e0 + t
+        kc = t // 2
+        half = kc // (m // 2)
+        kf = 2 * (kc - half * (m // 2)) + t % 2
+        f = fine[idx, half]
+        cj, ci = _edge_cell_at(cside, kc, mx, my, mbc)
+        fj, fi = _edge_cell_at(fside, kf, mx, my, mbc)
+        coarse[e, 0], coarse[e, 1], coarse[e, 2] = p, cj, ci
+        fine_cell[e, 0], fine_cell[e, 1], fine_cell[e, 2] = f, fj, fi
+        coarse_edge[e, 0], coarse_edge[e, 1], coarse_edge[e, 2] = p, cside, kc
+        fine_edge[e, 0], fine_edge[e, 1], fine_edge[e, 2] = f, fside, kf
+        ixy[e] = direction
+        sign[e] = plus
+        if t % 2 == 0:
+            width[e // 2] = dx[p] if direction == 1 else dy[p]
+
+
+def build_time_sync_plan_on(backend, forest, geom) -> TimeSyncPlan:
+    """:func:`build_time_sync_plan` of every patch made on the GPU ``backend`` (the
+    leaves' keys, levels, quadrant coordinates and cell sizes uploaded, a few numbers
+    per leaf): one thread per (face, patch) finds the coarse-fine faces, a prefix sum
+    places their entries, a second pass writes them.  One small record (the entry
+    counts) crosses to the host."""
+    from forestpy.patches.launch import launch
+
+    xp, up = backend.xp, backend.to_device
+    mx, my, mbc = geom.mx, geom.my, geom.mbc
+    npatch = geom.npatch
+    g = up(np.array([geom.trees_x, geom.trees_y, int(geom.periodic_x), int(geom.periodic_y),
+                     mx, my], dtype=np.int64))
+    keys, lvl, gqx, gqy = (up(np.ascontiguousarray(a, dtype=np.int64))
+                           for a in (forest.keys, geom.level, geom.gqx, geom.gqy))
+    fine = xp.empty((4 * npatch, 2), dtype=np.int64)
+    launch(_fine_across, 4 * npatch, keys, g, lvl, gqx, gqy, npatch, fine, backend=backend)
+    per_face = up(np.repeat(np.array([2 * my, 2 * my, 2 * mx, 2 * mx], dtype=np.int64),
+                            npatch))
+    counts = xp.where(fine[:, 0] >= 0, per_face, 0)
+    first = xp.zeros_like(counts)
+    if len(counts) > 1:
+        first[1:] = xp.cumsum(counts[:-1])
+    n, nx = (int(v) for v in backend.to_host(xp.stack([counts.sum(),
+                                                         counts[: 2 * npatch].sum()])))
+    coarse, fine_cell, coarse_edge, fine_edge = (xp.empty((n, 3), dtype=np.int64)
+                                                 for _ in range(4))
+    ixy, sign = xp.empty(n, dtype=np.int64), xp.empty(n, dtype=np.int64)
+    width = xp.empty(n // 2, dtype=np.float64)
+    launch(_face_entries, 4 * npatch, g, mbc, npatch, fine, first, up(geom.dx), up(geom.dy),
+           coarse, fine_cell, coarse_edge, fine_edge, ixy, sign, width, backend=backend)
+    return TimeSyncPlan(coarse=coarse, fine=fine_cell, coarse_edge=coarse_edge,
+                        fine_edge=fine_edge, ixy=ixy, sign=sign, width=width, nx=nx)
+
+def corner_partners(plan: TimeSyncPlan, xp=np):
+    """``(partner, shared)`` for applying ``plan``'s corrections in one pass: for each
+    y-normal pair (coarse cell) the index of the x-normal pair with the same coarse
+    cell, or -1; for each x-normal pair whether a y-normal pair has its coarse cell.
+    A corner cell of a coarse patch with fine neighbours across an x face and a y
+    face is then corrected by the thread of its y pair, x correction first (the order
+    of :func:`_add_to_coarse_cells`), and skipped by the x pair's.  Arrays of ``xp``
+    (made with its operations: on the device for a device plan), cached on the plan
+    (one per regrid)."""
+    got = plan.__dict__.get("_corner_partners")
+    if got is not None:
+        return got
+    cc = plan.coarse[0::2].astype(np.int64)
+    # a coarse cell as one integer (patch, padded row and column: each < 2**16)
+    key = (cc[:, 0] << 32) | (cc[:, 1] << 16) | cc[:, 2]
+    nx = plan.nx // 2
+    kx, ky = key[:nx], key[nx:]
+    shared = xp.zeros(nx, dtype=np.bool_)
+    if nx and len(ky):
+        order = xp.argsort(kx)
+        pos = xp.minimum(xp.searchsorted(kx[order], ky), nx - 1)
+        hit = kx[order][pos] == ky
+        partner = xp.where(hit, order[pos], -1).astype(np.int64)
+        shared[partner[hit]] = True
+    else:
+        partner = xp.full(len(ky), -1, dtype=np.int64)
+    got = plan.__dict__["_corner_partners"] = (partner, shared)
+    return got

@@ -1,4 +1,5 @@
-"""The wave-propagation step on the GPU: one thread block per patch (Numba-CUDA).
+"""The wave-propagation step on the GPU: one thread block per patch, or per row tile
+of a patch for forests too small to fill the device (Numba-CUDA).
 
 Same algorithm and conventions as the CPU kernel (:mod:`.step_kernel`, Clawpack 4.x
 ``step2``/``flux2``), reorganised for a block of threads that share one patch:
@@ -42,9 +43,11 @@ from .limiters import limiter_apply
 
 __all__ = [
     "plan_tiles",
+    "tiles_per_patch",
     "make_gpu_step_kernel",
     "make_gpu_fluctuation_kernel",
     "make_gpu_time_sync",
+    "GPUTimeSync",
 ]
 
 SHARED_BYTES = 46 * 1024
@@ -85,10 +88,19 @@ def plan_tiles(mx: int, my: int, meqn: int, mwaves: int, transverse: bool = True
     return best[1], best[2], best[3], slot
 
 
+def tiles_per_patch(riemann, mx: int, my: int, *, transverse_waves: int = 2,
+                    shared_bytes: int = SHARED_BYTES, rows_per_tile: int | None = None) -> int:
+    """Row tiles of the step kernel for this patch shape (blocks per patch with
+    ``block_per_tile``)."""
+    R = plan_tiles(mx, my, int(riemann.num_eqn), int(riemann.num_waves), transverse_waves > 0,
+                   shared_bytes, rows=rows_per_tile)[0]
+    return -(-my // R)
+
+
 def make_gpu_step_kernel(riemann, mx: int, my: int, mbc: int, *, order: int = 2,
                          transverse_waves: int = 2, capacity_index: int = -1,
                          max_registers: int | None = None, shared_bytes: int = SHARED_BYTES,
-                         rows_per_tile: int | None = None):
+                         rows_per_tile: int | None = None, block_per_tile: bool = False):
     """Compiled CUDA step for one Riemann solver, patch shape and option set.
 
     Returns ``(kernel, nthreads)``; launch with one block per patch to step::
@@ -104,6 +116,17 @@ def make_gpu_step_kernel(riemann, mx: int, my: int, mbc: int, *, order: int = 2,
     listed first start first (the distributed step lists its late patches first).
     ``shared_bytes`` bounds the shared memory per block (smaller values give more,
     thinner row tiles; tests use it to exercise tiling on small patches).
+
+    ``block_per_tile``: one block per row tile of a patch instead of one per patch, for
+    forests too small to fill the device; launch ``len(rows) * tiles`` blocks
+    (``tiles`` from :func:`tiles_per_patch`) with two more arguments::
+
+        kernel[len(rows) * tiles, nthreads](..., cfl_out, edge_out, cfl_tiles, tickets)
+
+    ``cfl_tiles`` (float64, ``(npatch, tiles)``) receives each tile's Courant number and
+    ``tickets`` (int32, ``(npatch,)``, zero before the first launch, zero again after
+    each) counts the finished tiles of a patch: the last one writes ``cfl_out``.  The
+    same arithmetic per cell as one block per patch, so the same results.
     """
     if mx < 2 or my < 2:
         raise ValueError("the GPU kernel needs mx, my >= 2")
@@ -116,16 +139,17 @@ def make_gpu_step_kernel(riemann, mx: int, my: int, mbc: int, *, order: int = 2,
     key = (riemann.rpn2, riemann.rpt2 if transverse_waves else None, bool(riemann.fwave),
            int(riemann.num_eqn), int(riemann.num_waves), int(riemann.num_aux), mx, my, mbc,
            order, transverse_waves, max(capacity_index, -1), max_registers, shared_bytes,
-           rows_per_tile)
+           rows_per_tile, bool(block_per_tile))
     hit = _KERNELS.get(key)
     if hit is None:
         hit = _build(riemann, mx, my, mbc, order, transverse_waves, max(capacity_index, -1),
-                     max_registers, shared_bytes, rows_per_tile)
+                     max_registers, shared_bytes, rows_per_tile, bool(block_per_tile))
         _KERNELS[key] = hit
     return hit
 
 
-def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes, rows):
+def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes, rows,
+           TILED):
     MEQN = int(riemann.num_eqn)
     MWAVES = int(riemann.num_waves)
     MAUX = int(riemann.num_aux)
@@ -314,9 +338,10 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
     x_pass = make_pass(1)
     y_pass = make_pass(2)
 
-    @cuda.jit(**opts)
-    def step(rows, q, aux, qnew, dx, dy, dt, params, lim, cfl_out, edge_out):
-        p = rows[cuda.blockIdx.x]
+    @cuda.jit(device=True, inline=True)
+    def run_tiles(p, first, last, q, aux, qnew, dx, dy, dt, params, lim, edge_out):
+        """Row tiles ``first .. last - 1`` of patch ``p`` by this block; returns the
+        block's largest Courant number (every thread)."""
         t = cuda.threadIdx.x
         S = cuda.shared.array((SLOT, NSLOT), float64)
         red = cuda.shared.array(NT, float64)
@@ -340,14 +365,15 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
         dtdx = dt / dx[p]
         dtdy = dt / dy[p]
         cfl = 0.0
-        # unused edge entries (mx != my) are zero, as on the CPU
-        for e in range(t, 4 * MEQN * MAXM, NT):
-            side = e // (MEQN * MAXM)
-            k = e % MAXM
-            if k >= (MY if side < 2 else MX):
-                edge_out[p, side, (e // MAXM) % MEQN, k] = 0.0
+        if first == 0:
+            # unused edge entries (mx != my) are zero, as on the CPU
+            for e in range(t, 4 * MEQN * MAXM, NT):
+                side = e // (MEQN * MAXM)
+                k = e % MAXM
+                if k >= (MY if side < 2 else MX):
+                    edge_out[p, side, (e // MAXM) % MEQN, k] = 0.0
 
-        for tile in range(NTILES):
+        for tile in range(first, last):
             j0 = MBC + tile * R
             rt = min(R, MY - tile * R)
             # cell owned by this thread in phase (d) of both passes
@@ -373,8 +399,38 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
                     red[t] = red[t + stride]
             cuda.syncthreads()
             stride *= 2
-        if t == 0:
-            cfl_out[p] = red[0]
+        return red[0]
+
+    if not TILED:
+
+        @cuda.jit(**opts)
+        def step(rows, q, aux, qnew, dx, dy, dt, params, lim, cfl_out, edge_out):
+            p = rows[cuda.blockIdx.x]
+            c = run_tiles(p, 0, NTILES, q, aux, qnew, dx, dy, dt, params, lim, edge_out)
+            if cuda.threadIdx.x == 0:
+                cfl_out[p] = c
+
+    else:
+
+        @cuda.jit(**opts)
+        def step(rows, q, aux, qnew, dx, dy, dt, params, lim, cfl_out, edge_out, cfl_tiles,
+                 tickets):
+            b = cuda.blockIdx.x
+            p = rows[b // NTILES]
+            tile = b % NTILES
+            c = run_tiles(p, tile, tile + 1, q, aux, qnew, dx, dy, dt, params, lim, edge_out)
+            if cuda.threadIdx.x == 0:
+                # the patch's Courant number from its tiles' by the last of its blocks
+                # (a ticket per patch, back to 0 for the next launch), in tile order
+                cfl_tiles[p, tile] = c
+                cuda.threadfence()
+                if cuda.atomic.add(tickets, p, 1) == NTILES - 1:
+                    m = cfl_tiles[p, 0]
+                    for k in range(1, NTILES):
+                        if cfl_tiles[p, k] > m:
+                            m = cfl_tiles[p, k]
+                    cfl_out[p] = m
+                    tickets[p] = 0
 
     return fast_kernel(step), NT
 
@@ -425,20 +481,97 @@ def make_gpu_fluctuation_kernel(riemann):
     def fluct(ixy, ql, qr, auxl, auxr, params, out):
         n = ql.shape[0]
         if n:
-            kernel[(n + 127) // 128, 128](ixy, ql, qr, auxl, auxr, params, out)
+            from forestpy.cuda_device import launch_kernel
+
+            launch_kernel(kernel, (n + 127) // 128, 128, 0, ixy, ql, qr, auxl, auxr, params,
+                          out)
 
     _KERNELS[key] = fluct
     return fluct
 
 
-def make_gpu_time_sync(riemann):
-    """The coarse-fine fix of :func:`forestpy.patches.time_sync.apply_time_sync` fused
-    into one CUDA kernel per direction: one thread per coarse edge cell gathers its
-    states, solves the two extra Riemann problems with the fine cells beside it and adds
-    its correction (same arithmetic, in the same order, as the array version).
+class GPUTimeSync:
+    """The coarse-fine fixes of :mod:`forestpy.patches.time_sync` on the GPU, each one
+    launch with one thread per coarse edge cell (a pair of plan entries) that gathers
+    its states, solves the extra Riemann problems with the two fine cells beside it and
+    combines them in the order of the array version.  Plans on the device
+    (:meth:`TimeSyncPlan.to`); ``params`` the solver's device parameters.
 
-    Returns ``time_sync(plan, q_old, q_new, aux, edge, dt, params, capacity_index)`` for
-    a plan on the device (:meth:`TimeSyncPlan.to`)."""
+    ``apply`` is the fix of a step that all levels take together
+    (:func:`~forestpy.patches.time_sync.apply_time_sync`); ``add_fine_terms``,
+    ``start_coarse_sums`` and ``correct`` the three pieces of the subcycled fix
+    (:func:`~forestpy.patches.time_sync.fine_face_terms` summed over the fine
+    substeps, :func:`~forestpy.patches.time_sync.coarse_face_fluxes` of the coarse
+    step, :func:`~forestpy.patches.time_sync.correct_coarse`).  A coarse cell in both an
+    x-normal and a y-normal pair (a patch corner) is corrected by one thread, x first
+    (:func:`~forestpy.patches.time_sync.corner_partners`), so one launch gives the
+    values of the two launches, x then y, of the array version.
+    """
+
+    def __init__(self, apply_kernel, fine_kernel, coarse_kernel, correct_kernel):
+        self._apply = apply_kernel
+        self._fine = fine_kernel
+        self._coarse = coarse_kernel
+        self._correct = correct_kernel
+
+    @staticmethod
+    def _grid(n):
+        return (n + 127) // 128, 128
+
+    def apply(self, plan, q_old, q_new, aux, edge, dt, params, capacity_index):
+        """``q_new``'s coarse edge cells corrected for a step ``dt`` of every level."""
+        from forestpy.cuda_device import launch_kernel
+        from forestpy.patches.time_sync import corner_partners
+
+        npairs = len(plan) // 2
+        if npairs:
+            partner, shared = corner_partners(plan, _xp(q_new))
+            launch_kernel(self._apply, *self._grid(npairs), 0, npairs, plan.nx // 2, partner,
+                          shared, plan.coarse, plan.fine, plan.coarse_edge, plan.fine_edge,
+                          plan.sign, plan.width, q_old, q_new, aux, edge, float(dt), params,
+                          int(capacity_index))
+
+    def add_fine_terms(self, plan, q_coarse, q_fine, aux, edge, dt, params, fine_sum):
+        """``fine_sum += dt * fine_face_terms(plan, q_coarse, q_fine, aux, edge, ...)``."""
+        from forestpy.cuda_device import launch_kernel
+
+        npairs = len(plan) // 2
+        if npairs:
+            launch_kernel(self._fine, *self._grid(npairs), 0, npairs, plan.nx // 2,
+                          plan.coarse, plan.fine, plan.fine_edge, plan.sign, q_coarse, q_fine,
+                          aux, edge, float(dt), params, fine_sum)
+
+    def start_coarse_sums(self, plan, edge, dt, coarse_sum, fine_sum):
+        """``coarse_sum = dt * coarse_face_fluxes(plan, edge)``; ``fine_sum = 0``."""
+        from forestpy.cuda_device import launch_kernel
+
+        npairs = len(plan) // 2
+        if npairs:
+            launch_kernel(self._coarse, *self._grid(npairs), 0, npairs, plan.coarse_edge,
+                          edge, float(dt), coarse_sum, fine_sum)
+
+    def correct(self, plan, q, aux, fine_sum, coarse_sum, capacity_index):
+        """``correct_coarse(plan, q, aux, fine_sum, coarse_sum, capacity_index)``."""
+        from forestpy.cuda_device import launch_kernel
+        from forestpy.patches.time_sync import corner_partners
+
+        npairs = len(plan) // 2
+        if npairs:
+            partner, shared = corner_partners(plan, _xp(q))
+            launch_kernel(self._correct, *self._grid(npairs), 0, npairs, plan.nx // 2,
+                          partner, shared, plan.coarse, plan.sign, plan.width, q, aux,
+                          fine_sum, coarse_sum, int(capacity_index))
+
+
+def _xp(a):
+    from forestpy.backend import array_module
+
+    return array_module(a)
+
+
+def make_gpu_time_sync(riemann) -> GPUTimeSync:
+    """The :class:`GPUTimeSync` of ``riemann`` (kernels compiled on first launch,
+    cached per solver)."""
     key = ("time_sync", *_sizes(riemann))
     hit = _KERNELS.get(key)
     if hit is not None:
@@ -447,13 +580,11 @@ def make_gpu_time_sync(riemann):
     MAUXL = max(MAUX, 1)
     rpn2 = cuda_device(riemann.rpn2)
 
-    @cuda.jit
-    def kernel(ixy, first, npair, coarse, fine, coarse_edge, fine_edge, sign, width, q_old,
-               q_new, aux, edge, dt, params, capa):
-        k = cuda.grid(1)
-        if k >= npair:
-            return
-        e0 = 2 * (first + k)
+    @cuda.jit(device=True, inline=True)
+    def fine_term(k, nx, coarse, fine, fine_edge, sign, q_coarse, q_fine, aux, edge,
+                  params, f0):
+        """``f0`` := the mean over pair ``k``'s two fine edge cells of the fine flux in
+        the coarse cell's frame, ``fine_face_terms``' row ``k``."""
         ql = cuda.local.array(MEQN, float64)
         qr = cuda.local.array(MEQN, float64)
         al = cuda.local.array(MAUXL, float64)
@@ -462,7 +593,8 @@ def make_gpu_time_sync(riemann):
         s = cuda.local.array(MWAVES, float64)
         amdq = cuda.local.array(MEQN, float64)
         apdq = cuda.local.array(MEQN, float64)
-        f0 = cuda.local.array(MEQN, float64)
+        ixy = 1 if k < nx else 2
+        e0 = 2 * k
         pc = coarse[e0, 0]
         jc = coarse[e0, 1]
         ic = coarse[e0, 2]
@@ -474,11 +606,11 @@ def make_gpu_time_sync(riemann):
             i_f = fine[e, 2]
             for m in range(MEQN):
                 if sg > 0:
-                    ql[m] = q_old[pc, m, jc, ic]
-                    qr[m] = q_old[pf, m, jf, i_f]
+                    ql[m] = q_coarse[pc, m, jc, ic]
+                    qr[m] = q_fine[pf, m, jf, i_f]
                 else:
-                    ql[m] = q_old[pf, m, jf, i_f]
-                    qr[m] = q_old[pc, m, jc, ic]
+                    ql[m] = q_fine[pf, m, jf, i_f]
+                    qr[m] = q_coarse[pc, m, jc, ic]
             for a in range(MAUX):
                 if sg > 0:
                     al[a] = aux[pc, a, jc, ic]
@@ -494,25 +626,83 @@ def make_gpu_time_sync(riemann):
                     f0[m] = v
                 else:
                     f0[m] = 0.5 * (f0[m] + v)
-        ratio = dt / width[first + k]
+
+    @cuda.jit(device=True, inline=True)
+    def apply_pair(k, nx, coarse, fine, coarse_edge, fine_edge, sign, width, q_old, q_new,
+                   aux, edge, dt, params, capa):
+        f0 = cuda.local.array(MEQN, float64)
+        fine_term(k, nx, coarse, fine, fine_edge, sign, q_old, q_old, aux, edge, params, f0)
+        e0 = 2 * k
+        pc = coarse[e0, 0]
+        jc = coarse[e0, 1]
+        ic = coarse[e0, 2]
+        sg = float64(sign[e0])
+        ratio = dt / width[k]
         if capa >= 0:
             ratio = ratio / aux[pc, capa, jc, ic]
         for m in range(MEQN):
             coarse_flux = edge[coarse_edge[e0, 0], coarse_edge[e0, 1], m, coarse_edge[e0, 2]]
             q_new[pc, m, jc, ic] += -sg * ratio * (f0[m] - coarse_flux)
 
-    kernel = fast_kernel(kernel)
+    @cuda.jit
+    def apply_kernel(npairs, nx, partner, shared, coarse, fine, coarse_edge, fine_edge, sign,
+                     width, q_old, q_new, aux, edge, dt, params, capa):
+        k = cuda.grid(1)
+        if k >= npairs or (k < nx and shared[k]):
+            return
+        if k >= nx and partner[k - nx] >= 0:  # a corner: its x correction first
+            apply_pair(partner[k - nx], nx, coarse, fine, coarse_edge, fine_edge, sign, width,
+                       q_old, q_new, aux, edge, dt, params, capa)
+        apply_pair(k, nx, coarse, fine, coarse_edge, fine_edge, sign, width, q_old, q_new,
+                   aux, edge, dt, params, capa)
 
-    def time_sync(plan, q_old, q_new, aux, edge, dt, params, capacity_index):
-        npairs = len(plan) // 2
-        nx = plan.nx // 2
-        # x-normal pairs first, then y-normal ones: a corner cell may be in both
-        for ixy, first, n in ((1, 0, nx), (2, nx, npairs - nx)):
-            if n:
-                kernel[(n + 127) // 128, 128](
-                    ixy, first, n, plan.coarse, plan.fine, plan.coarse_edge, plan.fine_edge,
-                    plan.sign, plan.width, q_old, q_new, aux, edge, float(dt), params,
-                    int(capacity_index))
+    @cuda.jit
+    def fine_kernel(npairs, nx, coarse, fine, fine_edge, sign, q_coarse, q_fine, aux, edge,
+                    dt, params, fine_sum):
+        k = cuda.grid(1)
+        if k >= npairs:
+            return
+        f0 = cuda.local.array(MEQN, float64)
+        fine_term(k, nx, coarse, fine, fine_edge, sign, q_coarse, q_fine, aux, edge, params,
+                  f0)
+        for m in range(MEQN):
+            fine_sum[k, m] = fine_sum[k, m] + dt * f0[m]
 
-    _KERNELS[key] = time_sync
-    return time_sync
+    @cuda.jit
+    def coarse_kernel(npairs, coarse_edge, edge, dt, coarse_sum, fine_sum):
+        k = cuda.grid(1)
+        if k >= npairs:
+            return
+        e0 = 2 * k
+        for m in range(MEQN):
+            coarse_sum[k, m] = dt * edge[coarse_edge[e0, 0], coarse_edge[e0, 1], m,
+                                         coarse_edge[e0, 2]]
+            fine_sum[k, m] = 0.0
+
+    @cuda.jit(device=True, inline=True)
+    def correct_pair(k, coarse, sign, width, q, aux, fine_sum, coarse_sum, capa):
+        e0 = 2 * k
+        pc = coarse[e0, 0]
+        jc = coarse[e0, 1]
+        ic = coarse[e0, 2]
+        sg = float64(sign[e0])
+        ratio = 1.0 / width[k]
+        if capa >= 0:
+            ratio = ratio / aux[pc, capa, jc, ic]
+        for m in range(MEQN):
+            q[pc, m, jc, ic] += -sg * ratio * (fine_sum[k, m] - coarse_sum[k, m])
+
+    @cuda.jit
+    def correct_kernel(npairs, nx, partner, shared, coarse, sign, width, q, aux, fine_sum,
+                       coarse_sum, capa):
+        k = cuda.grid(1)
+        if k >= npairs or (k < nx and shared[k]):
+            return
+        if k >= nx and partner[k - nx] >= 0:  # a corner: its x correction first
+            correct_pair(partner[k - nx], coarse, sign, width, q, aux, fine_sum, coarse_sum,
+                         capa)
+        correct_pair(k, coarse, sign, width, q, aux, fine_sum, coarse_sum, capa)
+
+    hit = _KERNELS[key] = GPUTimeSync(*(fast_kernel(k) for k in (
+        apply_kernel, fine_kernel, coarse_kernel, correct_kernel)))
+    return hit

@@ -128,17 +128,15 @@ class ClawpackSolver:
         return q_new, cfl, edge
 
     def _step_gpu(self, q, aux, geom, dt, out=None, edge_out=None, rows=None, cfl_out=None):
+        from forestpy.cuda_device import launch_kernel
+
         from .gpu_kernel import make_gpu_step_kernel
 
         xp = self.backend.xp
         npatch, meqn = q.shape[:2]
-        kernel, nthreads = make_gpu_step_kernel(
-            self.riemann, geom.mx, geom.my, geom.mbc, order=self.order,
-            transverse_waves=self.transverse_waves, capacity_index=self.capacity_index,
-        )
         if rows is None:
             rows = self._all_rows(npatch)
-            cfl = xp.zeros(npatch)
+            cfl = xp.empty(npatch)  # the kernel writes every patch's entry
         elif out is None or edge_out is None or cfl_out is None:
             raise ValueError("step(rows=...) needs out, edge_out and cfl_out")
         else:
@@ -146,11 +144,64 @@ class ClawpackSolver:
         q_new = xp.empty_like(q) if out is None else out
         edge = (xp.empty((npatch, 4, meqn, max(geom.mx, geom.my))) if edge_out is None
                 else edge_out)
-        if len(rows):
-            kernel[len(rows), nthreads](rows, q, aux, q_new, geom.dx, geom.dy, float(dt),
-                                        self.params_on_backend, self._limiter_codes_dev, cfl,
-                                        edge)
+        if not len(rows):
+            return q_new, cfl, edge
+        tiles = self._tiles_per_block(len(rows), geom)
+        kernel, nthreads = make_gpu_step_kernel(
+            self.riemann, geom.mx, geom.my, geom.mbc, order=self.order,
+            transverse_waves=self.transverse_waves, capacity_index=self.capacity_index,
+            block_per_tile=tiles > 1,
+        )
+        args = (rows, q, aux, q_new, geom.dx, geom.dy, float(dt), self.params_on_backend,
+                self._limiter_codes_dev, cfl, edge)
+        if tiles > 1:
+            launch_kernel(kernel, len(rows) * tiles, nthreads, 0, *args,
+                          *self._tile_scratch(npatch, tiles))
+        else:
+            launch_kernel(kernel, len(rows), nthreads, 0, *args)
         return q_new, cfl, edge
+
+    #: GPU step kernel blocks: ``True`` one per row tile of a patch, ``False`` one per
+    #: patch, ``None`` (default) one per tile when the patches stepped would fill less
+    #: than two waves of blocks (a small forest, a level of a subcycled step) and a
+    #: patch has several tiles.
+    block_per_tile = None
+
+    def _tiles_per_block(self, nrows: int, geom) -> int:
+        """Blocks of the step launch per patch (1 or the kernel's row tiles)."""
+        from .gpu_kernel import tiles_per_patch
+
+        mode = self.block_per_tile
+        if mode is False:
+            return 1
+        shapes = self.__dict__.setdefault("_tiles", {})
+        key = (geom.mx, geom.my, geom.mbc)
+        tiles = shapes.get(key)
+        if tiles is None:
+            tiles = shapes[key] = tiles_per_patch(self.riemann, geom.mx, geom.my,
+                                                  transverse_waves=self.transverse_waves)
+        if tiles == 1 or mode:
+            return tiles
+        waves = self.__dict__.setdefault("_waves", {})
+        wave = waves.get(key)
+        if wave is None:
+            wave = self.blocks_per_wave(geom)  # None until the kernel has been compiled
+            if wave is None:
+                return 1
+            waves[key] = wave
+        return tiles if nrows < 2 * wave else 1
+
+    def _tile_scratch(self, npatch: int, tiles: int):
+        """``(cfl_tiles, tickets)`` of the one-block-per-tile kernel, kept between steps
+        (the tickets are zero after every launch)."""
+        cache = self.__dict__.setdefault("_tile_cache", {})
+        got = cache.get((npatch, tiles))
+        if got is None:
+            cache.clear()
+            got = cache[(npatch, tiles)] = (
+                self.backend.xp.empty((npatch, tiles)),
+                self.backend.to_device(np.zeros(npatch, dtype=np.int32)))
+        return got
 
     def blocks_per_wave(self, geom) -> int | None:
         """Patches the GPU step kernel for ``geom``'s patch shape runs at once (one
@@ -177,15 +228,21 @@ class ClawpackSolver:
 
     def time_sync(self, plan, q_old, q_new, aux, edge, dt) -> None:
         """Coarse-fine conservation fix of ``q_new`` (see :mod:`forestpy.patches.time_sync`);
-        on the GPU one fused kernel per direction instead of ~25 array operations."""
+        on the GPU one fused launch instead of ~25 array operations."""
         if len(plan) == 0:
             return
         if self.on_gpu:
-            self._time_sync_gpu(plan, q_old, q_new, aux, edge, dt, self.params_on_backend,
-                                self.capacity_index)
+            self._time_sync_gpu.apply(plan, q_old, q_new, aux, edge, dt,
+                                      self.params_on_backend, self.capacity_index)
         else:
             apply_time_sync(plan, q_old, q_new, aux, edge, None, dt, self.fluctuations,
                             self.params, self.capacity_index)
+
+    @property
+    def gpu_time_sync(self):
+        """The :class:`~.gpu_kernel.GPUTimeSync` of this solver on the GPU backend (the
+        subcycled time sync's pieces as one launch each), None on the CPU."""
+        return self._time_sync_gpu if self.on_gpu else None
 
     def fluctuations(self, ixy, ql, qr, auxl, auxr, params, out):
         """``amdq + apdq`` of the normal Riemann problem at each of ``len(ql)`` interfaces."""

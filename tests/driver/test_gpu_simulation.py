@@ -159,3 +159,62 @@ def test_patch_status_matches_numpy(backend):
     assert np.array_equal(out[:, 2], inner[:, 2].min(axis=(1, 2)))
     q[2, 1, 4, 4] = np.inf
     assert not np.isfinite(be.to_host(patch_status(be.to_device(q), 2, (0,), be))[2, 0])
+
+
+def test_step_status_is_one_launch_one_transfer_and_matches_numpy():
+    """The GPU step's whole check record from one launch and one transfer: the largest
+    Courant number (NaN wins), the interior sum and the minima of the positive fields,
+    whichever block finishes last."""
+    from forestpy.backend import get_backend
+    from forestpy.cuda_device import kernel_launches
+    from forestpy.patches.status import step_status
+
+    be = get_backend("gpu")
+    rng = np.random.default_rng(4)
+    q = rng.uniform(-1, 1, (5, 3, 8, 8))
+    q[1, :, 0, 0] = np.nan  # ghost cells are ignored
+    cfl = rng.uniform(0, 1, 5)
+    inner = q[:, :, 2:-2, 2:-2]
+    launches, transfers = kernel_launches(), be.host_transfers
+    got = step_status(be.to_device(q), 2, (0, 2), be.to_device(cfl), be)
+    assert (kernel_launches() - launches, be.host_transfers - transfers) == (1, 1)
+    assert got[0] == cfl.max()
+    assert got[1] == pytest.approx(inner.sum(), rel=1e-13)
+    assert got[2] == inner[:, 0].min() and got[3] == inner[:, 2].min()
+    for _ in range(2):  # the ticket counter is reset for the next launch
+        again = step_status(be.to_device(q), 2, (0, 2), be.to_device(cfl), be)
+        np.testing.assert_array_equal(again, got)
+    cfl[3] = np.nan
+    q[2, 1, 4, 4] = np.inf
+    got = step_status(be.to_device(q), 2, (0,), be.to_device(cfl), be)
+    assert np.isnan(got[0]) and not np.isfinite(got[1])
+    assert list(step_status(be.to_device(q), 2, (0,), be.to_device(cfl[:0]), be,
+                            check=False)) == [0.0]
+
+
+# slow: ~30 s in the CUDA simulator
+@pytest.mark.slow
+def test_subcycled_gpu_step_reads_the_device_twice_and_retakes_a_rejected_step():
+    """A subcycled GPU coarse step keeps its level steps' Courant numbers on the device:
+    two transfers per step (those numbers, then the status record), however many levels
+    step; a step rejected in one of its level steps is put back and retaken as on the
+    CPU."""
+    sims = {be: adaptive_shallow_water(be, subcycle=True) for be in ("cpu", "gpu")}
+    for sim in sims.values():
+        sim.regrid_interval = 0
+        sim.run(max_steps=1)
+    cpu, gpu = sims["cpu"], sims["gpu"]
+    assert len(gpu.patches_per_level()) == 2 and gpu.subcycling
+    dt = cpu.dt
+    before = gpu.backend.host_transfers
+    assert gpu.step(0.5 * dt)[0] and cpu.step(0.5 * dt)[0]
+    assert gpu.backend.host_transfers - before == 2
+    q, forest = host(gpu, gpu.q).copy(), gpu.forest
+    (ok_c, courant_c), (ok_g, courant_g) = cpu.step(50 * dt), gpu.step(50 * dt)
+    assert not ok_c and not ok_g and courant_g == pytest.approx(courant_c, rel=1e-12)
+    assert np.array_equal(host(gpu, gpu.q), q) and gpu.forest == forest
+    assert gpu.rejected_steps == cpu.rejected_steps == 1
+    cpu.run()
+    gpu.run()
+    assert cpu.level_steps == gpu.level_steps
+    compare(cpu, gpu)

@@ -38,6 +38,7 @@ GPU = _gpu_backend_or_skip()
 from forests import interior_mask, refined_forest  # noqa: E402
 
 from forestpy.backend import CPUBackend  # noqa: E402
+from forestpy.cuda_device import kernel_launches  # noqa: E402
 from forestpy.forest import Brick, Forest  # noqa: E402
 from forestpy.patches import (  # noqa: E402
     PatchGeometry,
@@ -110,9 +111,10 @@ def test_ghost_fill_matches_cpu_bitwise(brick, mx, my, mbc, seed):
     fill_ghosts(plan, cpu, positive=(0,))
     gplan = plan.to(GPU)
     gq = dev(q)
-    transfers = GPU.host_transfers
+    transfers, launches = GPU.host_transfers, kernel_launches()
     fill_ghosts(gplan, gq, positive=(0,), backend=GPU)
     assert GPU.host_transfers == transfers
+    assert kernel_launches() - launches == 1  # the three kinds in one launch
     assert_same(gq, cpu)
     # the same with a precomputed device mask, and without clipping
     gq = dev(q)
@@ -126,6 +128,62 @@ def test_ghost_fill_matches_cpu_bitwise(brick, mx, my, mbc, seed):
     if not (geom.periodic_x and geom.periodic_y):
         # the clip did something (so the mask reached the kernel)
         assert np.nanmin(unclipped[:, 0]) < 0.0 <= np.nanmin(cpu[:, 0])
+
+
+@pytest.mark.parametrize("brick,mx,my,mbc,seed", GHOST_CASES)
+def test_ghost_plan_built_on_the_device_is_the_host_plan(brick, mx, my, mbc, seed):
+    """The plan built by the CUDA kernels (the host build's per-patch bodies) is the host
+    plan entry for entry; only two small records cross to the host, no plan upload."""
+    f = small_forest(BRICKS[brick], seed, base=0 if brick == "3x2" else 1)
+    geom = PatchGeometry.from_forest(f, mx, my, mbc)
+    plan = build_ghost_plan(f, geom)
+    transfers = GPU.host_transfers
+    gplan = build_ghost_plan(f, geom, backend=GPU)
+    assert GPU.host_transfers - transfers == 2  # entry counts, balance check
+    for name in plan.__dataclass_fields__:
+        assert_same(getattr(gplan, name), getattr(plan, name))
+
+
+def test_ghost_plan_on_the_device_refuses_an_unbalanced_forest():
+    f = Forest.new(Brick(), 1)
+    f = f.refine(np.arange(f.n) == 0)
+    f = f.refine(np.arange(f.n) == 1)  # touches a leaf two levels coarser
+    geom = PatchGeometry.from_forest(f, 4, 4, 2)
+    with pytest.raises(ValueError, match="balanced"):
+        build_ghost_plan(f, geom, backend=GPU)
+
+
+@pytest.mark.parametrize("brick,mx,my,mbc,seed", GHOST_CASES)
+def test_time_sync_plan_built_on_the_device_is_the_host_plan(brick, mx, my, mbc, seed):
+    """The coarse-fine faces found by the CUDA kernels (covering-leaf searches) give the
+    host plan entry for entry, periodic and multi-tree bricks included; one small
+    record crosses to the host."""
+    f = small_forest(BRICKS[brick], seed, base=0 if brick == "3x2" else 1, nrefine=2)
+    geom = PatchGeometry.from_forest(f, mx, my, mbc)
+    plan = build_time_sync_plan(f, geom)
+    assert len(plan)
+    transfers = GPU.host_transfers
+    gplan = build_time_sync_plan(f, geom, backend=GPU)
+    assert GPU.host_transfers - transfers == 1
+    assert gplan.nx == plan.nx
+    for name in ("coarse", "fine", "coarse_edge", "fine_edge", "ixy", "sign", "width"):
+        assert_same(getattr(gplan, name), getattr(plan, name))
+
+
+@pytest.mark.parametrize("shape,mbc", [((2, 3, 8, 9), 2), ((1, 1, 10, 7), 3)])
+def test_ghost_frame_copy_is_one_launch(shape, mbc):
+    """The ghost cells (only) of one padded array into another, as the array slices do."""
+    from forestpy.patches.ghost_plan import copy_ghost_frame
+
+    rng = np.random.default_rng(9)
+    src, dst = rng.random(shape), rng.random(shape)
+    want = dst.copy()
+    copy_ghost_frame(src, want, mbc)
+    got = dev(dst)
+    launches = kernel_launches()
+    copy_ghost_frame(dev(src), got, mbc, GPU)
+    assert kernel_launches() - launches == 1
+    assert_same(got, want)
 
 
 def test_ghost_fill_cpu_backend_is_the_cpu_path():
@@ -487,6 +545,69 @@ def test_time_sync_conserves_mass_end_to_end():
         assert_same(gq_new, cq_new)
         cq, gq = cq_new, gq_new
     assert abs(mass(host(gq)) - m0) <= 1e-13 * abs(m0)
+
+
+def test_fused_time_sync_launches_match_the_array_version():
+    """The GPU time sync, one launch per piece (the step's fix; the subcycled step's fine
+    sums, coarse sums and correction), against the array version on the CPU, on a forest
+    with coarse patch corners that have fine neighbours across an x and a y face (their
+    corner cells take both corrections, x first)."""
+    from forestpy.solvers.clawpack.solver import ClawpackSolver
+
+    from forestpy.cuda_device import kernel_launches
+    from forestpy.patches.time_sync import (
+        coarse_face_fluxes,
+        corner_partners,
+        correct_coarse,
+        fine_face_terms,
+    )
+    from forestpy.vtable import get_riemann
+
+    riemann = get_riemann("shallow_roe")
+    cpu = ClawpackSolver(riemann)
+    gpu = ClawpackSolver(riemann, backend=GPU).gpu_time_sync
+    f = Forest.new(Brick(), 1).refine(np.array([False, True, True, False])).balance()
+    geom = PatchGeometry.from_forest(f, 4, 4, 2)
+    sync = build_time_sync_plan(f, geom)
+    gsync = sync.to(GPU)
+    partner, shared = (host(a) for a in corner_partners(gsync, GPU.xp))
+    assert shared.sum() == (partner >= 0).sum() == 2  # two coarse patch corners
+    rng = np.random.default_rng(5)
+    q_old = rng.uniform(1.0, 2.0, (geom.npatch, 3) + geom.shape)
+    q_mid = q_old + rng.uniform(-0.1, 0.1, q_old.shape)
+    aux = np.zeros((geom.npatch, 0) + geom.shape)
+    edge = rng.uniform(-1, 1, (geom.npatch, 4, 3, 4))
+    q_new = rng.uniform(1.0, 2.0, q_old.shape)
+    dt = 0.01
+
+    want = q_new.copy()
+    apply_time_sync(sync, q_old, want, aux, edge, None, dt, cpu.fluctuations, cpu.params)
+    got = dev(q_new)
+    launches = kernel_launches()
+    gpu.apply(gsync, dev(q_old), got, dev(aux), dev(edge), dt, dev(cpu.params), -1)
+    assert kernel_launches() - launches == 1
+    assert_same(got, want)
+
+    npairs = len(sync) // 2
+    coarse_sum = dt * coarse_face_fluxes(sync, edge)
+    fine_sum = np.zeros_like(coarse_sum)
+    for k in range(2):
+        fine_sum = fine_sum + 0.5 * dt * fine_face_terms(
+            sync, q_old, q_mid if k else q_old, aux, edge, cpu.fluctuations, cpu.params)
+    want = q_new.copy()
+    correct_coarse(sync, want, aux, fine_sum, coarse_sum)
+    gc, gf = dev(np.full((npairs, 3), np.nan)), dev(np.full((npairs, 3), np.nan))
+    launches = kernel_launches()
+    gpu.start_coarse_sums(gsync, dev(edge), dt, gc, gf)
+    for k in range(2):
+        gpu.add_fine_terms(gsync, dev(q_old), dev(q_mid if k else q_old), dev(aux), dev(edge),
+                           0.5 * dt, dev(cpu.params), gf)
+    got = dev(q_new)
+    gpu.correct(gsync, got, dev(aux), gf, gc, -1)
+    assert kernel_launches() - launches == 4
+    assert_same(gc, coarse_sum)
+    assert_same(gf, fine_sum)
+    assert_same(got, want)
 
 
 # --------------------------------------------------------------------------------------

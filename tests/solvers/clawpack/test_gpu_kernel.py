@@ -173,3 +173,34 @@ def test_rows_list_steps_only_the_listed_patches():
             a, c = a[:, :, b:-b, b:-b], c[:, :, b:-b, b:-b]
         assert np.array_equal(a[rows], c[rows])
         assert np.isnan(c[1]).all()
+
+
+def test_one_block_per_tile_gives_the_same_results():
+    """``block_per_tile`` (small forests): each row tile of a patch its own block, the
+    patch's Courant number by its last tile; the results are those of one block per
+    patch, and the tickets are back to zero for the next launch."""
+    from forestpy.solvers.clawpack.gpu_kernel import tiles_per_patch
+
+    solver = get_riemann("shallow_roe")
+    mx, my, mbc, npatch = 4, 7, 2, 3
+    q, aux, dx, dy = make_data(solver, mx, my, mbc, npatch, seed=8)
+    params = solver.params_array()
+    codes = np.full(solver.num_waves, LIMITERS["mc"], dtype=np.int64)
+    rows = np.array([2, 0, 1], dtype=np.int64)
+    shape_e = (npatch, 4, solver.num_eqn, max(mx, my))
+    one, nt = make_gpu_step_kernel(solver, mx, my, mbc, rows_per_tile=3)
+    full = (np.zeros_like(q), np.zeros(npatch), np.zeros(shape_e))
+    one[npatch, nt](rows, q, aux, full[0], dx, dy, 0.02, params, codes, *full[1:])
+    tiled, nt = make_gpu_step_kernel(solver, mx, my, mbc, rows_per_tile=3, block_per_tile=True)
+    tiles = tiles_per_patch(solver, mx, my, rows_per_tile=3)
+    assert tiles == 3
+    tickets = np.zeros(npatch, dtype=np.int32)
+    for _ in range(2):
+        got = (np.full_like(q, np.nan), np.full(npatch, np.nan), np.full(shape_e, np.nan))
+        tiled[npatch * tiles, nt](rows, q, aux, got[0], dx, dy, 0.02, params, codes, *got[1:],
+                                  np.full((npatch, tiles), np.nan), tickets)
+        b = mbc
+        np.testing.assert_array_equal(got[0][:, :, b:-b, b:-b], full[0][:, :, b:-b, b:-b])
+        np.testing.assert_array_equal(got[1], full[1])
+        np.testing.assert_array_equal(got[2], full[2])
+        assert not tickets.any()
