@@ -161,11 +161,13 @@ class ClawpackSolver:
             launch_kernel(kernel, len(rows), nthreads, 0, *args)
         return q_new, cfl, edge
 
-    #: GPU step kernel blocks: ``True`` one per row tile of a patch, ``False`` one per
-    #: patch, ``None`` (default) one per tile when the patches stepped would fill less
+    #: GPU step kernel blocks: ``True`` one per row tile of a patch, ``False`` (default)
+    #: one per patch, ``None`` one per tile when the patches stepped would fill less
     #: than two waves of blocks (a small forest, a level of a subcycled step) and a
-    #: patch has several tiles.
-    block_per_tile = None
+    #: patch has several tiles.  Off by default: the tiled kernel is a second
+    #: compilation of the step (10-20 s on first use, in the middle of a run: seen in
+    #: Merewether on an H200), for a gain not yet measured on whole runs.
+    block_per_tile = False
 
     def _tiles_per_block(self, nrows: int, geom) -> int:
         """Blocks of the step launch per patch (1 or the kernel's row tiles)."""
