@@ -54,49 +54,6 @@ def _status_cpu(q, mbc, positive, out):
             out[p, col] = acc
 
 
-def _gpu_kernel():
-    global cuda
-    if "status" in _GPU:
-        return _GPU["status"]
-    from numba import cuda as _cuda
-    from numba import float64
-
-    from forestpy.cuda_device import cuda_device, fast_kernel
-
-    cuda = _cuda
-    T = _THREADS
-    cell = cuda_device(_status_cell)
-
-    @cuda.jit
-    def status(q, mbc, positive, out):
-        p = cuda.blockIdx.x
-        t = cuda.threadIdx.x
-        buf = cuda.shared.array(T, float64)
-        ny = q.shape[2] - 2 * mbc
-        nx = q.shape[3] - 2 * mbc
-        for col in range(1 + positive.shape[0]):
-            acc = 0.0 if col == 0 else np.inf
-            for c in range(t, nx * ny, T):
-                acc = cell(q, p, mbc + c // nx, mbc + c % nx, positive, col, acc)
-            buf[t] = acc
-            cuda.syncthreads()
-            s = T // 2
-            while s > 0:
-                if t < s:
-                    if col == 0:
-                        buf[t] += buf[t + s]
-                    elif buf[t + s] < buf[t]:
-                        buf[t] = buf[t + s]
-                cuda.syncthreads()
-                s //= 2
-            if t == 0:
-                out[p, col] = buf[0]
-            cuda.syncthreads()
-
-    _GPU["status"] = status = fast_kernel(status)
-    return status
-
-
 def _gpu_step_kernel():
     """The fused status kernel of :func:`step_status` (compiled on first use)."""
     global cuda
@@ -220,9 +177,17 @@ def step_status(q, mbc: int, positive, cfl, backend, check: bool = True) -> np.n
     ``cfl``; the sum is not finite if a value is not; the minima are exact.  Device
     arrays ``q`` and ``cfl`` on the GPU backend ``backend``.
     """
+    ncol = 1 + len(positive) if check else 0
+    out = _status_launch(q, mbc, positive, cfl, backend, ncol)[1]
+    return backend.to_host(out).copy()
+
+
+def _status_launch(q, mbc: int, positive, cfl, backend, ncol: int):
+    """One launch of the status kernel: ``(per-patch rows, record)`` in the backend's
+    reused work arrays (valid until the next launch); ``cfl`` None: no Courant
+    numbers (the record's first entry is then 0)."""
     from forestpy.cuda_device import launch_kernel
 
-    ncol = 1 + len(positive) if check else 0
     npatch = q.shape[0] if ncol else 0
     work = _GPU.setdefault(("work", id(backend)), {})
     key = ("positive", tuple(positive))
@@ -237,9 +202,13 @@ def step_status(q, mbc: int, positive, cfl, backend, check: bool = True) -> np.n
     out = work.get(("out", ncol))
     if out is None:
         out = work[("out", ncol)] = backend.xp.empty(1 + ncol)
+    if cfl is None:
+        cfl = work.get("no_cfl")
+        if cfl is None:
+            cfl = work["no_cfl"] = backend.xp.zeros(0)
     launch_kernel(_gpu_step_kernel(), max(npatch, 1), _THREADS, 0, q, mbc, pos, ncol, cfl,
                   rows[:npatch], work["ticket"], out)
-    return backend.to_host(out).copy()
+    return rows[:npatch, :ncol], out
 
 
 def patch_status(q, mbc: int, positive, backend=None):
@@ -250,13 +219,8 @@ def patch_status(q, mbc: int, positive, backend=None):
     if npatch == 0:
         return out
     if backend is not None and backend.is_gpu:
-        key = ("positive", tuple(positive))
-        pos = _GPU.get((id(backend), key))
-        if pos is None:
-            pos = _GPU[(id(backend), key)] = backend.to_device(np.asarray(positive, np.int64))
-        from forestpy.cuda_device import launch_kernel
-
-        launch_kernel(_gpu_kernel(), npatch, _THREADS, 0, q, mbc, pos, out)
+        # the per-patch rows of the step's status kernel (no Courant numbers)
+        out[...] = _status_launch(q, mbc, positive, None, backend, 1 + len(positive))[0]
     else:
         _status_cpu(q, mbc, np.asarray(positive, dtype=np.int64), out)
     return out
