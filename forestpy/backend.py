@@ -13,6 +13,8 @@ assert that a time step moves no field data) and :meth:`Backend.to_device`.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 __all__ = [
@@ -103,13 +105,22 @@ class GPUBackend(Backend):
 
     ``dtype="float32"`` stores fields in single precision (arithmetic inside the
     kernels stays float64).  In the CUDA simulator ``xp`` is NumPy.
+
+    ``fma``: whether the CUDA compiler may contract ``a * b + c`` into fused
+    multiply-adds (default: no, or ``FORESTPY_GPU_FMA=1``).  Without them the kernels
+    round as the CPU kernels do and the two backends give the same bits step by step
+    (:func:`forestpy.cuda_device.contract_multiply_add`).  What the fused form would
+    gain in the step kernel's speed is not measured yet (``benchmarks/gpu_step.py``).
     """
 
     name = "gpu"
     is_gpu = True
 
-    def __init__(self, dtype="float64", device: int | None = None):
+    def __init__(self, dtype="float64", device: int | None = None, fma: bool | None = None):
         super().__init__(dtype)
+        if fma is None:
+            fma = os.environ.get("FORESTPY_GPU_FMA", "0") == "1"
+        self.fma = bool(fma)
         import numba
 
         self.simulator = cuda_simulator_enabled()
@@ -137,6 +148,9 @@ class GPUBackend(Backend):
         # CuPy and Numba both launch on the legacy default stream, so work is ordered;
         # do not let Numba synchronise on every CuPy array it receives
         numba.config.CUDA_ARRAY_INTERFACE_SYNC = False
+        from forestpy.cuda_device import contract_multiply_add
+
+        contract_multiply_add(self.fma)
         self.xp = cupy
         self.device_name = cuda.get_current_device().name
         if isinstance(self.device_name, bytes):
@@ -164,7 +178,7 @@ class GPUBackend(Backend):
 
     def describe(self) -> dict:
         return {**super().describe(), "device": self.device_name,
-                "cuda_simulator": self.simulator}
+                "cuda_simulator": self.simulator, "fused_multiply_add": self.fma}
 
 
 def get_backend(name: str | Backend = "cpu", dtype="float64") -> Backend:

@@ -83,6 +83,14 @@ def _families(a, my: int, mx: int):
     return a.reshape(a.shape[:-2] + (my // 2, 2, mx // 2, 2))
 
 
+def _family_sum(a):
+    """Sum over each 2x2 family of ``_families(a)``, kept as ``(..., Y, 1, X, 1)``, in
+    one fixed order (rows first), so that NumPy and CuPy, whose multi-axis reductions
+    add in different orders, round alike."""
+    return ((a[..., 0:1, :, 0:1] + a[..., 0:1, :, 1:2])
+            + (a[..., 1:2, :, 0:1] + a[..., 1:2, :, 1:2]))
+
+
 def _rest_surface_for_volume(bottom, volume, xp):
     """Per family (``bottom`` of shape ``(n, Y, 2, X, 2)``, ``volume`` ``(n, Y, X)`` in
     child-cell units): the surface ``eta*`` with ``sum_c max(0, eta* - b_c) = volume``.
@@ -92,7 +100,10 @@ def _rest_surface_for_volume(bottom, volume, xp):
     where that value is below ``volume``.  ``-inf`` where ``volume <= 0``."""
     n, Y, _, X, _ = bottom.shape
     b = xp.sort(bottom.transpose(0, 1, 3, 2, 4).reshape(n, Y, X, 4), axis=-1)
-    partial = xp.cumsum(b, axis=-1)
+    # the partial sums one after the other (a GPU scan may add them in another order)
+    s2 = b[..., 0] + b[..., 1]
+    s3 = s2 + b[..., 2]
+    partial = xp.stack([b[..., 0], s2, s3, s3 + b[..., 3]], axis=-1)
     k = xp.arange(1, 5, dtype=b.dtype)
     below = (k * b - partial) < volume[..., None]
     m = xp.maximum(below.sum(axis=-1), 1)
@@ -135,7 +146,7 @@ def surface_regrid(q, meqn: int, aux, i: int, j: int, mbc: int, drytol: float,
         bottom = _families(aux[kd][(slice(None), j) + inner], my, mx)
 
         def parent(a):
-            return a.mean(axis=(-3, -1), keepdims=True)
+            return _family_sum(a) * 0.25
 
         h_par = parent(fam_q[:, i])
         h_lin = fam_e[:, 0] - bottom
@@ -156,7 +167,7 @@ def surface_regrid(q, meqn: int, aux, i: int, j: int, mbc: int, drytol: float,
         )
         h_rest = xp.maximum(target - bottom, 0.0)
         if conserve:  # exact volume: the rounding of eta* removed by a rescale
-            vol = h_rest.sum(axis=(-3, -1), keepdims=True)
+            vol = _family_sum(h_rest)
             h_rest = h_rest * xp.where(vol > 0, 4.0 * h_par / xp.where(vol > 0, vol, 1.0), 0.0)
             per_depth = xp.where(h_par > 0, 1.0 / xp.where(h_par > 0, h_par, 1.0), 0.0)
         else:

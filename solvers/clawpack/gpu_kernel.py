@@ -207,7 +207,7 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
 
         @cuda.jit(device=True, inline=True)
         def face_pass(p, t, j0, rt, q, aux, qnew, edge_out, params, lim, dtdn, dtdt, S,
-                      own, jr, ci, cj, kc, cfl, regs, dq, ex, ey):
+                      own, jr, ci, cj, kc, cfl, regs, fxl, fxr, gyl, gyu):
             ql, qr, al, ar, a1, a2, a3, wave, s, amdq, apdq, cq, bm, bp = regs
             act = t < (rt + EXTRA) * W
             j = j0 - 1 + t // W
@@ -242,9 +242,9 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
             dl = dtdn
             dr = dtdn
             if inb:
-                if CAPA >= 0:
-                    dl = dtdn / aux[p, CAPA, jl, il]
-                    dr = dtdn / aux[p, CAPA, j, i]
+                if CAPA >= 0:  # as the CPU kernel: dt/dx times the inverse capacity
+                    dl = dtdn * (1.0 / aux[p, CAPA, jl, il])
+                    dr = dtdn * (1.0 / aux[p, CAPA, j, i])
                 if tile_line:
                     for w in range(MWAVES):
                         sp = S[SOFF + w, t]
@@ -292,14 +292,16 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
                     transverse(2, j, i, -0.5 * dr, apdq, p, t, aux, params, S, ql, qr,
                                a1, a2, a3, bm, bp)
             cuda.syncthreads()
-            # (d) the cell gathers its two faces and their neighbours' transverse terms
+            # (d) the cell gathers its two faces and their neighbours' transverse terms,
+            # summed in the CPU kernel's order (run_chunk: each face's normal flux, then
+            # the other sweep's transverse terms; x faces normal first, y edges last) so
+            # that both backends round alike and agree bit for bit
             if own:
-                cn = dtdn * kc
-                ct = dtdt * kc
                 f0 = (jr + 1) * W + (ci - MBC + 1)  # the cell's left / lower face
                 f1 = f0 + FN
                 for m in range(MEQN):
-                    d = -cn * (S[m, f1] - S[MEQN + m, f0])
+                    lo_face = S[MEQN + m, f0]  # plus flux of the left / lower face
+                    hi_face = S[m, f1]  # minus flux of the right / upper face
                     tlo = 0.0
                     thi = 0.0
                     thim = 0.0
@@ -309,27 +311,26 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
                         thi = S[5 * MEQN + m, f0] + S[3 * MEQN + m, f1]
                         thim = S[5 * MEQN + m, f0 - FT] + S[3 * MEQN + m, f1 - FT]
                         tlop = S[4 * MEQN + m, f0 + FT] + S[2 * MEQN + m, f1 + FT]
-                        d += ct * (tlo - thi + thim - tlop)
                     if IXY == 1:  # kept in registers for the y pass
-                        dq[m] = d
-                        if ci == MBC:
-                            ex[m] = S[MEQN + m, f0]
-                        if ci == MBC + MX - 1:
-                            ex[m] = S[m, f1]
-                        if cj == MBC:
-                            ey[m] = tlo + thim
-                        if cj == MBC + MY - 1:
-                            ey[m] = thi + tlop
+                        fxl[m] = lo_face
+                        fxr[m] = hi_face
+                        gyl[m] = tlo + thim
+                        gyu[m] = thi + tlop
                     else:  # the cell's update and edge fluxes, both passes summed
-                        qnew[p, m, cj, ci] = q[p, m, cj, ci] + (dq[m] + d)
+                        fm_r = (fxr[m] + thi) + tlop
+                        fp_l = (fxl[m] + thim) + tlo
+                        gm_u = gyu[m] + hi_face
+                        gp_l = gyl[m] + lo_face
+                        qnew[p, m, cj, ci] = (q[p, m, cj, ci] - (dtdt * kc) * (fm_r - fp_l)
+                                              - (dtdn * kc) * (gm_u - gp_l))
                         if ci == MBC:
-                            edge_out[p, 0, m, cj - MBC] = ex[m] + (tlo + thim)
+                            edge_out[p, 0, m, cj - MBC] = fp_l
                         if ci == MBC + MX - 1:
-                            edge_out[p, 1, m, cj - MBC] = ex[m] + (thi + tlop)
+                            edge_out[p, 1, m, cj - MBC] = fm_r
                         if cj == MBC:
-                            edge_out[p, 2, m, ci - MBC] = ey[m] + S[MEQN + m, f0]
+                            edge_out[p, 2, m, ci - MBC] = gp_l
                         if cj == MBC + MY - 1:
-                            edge_out[p, 3, m, ci - MBC] = ey[m] + S[m, f1]
+                            edge_out[p, 3, m, ci - MBC] = gm_u
             cuda.syncthreads()
             return cfl
 
@@ -359,9 +360,10 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
                 cuda.local.array(MEQN, float64),  # second-order correction
                 cuda.local.array(MEQN, float64),  # bmasdq
                 cuda.local.array(MEQN, float64))  # bpasdq
-        dq = cuda.local.array(MEQN, float64)
-        ex = cuda.local.array(MEQN, float64)
-        ey = cuda.local.array(MEQN, float64)
+        fxl = cuda.local.array(MEQN, float64)  # x pass: normal fluxes of the x faces,
+        fxr = cuda.local.array(MEQN, float64)
+        gyl = cuda.local.array(MEQN, float64)  # and transverse parts of the y edges
+        gyu = cuda.local.array(MEQN, float64)
         dtdx = dt / dx[p]
         dtdy = dt / dy[p]
         cfl = 0.0
@@ -385,9 +387,9 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
             if own and CAPA >= 0:
                 kc = 1.0 / aux[p, CAPA, cj, ci]
             cfl = x_pass(p, t, j0, rt, q, aux, qnew, edge_out, params, lim, dtdx, dtdy, S,
-                         own, jr, ci, cj, kc, cfl, regs, dq, ex, ey)
+                         own, jr, ci, cj, kc, cfl, regs, fxl, fxr, gyl, gyu)
             cfl = y_pass(p, t, j0, rt, q, aux, qnew, edge_out, params, lim, dtdy, dtdx, S,
-                         own, jr, ci, cj, kc, cfl, regs, dq, ex, ey)
+                         own, jr, ci, cj, kc, cfl, regs, fxl, fxr, gyl, gyu)
 
         # block maximum of the Courant number
         red[t] = cfl
