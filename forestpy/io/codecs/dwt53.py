@@ -149,12 +149,14 @@ class DWT53:
         top = min(_log2_exact(mx), _log2_exact(my))
         nlev = top if self.levels is None else min(self.levels, top)
         if self.rtol is not None:
-            if type(batch).__module__.startswith("cupy"):
+            if npatch == 0:
+                lo = hi = np.zeros(meqn)
+            elif type(batch).__module__.startswith("cupy"):
                 lo = batch.min(axis=(0, 2, 3)).get()
                 hi = batch.max(axis=(0, 2, 3)).get()
             else:
-                lo = batch.min(axis=(0, 2, 3)) if npatch else np.zeros(meqn)
-                hi = batch.max(axis=(0, 2, 3)) if npatch else np.zeros(meqn)
+                b = np.asarray(batch)
+                lo, hi = b.min(axis=(0, 2, 3)), b.max(axis=(0, 2, 3))
             tol = self.rtol * (np.asarray(hi, np.float64) - np.asarray(lo, np.float64))
             tol = np.where(np.isfinite(tol), tol, 0.0)
         elif self.tol is not None:
@@ -178,7 +180,7 @@ class DWT53:
     def encode(self, batch):
         nlev, tol, e0 = self.plan(batch)
         npatch, meqn, my, mx = batch.shape
-        if type(batch).__module__.startswith("cupy"):
+        if not isinstance(batch, np.ndarray):  # CuPy or a Numba device array
             from . import dwt53_gpu
 
             fdata, bdata, foff, boff = dwt53_gpu.encode(batch, nlev, self.tau, e0,

@@ -31,6 +31,8 @@ and then along y on the columns ``i = 0, h, ...``.
 
 from __future__ import annotations
 
+import math
+
 import numba
 import numpy as np
 
@@ -202,7 +204,10 @@ def quantise(c, t, nlev, tau, inv_step):
         return 0.0
     if inv_step == 0.0:
         return c
-    return np.floor(c * inv_step + 0.5)
+    v = c * inv_step + 0.5
+    if not abs(v) < QMAX:
+        return v  # too large to quantise: the field is stored raw
+    return float(math.floor(v))  # |v| < 2**52: exact through an int64
 
 
 @numba.njit(inline="always")
@@ -298,7 +303,7 @@ def _analyse_field(x, k, m, w, w2, rows, coef, meta, total, px, py, nlev, tau, e
     total[k, m] = T
     finite = True
     for p in range(npos):
-        if not np.isfinite(w[p]):
+        if not math.isfinite(w[p]):
             finite = False
     mode = RAW
     e = 0
@@ -311,7 +316,7 @@ def _analyse_field(x, k, m, w, w2, rows, coef, meta, total, px, py, nlev, tau, e
         if tol < 0.0 and tau == 0.0:
             tries = 1
         e = e0
-        for attempt in range(tries):
+        for _attempt in range(tries):
             step = pow2(e) if (tol >= 0.0 or tau > 0.0) else 0.0
             inv = 1.0 / step if step > 0.0 else 0.0
             nnz = 0
@@ -324,7 +329,7 @@ def _analyse_field(x, k, m, w, w2, rows, coef, meta, total, px, py, nlev, tau, e
                     nnz += 1
                     if abs(v) > qmax:
                         qmax = abs(v)
-            if step > 0.0 and qmax > QMAX:
+            if step > 0.0 and not qmax < QMAX:
                 break
             if tol < 0.0:
                 mode = QUANT if step > 0.0 else FLOAT
