@@ -56,7 +56,7 @@ ERRORS = {
 
 
 # ------------------------------------------------------------------ 1D lifting
-@numba.njit(inline="always")
+@numba.njit
 def lift_forward(w, base, stride, n):
     """Forward 5/3 lifting of the ``n = 2**m + 1`` samples ``w[base + k * stride]``:
     details at the odd, scaling coefficients at the even positions."""
@@ -71,7 +71,7 @@ def lift_forward(w, base, stride, n):
         w[e] = w[e] + (al * w[e - stride] + ar * w[e + stride])
 
 
-@numba.njit(inline="always")
+@numba.njit
 def lift_inverse(w, base, stride, n):
     """The inverse of :func:`lift_forward` (the same operations undone in reverse)."""
     nd = (n - 1) // 2
@@ -85,7 +85,7 @@ def lift_inverse(w, base, stride, n):
         w[o] = w[o] + 0.5 * (w[o - stride] + w[o + stride])
 
 
-@numba.njit(inline="always")
+@numba.njit
 def rows_forward(w, px, py, t, r0, rstep):
     """Level ``t``, the x pass: rows ``r0, r0 + rstep, ...`` of the level's grid."""
     h = 1 << t
@@ -95,7 +95,7 @@ def rows_forward(w, px, py, t, r0, rstep):
         lift_forward(w, r * h * px, h, nx)
 
 
-@numba.njit(inline="always")
+@numba.njit
 def cols_forward(w, px, py, t, r0, rstep):
     """Level ``t``, the y pass: columns ``r0, r0 + rstep, ...`` of the level's grid."""
     h = 1 << t
@@ -105,7 +105,7 @@ def cols_forward(w, px, py, t, r0, rstep):
         lift_forward(w, c * h, h * px, ny)
 
 
-@numba.njit(inline="always")
+@numba.njit
 def rows_inverse(w, px, py, t, r0, rstep):
     h = 1 << t
     nx = (px - 1) // h + 1
@@ -114,7 +114,7 @@ def rows_inverse(w, px, py, t, r0, rstep):
         lift_inverse(w, r * h * px, h, nx)
 
 
-@numba.njit(inline="always")
+@numba.njit
 def cols_inverse(w, px, py, t, r0, rstep):
     h = 1 << t
     nx = (px - 1) // h + 1
@@ -123,7 +123,7 @@ def cols_inverse(w, px, py, t, r0, rstep):
         lift_inverse(w, c * h, h * px, ny)
 
 
-@numba.njit(inline="always")
+@numba.njit
 def level_of(p, px, nlev):
     """The level ``t`` at which position ``p`` of the padded grid became a detail, or
     ``nlev`` for a coarse scaling coefficient (kept as a float64)."""
@@ -136,7 +136,7 @@ def level_of(p, px, nlev):
 
 
 # ------------------------------------------------------------------ load, totals
-@numba.njit(inline="always")
+@numba.njit
 def load_padded(w, x, k, m, px, py, r0, rstep):
     """Rows ``r0::rstep`` of field ``m`` of patch ``k`` of ``x`` into ``w`` with the
     padded column ``w[j, mx] = 2 x[j, mx-1] - x[j, mx-2]``."""
@@ -148,7 +148,7 @@ def load_padded(w, x, k, m, px, py, r0, rstep):
         w[b + mx] = 2.0 * w[b + mx - 1] - w[b + mx - 2]
 
 
-@numba.njit(inline="always")
+@numba.njit
 def pad_last_row(w, px, py, r0, rstep):
     """The padded row ``w[my, i] = 2 w[my-1, i] - w[my-2, i]`` (after every row is in)."""
     b = (py - 1) * px
@@ -156,7 +156,7 @@ def pad_last_row(w, px, py, r0, rstep):
         w[b + i] = 2.0 * w[b + i - px] - w[b + i - 2 * px]
 
 
-@numba.njit(inline="always")
+@numba.njit
 def row_total(w, px, j):
     """Neumaier-compensated sum of the ``px - 1`` cells of row ``j`` of ``w``."""
     s = 0.0
@@ -173,7 +173,7 @@ def row_total(w, px, j):
     return s + c
 
 
-@numba.njit(inline="always")
+@numba.njit
 def sum_rows(rows, n):
     """Neumaier-compensated sum of ``rows[:n]`` (the row totals, in row order): with
     :func:`row_total` the field total, the same on the CPU and the GPU."""
@@ -191,7 +191,7 @@ def sum_rows(rows, n):
 
 
 # ------------------------------------------------------------------ quantisation
-@numba.njit(inline="always")
+@numba.njit
 def quantise(c, t, nlev, tau, inv_step):
     """The stored value of coefficient ``c`` made at level ``t``: ``c`` itself for a
     coarse coefficient (``t == nlev``); 0 for a detail below the level's threshold
@@ -210,14 +210,14 @@ def quantise(c, t, nlev, tau, inv_step):
     return float(math.floor(v))  # |v| < 2**52: exact through an int64
 
 
-@numba.njit(inline="always")
+@numba.njit
 def dequantise(v, t, nlev, step):
     if t >= nlev or step == 0.0:
         return v
     return v * step
 
 
-@numba.njit(inline="always")
+@numba.njit
 def correct(w, px, py, delta, r0, rstep):
     """Add ``delta`` to every cell of rows ``r0::rstep`` (the total correction)."""
     for j in range(r0, py - 1, rstep):
@@ -226,7 +226,7 @@ def correct(w, px, py, delta, r0, rstep):
             w[b + i] = w[b + i] + delta
 
 
-@numba.njit(inline="always")
+@numba.njit
 def pow2(e):
     """``2.0 ** e`` for an integer ``e`` (exact)."""
     v = 1.0
@@ -240,14 +240,14 @@ def pow2(e):
 
 
 # ------------------------------------------------------------------ byte helpers
-@numba.njit(inline="always")
+@numba.njit
 def put_int(b, pos, v, width):
     """``v`` (int64) as ``width`` little-endian bytes of two's complement at ``b[pos]``."""
     for q in range(width):
         b[pos + q] = (v >> (8 * q)) & 0xFF
 
 
-@numba.njit(inline="always")
+@numba.njit
 def get_int(b, pos, width):
     v = numba.int64(0)
     for q in range(width):
@@ -257,7 +257,7 @@ def get_int(b, pos, width):
     return v
 
 
-@numba.njit(inline="always")
+@numba.njit
 def width_for(qmax):
     """Bytes of two's complement that hold every integer of magnitude <= ``qmax``."""
     if qmax < 128.0:
@@ -269,7 +269,7 @@ def width_for(qmax):
     return 8
 
 
-@numba.njit(inline="always")
+@numba.njit
 def popcount8(v):
     n = 0
     for q in range(8):
@@ -277,7 +277,7 @@ def popcount8(v):
     return n
 
 
-@numba.njit(inline="always")
+@numba.njit
 def field_sizes(mode, width, nnz, ncell, ncoarse, nbitmap):
     """(float64 values, bytes) that a patch field takes in the two streams."""
     if mode == RAW:
@@ -288,7 +288,7 @@ def field_sizes(mode, width, nnz, ncell, ncoarse, nbitmap):
 
 
 # ================================================================== CPU drivers
-@numba.njit(inline="always")
+@numba.njit
 def _analyse_field(x, k, m, w, w2, rows, coef, meta, total, px, py, nlev, tau, e0,
                    tries, tol):
     """Encode field ``m`` of patch ``k`` into ``coef[k, m]`` (stored values in place),
@@ -387,7 +387,7 @@ def analyse_cpu(x, coef, meta, total, nlev, tau, e0, tries, tol):
                            e0[m], tries, tol[m])
 
 
-@numba.njit(inline="always")
+@numba.njit
 def pack_field(coef, meta, total, k, m, fout, bout, fo, bo, px, py, nlev, nbitmap,
                r0, rstep, cnt):
     """Write field ``m`` of patch ``k`` at ``fout[fo:]`` and ``bout[bo:]``: thread ``r0``
@@ -436,7 +436,7 @@ def pack_field(coef, meta, total, k, m, fout, bout, fo, bo, px, py, nlev, nbitma
         bout[bo + HEADER + b] = byte
 
 
-@numba.njit(inline="always")
+@numba.njit
 def bitmap_counts(coef, k, m, px, py, nlev, nbitmap, cnt, r0, rstep):
     """``cnt[b]``: the stored coefficients of bitmap byte ``b`` (bytes ``r0::rstep``)."""
     npos = px * py
@@ -449,7 +449,7 @@ def bitmap_counts(coef, k, m, px, py, nlev, nbitmap, cnt, r0, rstep):
         cnt[b] = n
 
 
-@numba.njit(inline="always")
+@numba.njit
 def exclusive_scan(cnt, n):
     s = 0
     for b in range(n):
@@ -484,7 +484,7 @@ def pack_cpu(coef, meta, total, foff, boff, fout, bout, my, mx, nlev):
 
 
 # ------------------------------------------------------------------ decoding
-@numba.njit(inline="always")
+@numba.njit
 def read_header(bout, bo, bend, fo, fend, ncell, ncoarse, nbitmap):
     """``(mode, width, e, nnz, nf, nb, error)`` of the field whose header is at
     ``bout[bo]``, sizes checked against the patch's ends ``bend``, ``fend``."""
@@ -511,7 +511,7 @@ def read_header(bout, bo, bend, fo, fend, ncell, ncoarse, nbitmap):
     return mode, width, e, nnz, nf, nb, OK
 
 
-@numba.njit(inline="always")
+@numba.njit
 def unpack_field(fin, bin_, fo, bo, mode, width, e, w, px, py, nlev, nbitmap, cnt,
                  r0, rstep):
     """Stored coefficients of one field (mode QUANT or FLOAT) into ``w`` (dequantised);
@@ -553,7 +553,7 @@ def unpack_field(fin, bin_, fo, bo, mode, width, e, w, px, py, nlev, nbitmap, cn
     return bad
 
 
-@numba.njit(inline="always")
+@numba.njit
 def bitmap_popcounts(bin_, bo, nbitmap, cnt, r0, rstep):
     for b in range(r0, nbitmap, rstep):
         cnt[b] = popcount8(bin_[bo + HEADER + b])
