@@ -161,6 +161,7 @@ class Lossless(_PerPatch):
         starts = list(range(0, n, step)) + [n]
         blosc = self._blosc(self.level)
         parts = [np.frombuffer(blosc.encode(np.ascontiguousarray(x[a:b])), np.uint8)
+                 if x[a:b].size else np.zeros(0, np.uint8)
                  for a, b in zip(starts[:-1], starts[1:])]
         sizes = np.array([0] + [p.size for p in parts], dtype=np.uint64)
         offsets = np.cumsum(sizes, dtype=np.uint64)
@@ -191,6 +192,10 @@ class Lossless(_PerPatch):
         per = int(np.prod(shape[1:])) * dtype.itemsize
         for c in range(nchunk):
             a, b = starts[c], starts[c + 1]
+            if per == 0:  # patches without values (e.g. no aux fields)
+                if off[c + 1] != off[c]:
+                    raise err(f"chunk {c} holds bytes for patches without values")
+                continue
             try:
                 raw = blosc.decode(data[int(off[c]):int(off[c + 1])].tobytes())
             except Exception as e:  # noqa: BLE001 - numcodecs raises RuntimeError & co
