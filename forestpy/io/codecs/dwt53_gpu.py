@@ -33,7 +33,15 @@ from . import dwt53_kernels as K
 __all__ = ["encode", "decode"]
 
 SIM = cuda_simulator_enabled()
-TPB = 16 if SIM else 128
+
+
+def threads_per_block(px: int, py: int) -> int:
+    """Threads of a block: one per row of the padded patch (the lifting passes run a
+    line per thread), rounded up to a warp; 16 in the simulator (Python threads)."""
+    if SIM:
+        return 16
+    return min(128, max(32, 32 * -(-max(px, py) // 32)))
+
 
 _lf = cuda_device(K.rows_forward)
 _cf = cuda_device(K.cols_forward)
@@ -304,8 +312,9 @@ def encode(x, nlev: int, tau: float, e0, tries: int, tol):
     coef = cuda.device_array((npatch, meqn, (mx + 1) * (my + 1)), np.float64)
     meta = cuda.device_array((npatch, meqn, 4), np.int64)
     total = cuda.device_array((npatch, meqn), np.float64)
+    tpb = threads_per_block(mx + 1, my + 1)
     if npatch:
-        analyse[npatch, TPB](d_x, coef, meta, total, float(tau),
+        analyse[npatch, tpb](d_x, coef, meta, total, float(tau),
                              cuda.to_device(np.asarray(e0, np.int64)), int(tries),
                              cuda.to_device(np.asarray(tol, np.float64)))
     h_meta = meta.copy_to_host()
@@ -314,7 +323,7 @@ def encode(x, nlev: int, tau: float, e0, tries: int, tol):
     fout = cuda.device_array(max(int(foff[-1]), 1), np.float64)
     bout = cuda.device_array(max(int(boff[-1]), 1), np.uint8)
     if npatch:
-        pack[npatch, TPB](coef, meta, total, cuda.to_device(foff.astype(np.int64)),
+        pack[npatch, tpb](coef, meta, total, cuda.to_device(foff.astype(np.int64)),
                           cuda.to_device(boff.astype(np.int64)), fout, bout)
     return (fout.copy_to_host()[:int(foff[-1])], bout.copy_to_host()[:int(boff[-1])],
             foff, boff)
@@ -329,7 +338,7 @@ def decode(fdata, bdata, foff, boff, shape, nlev: int):
     out = cuda.device_array(shape, np.float64)
     errs = cuda.to_device(np.zeros((npatch, 2), np.int64))
     if npatch:
-        unpack[npatch, TPB](cuda.to_device(np.append(fdata, 0.0)),
+        unpack[npatch, threads_per_block(mx + 1, my + 1)](cuda.to_device(np.append(fdata, 0.0)),
                             cuda.to_device(np.append(bdata, np.uint8(0))),
                             cuda.to_device(foff.astype(np.int64)),
                             cuda.to_device(boff.astype(np.int64)), out, errs)
