@@ -14,7 +14,10 @@ Records (one JSON object per line, ``"kind"`` says which):
   range), ``zfpy`` (fixed accuracy) and ``sz3`` (absolute bound) field by field with
   the same per-field bound, ``lossless`` and ``fp16``;
 * ``cpu`` -- encode and decode throughput of each codec on the host (GB/s of input,
-  best of ``--repeat``; Numba threads: all cores unless ``NUMBA_NUM_THREADS``);
+  best of ``--repeat``; Numba threads: all cores unless ``NUMBA_NUM_THREADS``) on the
+  frame tiled ``tiled`` times to about 200 MB (``ratio_tiled`` is the ratio of that
+  tiled batch: codecs that see across patches, lossless and SZ3, find the repeats, so
+  take ratios from the ``rd`` records);
 * ``gpu`` (``--gpu``) -- ``dwt53`` encode and decode of a device-resident batch (the
   frames tiled to ``--gpu-patches`` patches), timed with CUDA events, best of
   ``--repeat``; self-checking: the encoded bytes of the first ``--check-patches``
@@ -109,6 +112,8 @@ def rd_records(d: dict):
         tols = _field_tols(x, rel)
         blob = encode(x, f"dwt53:rtol={rel!r}")
         yield rec("dwt53", rel, len(blob), decode(blob), tols)
+        blob = encode(x, f"dwt53:rtol={rel!r},zstd=3")
+        yield rec("dwt53+zstd", rel, len(blob), decode(blob), tols)
         for name in ("zfpy", "sz3"):
             dec = np.empty_like(x)
             nbytes = 0
@@ -148,8 +153,8 @@ def cpu_records(d: dict, repeat: int):
     x = d["batch"]
     reps = max(1, int(2e8 // x.nbytes))  # about 200 MB of input
     big = np.ascontiguousarray(np.concatenate([x] * reps)) if reps > 1 else x
-    for spec in ("lossless", "fp16", "dwt53:rtol=1e-6", "dwt53:rtol=1e-3", "dwt53:tau=1e-3",
-                 "zfpy:tol=1e-6", "sz3:tol=1e-6"):
+    for spec in ("lossless", "fp16", "dwt53:rtol=1e-6", "dwt53:rtol=1e-6,zstd=3",
+                 "dwt53:rtol=1e-3", "dwt53:tau=1e-3", "zfpy:tol=1e-6", "sz3:tol=1e-6"):
         try:
             encode(x[:8], spec)  # compile / import
             te, blob = _best(lambda spec=spec: encode(big, spec), repeat)
@@ -158,7 +163,8 @@ def cpu_records(d: dict, repeat: int):
             yield {"kind": "cpu", "data": d["what"], "codec": spec, "error": str(e)}
             continue
         yield {"kind": "cpu", "data": d["what"], "codec": spec, "bytes_in": big.nbytes,
-               "ratio": big.nbytes / len(blob), "encode_GBps": big.nbytes / te / 1e9,
+               "tiled": reps, "ratio_tiled": big.nbytes / len(blob),
+               "encode_GBps": big.nbytes / te / 1e9,
                "decode_GBps": big.nbytes / td / 1e9, "threads": numba.get_num_threads(),
                "cpu": platform.processor() or platform.machine(),
                "cores": os.cpu_count()}

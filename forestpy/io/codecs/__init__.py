@@ -26,7 +26,9 @@ A codec is named by a specification string ``name[:key=value[,key=value...]]``
     (:mod:`forestpy.io.codecs.dwt53`).  ``tau=`` the threshold of the finest details
     (level ``t`` uses ``tau * 2**t``), ``tol=`` an absolute L-infinity bound (one number,
     or ``tol=a/b/c`` one per field), ``rtol=`` a bound relative to each field's range in
-    the batch, ``levels=`` (default all).
+    the batch, ``levels=`` (default all), ``zstd=`` a Zstandard level (1-22) for a
+    lossless stage on the host after the transform (default 0: none; ``zstd=3``
+    nearly doubles the ratio on forestpy's data, docs/compression.md).
 ``zfpy``, ``sz3``
     adapters to ZFP (``tol=``, fixed-accuracy mode) and SZ3 through ``pysz`` (``tol=``,
     absolute bound), for comparison; both need their optional package.

@@ -132,11 +132,12 @@ class DWT53:
             raise CodecError("codec dwt53: give tol or rtol, not both")
         self.levels = _number(params, "levels", None, 0, 30, int)
         self.tries = _number(params, "tries", 8, 1, 64, int)
-        no_more(self.name, params, ("tau", "tol", "rtol", "levels", "tries"))
+        self.zstd = _number(params, "zstd", 0, 0, 22, int)
+        no_more(self.name, params, ("tau", "tol", "rtol", "levels", "tries", "zstd"))
 
     def params(self) -> dict:
         return {"tau": self.tau, "tol": self.tol, "rtol": self.rtol,
-                "levels": self.levels, "tries": self.tries}
+                "levels": self.levels, "tries": self.tries, "zstd": self.zstd}
 
     # ------------------------------------------------------------------ set-up
     def plan(self, batch) -> tuple[int, np.ndarray, np.ndarray]:
@@ -189,9 +190,16 @@ class DWT53:
             fdata, bdata, foff, boff = encode_host(np.asarray(batch), nlev, self.tau, e0,
                                                    self.tries, tol)
         header = {"levels_used": nlev, "tol_used": [float(v) for v in tol]}
-        return header, {"offsets": foff, "boffsets": boff,
-                        "crc": _patch_crcs(fdata, bdata, foff, boff),
-                        "fdata": fdata, "bdata": bdata}
+        sections = {"offsets": foff, "boffsets": boff,
+                    "crc": _patch_crcs(fdata, bdata, foff, boff)}
+        if self.zstd:
+            zstd = _zstd(self.zstd)
+            header["zstd"] = {"fdata": int(fdata.size), "bdata": int(bdata.size)}
+            sections["fdata_z"] = np.frombuffer(zstd.encode(fdata), np.uint8)
+            sections["bdata_z"] = np.frombuffer(zstd.encode(bdata), np.uint8)
+        else:
+            sections.update(fdata=fdata, bdata=bdata)
+        return header, sections
 
     # ------------------------------------------------------------------ decode
     @classmethod
@@ -205,6 +213,8 @@ class DWT53:
                 raise err(f"{what}={n} is not a power of two >= 2")
         if not 0 <= nlev <= min(_log2_exact(mx), _log2_exact(my)):
             raise err(f"levels_used={nlev} does not fit {my} x {mx} patches")
+        if header.get("zstd") is not None:
+            _unzstd(header["zstd"], sections, err)
         fdata, bdata = sections.get("fdata"), sections.get("bdata")
         if fdata is None or fdata.dtype != np.float64 or bdata is None \
                 or bdata.dtype != np.uint8:
@@ -234,6 +244,40 @@ class DWT53:
             raise err(f"patch {k} field {int(errs[k, 1])}: "
                       f"{K.ERRORS.get(int(errs[k, 0]), 'inconsistent data')}")
         return out
+
+
+def _zstd(level: int = 3):
+    try:
+        from numcodecs import Zstd
+    except ImportError as e:
+        raise CodecError(f"codec dwt53 with zstd > 0 needs numcodecs (pip install "
+                         f"'forestpy[codecs]'; zstd=0 works without): {e}") from None
+    return Zstd(level=level)
+
+
+def _unzstd(sizes, sections: dict, err) -> None:
+    """Undo the Zstandard stage: ``fdata_z``/``bdata_z`` -> ``fdata``/``bdata``, each
+    size checked against the header before and after decompressing."""
+    from forestpy.errors import MAX_ARRAY_BYTES
+
+    if not (isinstance(sizes, dict) and all(
+            isinstance(sizes.get(k), int) and 0 <= sizes[k] for k in ("fdata", "bdata"))):
+        raise err("bad zstd entry in the header")
+    if 8 * sizes["fdata"] + sizes["bdata"] > MAX_ARRAY_BYTES:
+        raise err("zstd sizes larger than forestpy decodes")
+    zstd = _zstd()
+    for name, dtype in (("fdata", np.float64), ("bdata", np.uint8)):
+        z = sections.get(f"{name}_z")
+        if z is None or z.dtype != np.uint8:
+            raise err(f"missing or mistyped section {name}_z")
+        want = sizes[name] * np.dtype(dtype).itemsize
+        try:
+            raw = zstd.decode(z.tobytes())
+        except Exception as e:  # noqa: BLE001 - numcodecs raises RuntimeError & co
+            raise err(f"section {name}_z cannot be decompressed ({e})") from None
+        if len(raw) != want:
+            raise err(f"section {name}_z decompresses to {len(raw)} bytes, {want} expected")
+        sections[name] = np.frombuffer(raw, dtype).copy()
 
 
 def encode_host(x: np.ndarray, nlev: int, tau: float, e0, tries: int, tol):

@@ -193,6 +193,12 @@ def test_error_bounded_fallback_stores_raw_patches():
     assert np.array_equal(y[2, 1], x[2, 1])
 
 
+def test_zstd_stage_is_lossless():
+    x = fields(n=8, mx=32)
+    a, b = encode(x, "dwt53:rtol=1e-4"), encode(x, "dwt53:rtol=1e-4,zstd=3")
+    assert len(b) < len(a) and np.array_equal(decode(a), decode(b))
+
+
 def test_report_and_ratio():
     x = fields(n=8, mx=32)
     blob, rep = encode(x, "dwt53:rtol=1e-3", report=True)
@@ -256,7 +262,8 @@ def test_bad_specifications_and_batches():
         encode(np.zeros((2, 3, 8, 8)), "dwt53:tol=1/2")
 
 
-@pytest.mark.parametrize("spec", ["none", "lossless", "fp16", "dwt53:rtol=1e-3"])
+@pytest.mark.parametrize("spec", ["none", "lossless", "fp16", "dwt53:rtol=1e-3",
+                                  "dwt53:rtol=1e-3,zstd=3"])
 def test_corrupt_or_truncated_data_give_one_clear_error(spec):
     x = fields(n=3)
     blob = encode(x, spec)
