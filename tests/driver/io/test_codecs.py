@@ -305,3 +305,24 @@ def test_inconsistent_dwt53_data_are_named_by_patch_and_field():
         err = D.CodecError(f"patch {k} field {errs[k, 1]}: {K.ERRORS[int(errs[k, 0])]}")
         assert k == (1 if pos < bo[2] else 2) and errs[k, 1] == 0
         assert __import__("re").search(match, str(err))
+
+
+def test_numcodecs_registration():
+    numcodecs = pytest.importorskip("numcodecs")
+    from forestpy.io.codecs.zarr_codec import ForestpyCodec, register
+
+    register()
+    codec = numcodecs.get_codec({"id": "forestpy", "spec": "dwt53:rtol=1e-3,zstd=3"})
+    assert isinstance(codec, ForestpyCodec)
+    assert codec.get_config() == {"id": "forestpy", "spec": "dwt53:rtol=1e-3,zstd=3"}
+    x = fields(n=4)
+    blob = codec.encode(x)
+    y = codec.decode(blob)
+    np.testing.assert_array_equal(y, decode(blob))
+    out = np.empty_like(x)
+    codec.decode(blob, out=out)
+    np.testing.assert_array_equal(out, y)
+    with pytest.raises(ValueError, match="npatch"):
+        codec.encode(x[0])
+    with pytest.raises(CodecError):
+        ForestpyCodec("nope")
