@@ -54,7 +54,7 @@ def _load(path: Path, name: str):
     return mod
 
 
-def frames(data: str, quick: bool) -> dict:
+def frames(data: str, quick: bool, okushiri_dx: float | None = None) -> dict:
     """``{"what", "t", "batch"}`` of a short run's final state (patch interiors)."""
     t0 = time.perf_counter()
     if data == "radial_dam":
@@ -63,7 +63,8 @@ def frames(data: str, quick: bool) -> dict:
         sim = demo.setup(**opts)
     elif data == "okushiri":
         demo = _load(ROOT / "demos" / "geoclaw" / "okushiri.py", "okushiri")
-        opts = dict(mx=16, dx_finest=0.112 if quick else 0.056, t_final=16.0, gauges=False)
+        dx = okushiri_dx or (0.112 if quick else 0.056)
+        opts = dict(mx=16, dx_finest=dx, t_final=16.0, gauges=False)
         sim = demo.setup(**opts)
     else:
         raise SystemExit(f"unknown data {data!r}")
@@ -239,10 +240,12 @@ def main(argv=None):
     ap.add_argument("--gpu", action="store_true", help="GPU throughput (needs CuPy)")
     ap.add_argument("--gpu-patches", type=int, default=200_000)
     ap.add_argument("--check-patches", type=int, default=2000)
+    ap.add_argument("--okushiri-dx", type=float, default=None,
+                    help="finest cell size of the Okushiri run (default 0.056, quick 0.112)")
     args = ap.parse_args(argv)
     datas = ("radial_dam", "okushiri") if args.data == "all" else (args.data,)
     for data in datas:
-        d = frames(data, args.quick)
+        d = frames(data, args.quick, args.okushiri_dx)
         print(json.dumps({"kind": "frame", "data": data, "options": d["options"],
                           "t": d["t"], "shape": list(d["batch"].shape),
                           "field_names": d["fields"], "run_s": d["run_s"]}), flush=True)

@@ -48,7 +48,7 @@ import numpy as np
 from .container import CodecError, pack, unpack
 
 __all__ = ["CodecError", "CODECS", "decode", "encode", "get_codec", "info", "metrics",
-           "parse_spec"]
+           "pack", "parse_spec", "unpack"]
 
 
 def _codecs():
@@ -194,6 +194,3 @@ def metrics(orig, dec, nbytes: int) -> dict:
     return {"ratio": n_in / nbytes if nbytes else math.inf, "bytes": int(nbytes),
             "fields": fields}
 
-
-# the container's names, for callers that only import this package
-__all__ += ["pack", "unpack"]

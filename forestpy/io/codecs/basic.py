@@ -123,7 +123,8 @@ class FP16(_PerPatch):
     store = np.float16
 
     def convert(self, x):
-        big = np.max(np.abs(x)) if x.size else 0.0
+        finite = np.abs(x[np.isfinite(x)])
+        big = float(finite.max()) if finite.size else 0.0
         if not big <= 65504.0:
             raise CodecError(f"codec fp16: values up to {big:.6g} do not fit half "
                              "precision (largest 65504)")

@@ -64,7 +64,7 @@ from . import dwt53_kernels as K
 from .basic import _number, no_more
 from .container import CodecError, check_index
 
-__all__ = ["DWT53", "sizes_of"]
+__all__ = ["DWT53"]
 
 
 def _pow2_exponent(v: float) -> int:
@@ -75,28 +75,6 @@ def _pow2_exponent(v: float) -> int:
 
 def _log2_exact(n: int) -> int:
     return n.bit_length() - 1
-
-
-def sizes_of(meta: np.ndarray, my: int, mx: int, nlev: int):
-    """Per-patch (float64 values, bytes) of the encoded stream from ``meta[npatch, meqn,
-    4]`` (vectorised :func:`~.dwt53_kernels.field_sizes`)."""
-    px, py = mx + 1, my + 1
-    nbitmap = (px * py + 7) // 8
-    h = 1 << nlev
-    ncoarse = ((px - 1) // h + 1) * ((py - 1) // h + 1)
-    mode, width, nnz = meta[..., 0], meta[..., 1], meta[..., 3]
-    nf = np.where(mode == K.RAW, 1 + mx * my,
-                  np.where(mode == K.FLOAT, 1 + ncoarse + nnz, 1 + ncoarse))
-    nb = np.where(mode == K.RAW, K.HEADER,
-                  np.where(mode == K.FLOAT, K.HEADER + nbitmap,
-                           K.HEADER + nbitmap + nnz * width))
-    return nf.sum(axis=1), nb.sum(axis=1)
-
-
-def _offsets(sizes) -> np.ndarray:
-    out = np.zeros(sizes.size + 1, np.uint64)
-    np.cumsum(sizes, out=out[1:])
-    return out
 
 
 def _patch_crcs(fdata, bdata, foff, boff) -> np.ndarray:
@@ -195,8 +173,9 @@ class DWT53:
         if self.zstd:
             zstd = _zstd(self.zstd)
             header["zstd"] = {"fdata": int(fdata.size), "bdata": int(bdata.size)}
-            sections["fdata_z"] = np.frombuffer(zstd.encode(fdata), np.uint8)
-            sections["bdata_z"] = np.frombuffer(zstd.encode(bdata), np.uint8)
+            for name, a in (("fdata", fdata), ("bdata", bdata)):
+                sections[f"{name}_z"] = (np.frombuffer(zstd.encode(a), np.uint8) if a.size
+                                         else np.zeros(0, np.uint8))
         else:
             sections.update(fdata=fdata, bdata=bdata)
         return header, sections
@@ -271,6 +250,11 @@ def _unzstd(sizes, sections: dict, err) -> None:
         if z is None or z.dtype != np.uint8:
             raise err(f"missing or mistyped section {name}_z")
         want = sizes[name] * np.dtype(dtype).itemsize
+        if want == 0:
+            if z.size:
+                raise err(f"section {name}_z holds bytes for an empty stream")
+            sections[name] = np.zeros(0, dtype)
+            continue
         try:
             raw = zstd.decode(z.tobytes())
         except Exception as e:  # noqa: BLE001 - numcodecs raises RuntimeError & co
@@ -289,8 +273,8 @@ def encode_host(x: np.ndarray, nlev: int, tau: float, e0, tries: int, tol):
     total = np.empty((npatch, meqn))
     K.analyse_cpu(x, coef, meta, total, nlev, float(tau), np.asarray(e0, np.int64),
                   int(tries), np.asarray(tol, np.float64))
-    nf, nb = sizes_of(meta, my, mx, nlev)
-    foff, boff = _offsets(nf), _offsets(nb)
+    nf, nb = K.sizes_of(meta, my, mx, nlev)
+    foff, boff = K.offsets(nf), K.offsets(nb)
     fdata = np.empty(int(foff[-1]))
     bdata = np.empty(int(boff[-1]), np.uint8)
     K.pack_cpu(coef, meta, total, foff.astype(np.int64), boff.astype(np.int64), fdata,

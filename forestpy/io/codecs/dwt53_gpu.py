@@ -304,8 +304,6 @@ def encode(x, nlev: int, tau: float, e0, tries: int, tol):
     float64) on the device; returns the host arrays ``(fdata, bdata, offsets,
     boffsets)``, the same bytes as the CPU encoder.  Only the per-patch sizes
     (``meta``, 32 bytes per patch field) and the compressed streams cross to the host."""
-    from .dwt53 import _offsets, sizes_of
-
     npatch, meqn, my, mx = x.shape
     analyse, pack, _ = _kernels(my, mx, nlev)
     d_x = _on_device(x)
@@ -318,8 +316,8 @@ def encode(x, nlev: int, tau: float, e0, tries: int, tol):
                              cuda.to_device(np.asarray(e0, np.int64)), int(tries),
                              cuda.to_device(np.asarray(tol, np.float64)))
     h_meta = meta.copy_to_host()
-    nf, nb = sizes_of(h_meta, my, mx, nlev)
-    foff, boff = _offsets(nf), _offsets(nb)
+    nf, nb = K.sizes_of(h_meta, my, mx, nlev)
+    foff, boff = K.offsets(nf), K.offsets(nb)
     fout = cuda.device_array(max(int(foff[-1]), 1), np.float64)
     bout = cuda.device_array(max(int(boff[-1]), 1), np.uint8)
     if npatch:

@@ -287,6 +287,29 @@ def field_sizes(mode, width, nnz, ncell, ncoarse, nbitmap):
     return 1 + ncoarse, HEADER + nbitmap + nnz * width
 
 
+# ================================================================== sizes
+def sizes_of(meta: np.ndarray, my: int, mx: int, nlev: int):
+    """Per-patch (float64 values, bytes) of the encoded stream from ``meta[npatch, meqn,
+    4]`` (vectorised :func:`~.dwt53_kernels.field_sizes`)."""
+    px, py = mx + 1, my + 1
+    nbitmap = (px * py + 7) // 8
+    h = 1 << nlev
+    ncoarse = ((px - 1) // h + 1) * ((py - 1) // h + 1)
+    mode, width, nnz = meta[..., 0], meta[..., 1], meta[..., 3]
+    nf = np.where(mode == RAW, 1 + mx * my,
+                  np.where(mode == FLOAT, 1 + ncoarse + nnz, 1 + ncoarse))
+    nb = np.where(mode == RAW, HEADER,
+                  np.where(mode == FLOAT, HEADER + nbitmap,
+                           HEADER + nbitmap + nnz * width))
+    return nf.sum(axis=1), nb.sum(axis=1)
+
+
+def offsets(sizes) -> np.ndarray:
+    out = np.zeros(sizes.size + 1, np.uint64)
+    np.cumsum(sizes, out=out[1:])
+    return out
+
+
 # ================================================================== CPU drivers
 @numba.njit
 def _analyse_field(x, k, m, w, w2, rows, coef, meta, total, px, py, nlev, tau, e0,

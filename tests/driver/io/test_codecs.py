@@ -326,3 +326,12 @@ def test_numcodecs_registration():
         codec.encode(x[0])
     with pytest.raises(CodecError):
         ForestpyCodec("nope")
+
+
+@pytest.mark.parametrize("spec", ["none", "lossless", "fp16", "dwt53:tau=0.1",
+                                  "dwt53:rtol=1e-3,zstd=1"])
+def test_empty_batches(spec):
+    for shape in ((0, 3, 8, 8), (4, 0, 8, 8)):
+        x = np.zeros(shape)
+        y = decode(encode(x, spec))
+        assert y.shape == shape and y.dtype == x.dtype
