@@ -27,10 +27,12 @@ stores the whole padded ``q`` and restarts bit for bit.  A lossy codec (``dwt53`
 by the next step; they are set to the nearest interior cell meanwhile); for a depth
 over a bottom (``riemann.surface_interp = (i, j)``) it encodes the surface ``q[i] +
 aux[j]`` instead of the depth, so that a lake at rest stays at rest, and decodes the
-depth as ``max(surface - aux[j], 0)``.  With ``dwt53`` each patch field keeps its total
-(depth: its volume) to round-off, except where a depth is clipped at 0, and its error
-stays within the codec's bound (``tol``/``rtol``); the restart then continues from data
-within that bound, not bit for bit.  The codec is named in the metadata (``"codec"``).
+depth as ``max(surface - aux[j], 0)``.  With ``dwt53`` the depth of every patch whose
+shallowest cell is not deeper than the surface's bound is stored exactly (shorelines,
+dry land), so no other depth can be clipped: each patch field keeps its total (depth:
+its volume) to round-off and its error stays within the codec's bound
+(``tol``/``rtol``); the restart continues from data within that bound, not bit for
+bit.  The other lossy codecs clip.  The codec is named in the metadata (``"codec"``).
 
 Example::
 
@@ -155,20 +157,42 @@ def _encode_state(sim, arrays: dict, spec: str) -> dict:
     info = {"spec": spec, "padded": lossless, "surface": None}
     if lossless:
         q = np.ascontiguousarray(be.to_host(sim.q))
+        raw = None
     else:
         b = sim.mbc
         xp = be.xp
         q = xp.ascontiguousarray(sim.q[:, :, b:sim.q.shape[2] - b, b:sim.q.shape[3] - b])
         surf = getattr(sim.riemann, "surface_interp", None)
+        raw = None
         if surf is not None:
             i, j = surf
+            depth = q[:, i].copy()
             q = q.copy()
             q[:, i] += sim.aux[:, j, b:sim.q.shape[2] - b, b:sim.q.shape[3] - b]
             info["surface"] = [int(i), int(j)]
+            raw = _shore_patches(depth, q, i, spec, be)
         if not isinstance(q, np.ndarray) and parse_spec(spec)[0] != "dwt53":
             q = be.to_host(q)
-    arrays["q_codec"] = np.frombuffer(encode(q, spec), np.uint8)
+    arrays["q_codec"] = np.frombuffer(encode(q, spec, raw=raw), np.uint8)
     return info
+
+
+def _shore_patches(depth, q, i, spec: str, be):
+    """``raw[npatch, meqn]``: for ``dwt53``, the depth field ``i`` of every patch whose
+    shallowest cell is not deeper than the surface's error bound is stored exactly, so
+    that no decoded depth can fall below 0 elsewhere and each patch's volume is kept;
+    None for the other codecs (their decoded depths are clipped at 0)."""
+    from forestpy.io.codecs import get_codec
+
+    codec = get_codec(spec)
+    if codec.name != "dwt53":
+        return None
+    nlev, tol, _ = codec.plan(q)
+    bound = tol[i] if tol[i] >= 0 else codec.tau * 2.0 ** nlev  # tau alone: no bound
+    shallow = np.asarray(be.to_host(depth.min(axis=(1, 2)))) <= bound
+    raw = np.zeros((q.shape[0], q.shape[1]), bool)
+    raw[:, i] = shallow
+    return raw
 
 
 def write_checkpoint(sim, path, meta: dict | None = None, codec=None) -> Path:

@@ -112,7 +112,7 @@ def _is_device(a) -> bool:
 
 
 def encode(batch, codec="lossless", report: bool = False, extra: dict | None = None,
-           **params):
+           raw=None, **params):
     """Encode ``batch[npatch, meqn, my, mx]`` (host NumPy or device CuPy) to bytes.
 
     ``codec`` is a name, a specification string (:func:`parse_spec`) or a codec object;
@@ -120,11 +120,18 @@ def encode(batch, codec="lossless", report: bool = False, extra: dict | None = N
     and returned by :func:`info`.  With ``report=True`` returns ``(blob, report)`` where
     ``report`` is :func:`metrics` of the decoded batch against ``batch`` (one decode).
     A device batch is encoded on the device where the codec can (``dwt53``); only the
-    compressed bytes cross to the host.
+    compressed bytes cross to the host.  ``raw`` (bool ``[npatch, meqn]``, host) marks
+    fields that a lossy codec stores exactly (``dwt53`` only; ignored by the exact
+    codecs).
     """
     batch = _as_batch(batch)
     c = get_codec(codec, **params)
-    header, sections = c.encode(batch)
+    if raw is not None and getattr(c, "supports_raw", False):
+        header, sections = c.encode(batch, raw=raw)
+    elif raw is not None and c.name not in ("none", "lossless") and np.any(raw):
+        raise CodecError(f"codec {c.name} cannot store chosen fields exactly (raw=)")
+    else:
+        header, sections = c.encode(batch)
     header.update(codec=c.name, codec_version=c.version, shape=list(batch.shape),
                   dtype=np.dtype(batch.dtype).name, params=c.params(),
                   extra=extra)

@@ -156,17 +156,27 @@ class DWT53:
         return nlev, tol, e0
 
     # ------------------------------------------------------------------ encode
-    def encode(self, batch):
+    supports_raw = True
+
+    def encode(self, batch, raw=None):
+        """``raw`` (bool ``[npatch, meqn]`` or broadcastable, host): fields stored as
+        they are (exact), e.g. the depths of patches with dry cells."""
         nlev, tol, e0 = self.plan(batch)
         npatch, meqn, my, mx = batch.shape
+        if raw is not None:
+            try:
+                raw = np.broadcast_to(np.asarray(raw, bool), (npatch, meqn))
+            except ValueError:
+                raise CodecError(f"codec dwt53: raw mask of shape {np.shape(raw)} for "
+                                 f"{npatch} patches of {meqn} fields") from None
         if not isinstance(batch, np.ndarray):  # CuPy or a Numba device array
             from . import dwt53_gpu
 
             fdata, bdata, foff, boff = dwt53_gpu.encode(batch, nlev, self.tau, e0,
-                                                        self.tries, tol)
+                                                        self.tries, tol, raw)
         else:
             fdata, bdata, foff, boff = encode_host(np.asarray(batch), nlev, self.tau, e0,
-                                                   self.tries, tol)
+                                                   self.tries, tol, raw)
         header = {"levels_used": nlev, "tol_used": [float(v) for v in tol]}
         sections = {"offsets": foff, "boffsets": boff,
                     "crc": _patch_crcs(fdata, bdata, foff, boff)}
@@ -264,15 +274,18 @@ def _unzstd(sizes, sections: dict, err) -> None:
         sections[name] = np.frombuffer(raw, dtype).copy()
 
 
-def encode_host(x: np.ndarray, nlev: int, tau: float, e0, tries: int, tol):
+def encode_host(x: np.ndarray, nlev: int, tau: float, e0, tries: int, tol, raw=None):
     """The CPU encoder: ``(fdata, bdata, offsets, boffsets)``."""
     x = np.ascontiguousarray(x, dtype=np.float64)
     npatch, meqn, my, mx = x.shape
     coef = np.empty((npatch, meqn, (mx + 1) * (my + 1)))
     meta = np.empty((npatch, meqn, 4), np.int64)
     total = np.empty((npatch, meqn))
+    mask = (np.zeros((npatch, meqn), np.uint8) if raw is None else
+            np.ascontiguousarray(np.broadcast_to(np.asarray(raw, bool), (npatch, meqn)),
+                                 dtype=np.uint8))
     K.analyse_cpu(x, coef, meta, total, nlev, float(tau), np.asarray(e0, np.int64),
-                  int(tries), np.asarray(tol, np.float64))
+                  int(tries), np.asarray(tol, np.float64), mask)
     nf, nb = K.sizes_of(meta, my, mx, nlev)
     foff, boff = K.offsets(nf), K.offsets(nb)
     fdata = np.empty(int(foff[-1]))

@@ -82,7 +82,7 @@ def _kernels(my: int, mx: int, nlev: int):
     RAW, QUANT, FLOAT, QMAX = K.RAW, K.QUANT, K.FLOAT, K.QMAX
 
     @cuda.jit
-    def analyse(x, coef, meta, total, tau, e0, tries, tol):
+    def analyse(x, coef, meta, total, tau, e0, tries, tol, raw):
         k = cuda.blockIdx.x
         tid = cuda.threadIdx.x
         nt = cuda.blockDim.x
@@ -106,7 +106,7 @@ def _kernels(my: int, mx: int, nlev: int):
                 if not (v - v == 0.0):  # inf or nan
                     ired[0] = 1
             cuda.syncthreads()
-            finite = ired[0] == 0
+            finite = ired[0] == 0 and raw[k, m] == 0
             tolm = tol[m]
             mode = RAW
             e = e0[m]
@@ -291,6 +291,13 @@ def _kernels(my: int, mx: int, nlev: int):
     return _KERNELS[key]
 
 
+def _raw_mask(raw, npatch, meqn):
+    if raw is None:
+        return np.zeros((npatch, meqn), np.uint8)
+    return np.ascontiguousarray(np.broadcast_to(np.asarray(raw, bool), (npatch, meqn)),
+                                dtype=np.uint8)
+
+
 def _on_device(a):
     """``a`` as something a Numba kernel takes: a CuPy array as it is (CUDA array
     interface), a host array copied to the device."""
@@ -299,10 +306,11 @@ def _on_device(a):
     return cuda.to_device(np.ascontiguousarray(a))
 
 
-def encode(x, nlev: int, tau: float, e0, tries: int, tol):
+def encode(x, nlev: int, tau: float, e0, tries: int, tol, raw=None):
     """Encode the batch ``x`` (CuPy, a Numba device array or, in the simulator, NumPy:
     float64) on the device; returns the host arrays ``(fdata, bdata, offsets,
-    boffsets)``, the same bytes as the CPU encoder.  Only the per-patch sizes
+    boffsets)``, the same bytes as the CPU encoder (``raw``: host ``uint8[npatch, meqn]``,
+    non-zero where a field is stored as it is).  Only the per-patch sizes
     (``meta``, 32 bytes per patch field) and the compressed streams cross to the host."""
     npatch, meqn, my, mx = x.shape
     analyse, pack, _ = _kernels(my, mx, nlev)
@@ -314,7 +322,8 @@ def encode(x, nlev: int, tau: float, e0, tries: int, tol):
     if npatch:
         analyse[npatch, tpb](d_x, coef, meta, total, float(tau),
                              cuda.to_device(np.asarray(e0, np.int64)), int(tries),
-                             cuda.to_device(np.asarray(tol, np.float64)))
+                             cuda.to_device(np.asarray(tol, np.float64)),
+                             cuda.to_device(_raw_mask(raw, npatch, meqn)))
     h_meta = meta.copy_to_host()
     nf, nb = K.sizes_of(h_meta, my, mx, nlev)
     foff, boff = K.offsets(nf), K.offsets(nb)

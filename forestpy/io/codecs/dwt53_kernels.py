@@ -313,9 +313,10 @@ def offsets(sizes) -> np.ndarray:
 # ================================================================== CPU drivers
 @numba.njit
 def _analyse_field(x, k, m, w, w2, rows, coef, meta, total, px, py, nlev, tau, e0,
-                   tries, tol):
+                   tries, tol, raw):
     """Encode field ``m`` of patch ``k`` into ``coef[k, m]`` (stored values in place),
-    ``meta[k, m] = (mode, width, exponent, nnz)`` and ``total[k, m]``."""
+    ``meta[k, m] = (mode, width, exponent, nnz)`` and ``total[k, m]``; ``raw``: store
+    it as it is."""
     npos = px * py
     ncell = (px - 1) * (py - 1)
     load_padded(w, x, k, m, px, py, 0, 1)
@@ -324,7 +325,7 @@ def _analyse_field(x, k, m, w, w2, rows, coef, meta, total, px, py, nlev, tau, e
         rows[j] = row_total(w, px, j)
     T = sum_rows(rows, py - 1)
     total[k, m] = T
-    finite = True
+    finite = raw == 0
     for p in range(npos):
         if not math.isfinite(w[p]):
             finite = False
@@ -397,8 +398,9 @@ def _analyse_field(x, k, m, w, w2, rows, coef, meta, total, px, py, nlev, tau, e
 
 
 @numba.njit(parallel=True, cache=True)
-def analyse_cpu(x, coef, meta, total, nlev, tau, e0, tries, tol):
-    """Phase 1 of encoding on the CPU (one patch per ``prange`` iteration)."""
+def analyse_cpu(x, coef, meta, total, nlev, tau, e0, tries, tol, raw):
+    """Phase 1 of encoding on the CPU (one patch per ``prange`` iteration); fields with
+    ``raw[k, m] != 0`` are stored as they are."""
     npatch, meqn, my, mx = x.shape
     px, py = mx + 1, my + 1
     for k in numba.prange(npatch):
@@ -407,7 +409,7 @@ def analyse_cpu(x, coef, meta, total, nlev, tau, e0, tries, tol):
         rows = np.empty(py)
         for m in range(meqn):
             _analyse_field(x, k, m, w, w2, rows, coef, meta, total, px, py, nlev, tau,
-                           e0[m], tries, tol[m])
+                           e0[m], tries, tol[m], raw[k, m])
 
 
 @numba.njit

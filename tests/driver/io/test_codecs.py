@@ -180,11 +180,18 @@ def test_error_bounded_fallback_stores_raw_patches():
     coef = np.empty((4, 3, 17 * 17))
     meta = np.empty((4, 3, 4), np.int64)
     total = np.empty((4, 3))
-    K.analyse_cpu(x, coef, meta, total, nlev, 0.0, e0, 1, tol)
+    K.analyse_cpu(x, coef, meta, total, nlev, 0.0, e0, 1, tol, np.zeros((4, 3), np.uint8))
     assert np.all(meta[:, 0, 0] == K.RAW) and np.all(meta[:, 1, 0] == K.QUANT)
     y = decode(encode(x, c))
     assert np.array_equal(y[:, 0], x[:, 0])
     assert np.all(np.abs(y - x).max(axis=(0, 2, 3)) <= [0, 1e3, 1.0])
+    # chosen fields are stored raw on request
+    mask = np.zeros((4, 3), bool)
+    mask[2, 1] = True
+    y = decode(encode(x, "dwt53:rtol=0.1", raw=mask))
+    assert np.array_equal(y[2, 1], x[2, 1]) and not np.array_equal(y[1, 1], x[1, 1])
+    with pytest.raises(CodecError, match="raw="):
+        encode(x, "fp16", raw=mask)
     # non-finite values are stored raw too
     x[1, 2, 3, 4] = np.nan
     x[2, 1, 0, 0] = np.inf

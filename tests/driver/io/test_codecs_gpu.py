@@ -24,11 +24,11 @@ def batch(npatch, meqn, n):
     return x
 
 
-def both(x, **params):
+def both(x, raw=None, **params):
     c = D.DWT53(**params)
     nlev, tol, e0 = c.plan(x)
-    cpu = D.encode_host(x, nlev, c.tau, e0, c.tries, tol)
-    gpu = G.encode(x, nlev, c.tau, e0, c.tries, tol)
+    cpu = D.encode_host(x, nlev, c.tau, e0, c.tries, tol, raw)
+    gpu = G.encode(x, nlev, c.tau, e0, c.tries, tol, raw)
     return nlev, cpu, gpu
 
 
@@ -57,7 +57,8 @@ def test_gpu_encoder_writes_the_cpu_bytes(n, params):
 def test_gpu_raw_fallback_and_nonfinite_fields():
     x = batch(2, 2, 8)
     x[1, 0, 2, 2] = np.nan
-    nlev, cpu, gpu = both(x, tol=[1e-300, 1e-3], tries=2)
+    raw = np.array([[False, False], [False, True]])  # and one field stored raw on request
+    nlev, cpu, gpu = both(x, raw=raw, tol=[1e-300, 1e-3], tries=2)
     for a, b in zip(cpu, gpu):
         assert np.array_equal(a.view(np.uint8), b.view(np.uint8))
     y = decode(encode(x, "dwt53:tol=1e-300/1e-3,tries=2"), device=True)
