@@ -75,3 +75,45 @@ def test_gpu_decoder_reports_inconsistent_data():
     bd[bo[1]] = 7  # mode byte of patch 1
     _, errs = G.decode(fd, bd, fo, bo, x.shape, nlev)
     assert errs[0, 0] == K.OK and errs[1, 0] == K.E_MODE
+
+
+_PTX = r'''
+import sys, types
+import numba.cuda.dispatcher as disp
+from numba import cuda, types as T
+try:
+    from numba.cuda.cudadrv import nvvm
+    nvvm.NVVM()
+except Exception as e:  # no libNVVM: nothing to compile with
+    print(e)
+    sys.exit(77)
+# device functions ask the current device for its compute capability: there is none
+disp.get_current_device = lambda: types.SimpleNamespace(compute_capability=(9, 0))
+from forestpy.io.codecs import dwt53_gpu as G
+A = lambda dt, nd: T.Array(dt, nd, "C")
+f8, i8, u1 = T.float64, T.int64, T.uint8
+an, pk, un = G._kernels(16, 16, 4)
+for k, sig in ((an, (A(f8, 4), A(f8, 3), A(i8, 3), A(f8, 2), f8, A(i8, 1), i8, A(f8, 1),
+                     A(u1, 2))),
+               (pk, (A(f8, 3), A(i8, 3), A(f8, 2), A(i8, 1), A(i8, 1), A(f8, 1), A(u1, 1))),
+               (un, (A(f8, 1), A(u1, 1), A(i8, 1), A(i8, 1), A(f8, 4), A(i8, 2)))):
+    ptx, _ = cuda.compile_ptx(k.py_func, sig, cc=(9, 0))
+    assert ".entry" in ptx and ".local" not in ptx  # no spills to local memory
+print("ok")
+'''
+
+
+# compiles the three kernels for sm_90 with NVVM (no GPU needed): the simulator runs them
+# as Python and cannot see a typing error that only the real compiler finds; 5-10 s
+@pytest.mark.slow
+def test_kernels_compile_for_the_device():
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0")
+    r = subprocess.run([sys.executable, "-c", _PTX], env=env, capture_output=True,
+                       text=True, timeout=600)
+    if r.returncode == 77:
+        pytest.skip(f"no libNVVM: {r.stdout.strip()[:200]}")
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-3000:]
