@@ -20,7 +20,10 @@ Records (one JSON object per line, ``"kind"`` says which):
   take ratios from the ``rd`` records);
 * ``gpu`` (``--gpu``) -- ``dwt53`` encode and decode of a device-resident batch (the
   frames tiled to ``--gpu-patches`` patches), timed with CUDA events, best of
-  ``--repeat``; self-checking: the encoded bytes of the first ``--check-patches``
+  ``--repeat``, end to end (``encode_GBps``: kernels, the size round trip, the copy of
+  the compressed streams to the host; ``decode_GBps``: their upload and the kernel) and
+  the kernels alone by CUDA events (``encode_kernels_GBps``, ``decode_kernel_GBps``);
+  self-checking: the encoded bytes of the first ``--check-patches``
   patches must equal the CPU encoder's and the device decode must equal the CPU
   decode (``same_bytes``, ``max_decode_diff``).
 
@@ -189,17 +192,17 @@ def gpu_records(d: dict, repeat: int, npatch: int, ncheck: int):
         nlev, tol, e0 = c.plan(host)
         G.encode(dev[:64], nlev, c.tau, e0, c.tries, tol)  # compile
 
-        def enc(c=c, nlev=nlev, e0=e0, tol=tol):
-            return G.encode(dev, nlev, c.tau, e0, c.tries, tol)
-
-        times = []
+        times, kern = [], []
         for _ in range(repeat):
             cp.cuda.Device().synchronize()
             t0 = time.perf_counter()
-            fd, bd, fo, bo = enc()
+            tk = {}
+            fd, bd, fo, bo = G.encode(dev, nlev, c.tau, e0, c.tries, tol, timings=tk)
             cp.cuda.Device().synchronize()
             times.append(time.perf_counter() - t0)
+            kern.append(tk)
         te = min(times)
+        tke = min(k.get("analyse_s", np.nan) + k.get("pack_s", np.nan) for k in kern)
         # the same bytes as the CPU for the first ncheck patches
         k = min(ncheck, npatch)
         cf, cb, cfo, cbo = D.encode_host(host[:k], nlev, c.tau, e0, c.tries, tol)
@@ -208,14 +211,17 @@ def gpu_records(d: dict, repeat: int, npatch: int, ncheck: int):
                 and np.array_equal(fo[:k + 1], cfo) and np.array_equal(bo[:k + 1], cbo))
         # decode on the device (kernel time incl. the upload of the compressed streams)
         G.decode(fd, bd, fo, bo, host.shape, nlev)  # compile
-        times = []
+        times, kern = [], []
         for _ in range(repeat):
             cp.cuda.Device().synchronize()
             t0 = time.perf_counter()
-            out, errs = G.decode(fd, bd, fo, bo, host.shape, nlev)
+            tk = {}
+            out, errs = G.decode(fd, bd, fo, bo, host.shape, nlev, timings=tk)
             cp.cuda.Device().synchronize()
             times.append(time.perf_counter() - t0)
+            kern.append(tk)
         td = min(times)
+        tkd = min(k.get("unpack_s", np.nan) for k in kern)
         ref = np.empty((k,) + host.shape[1:])
         e2 = np.zeros((k, 2), np.int64)
         K.decode_cpu(cf, cb, cfo.astype(np.int64), cbo.astype(np.int64), ref, nlev, e2)
@@ -224,7 +230,10 @@ def gpu_records(d: dict, repeat: int, npatch: int, ncheck: int):
         yield {"kind": "gpu", "data": d["what"], "device": name, "params": spec,
                "patches": npatch, "bytes_in": host.nbytes, "ratio": host.nbytes / nbytes,
                "encode_GBps": host.nbytes / te / 1e9, "decode_GBps": host.nbytes / td / 1e9,
-               "encode_s": te, "decode_s": td, "same_bytes": bool(same),
+               "encode_kernels_GBps": host.nbytes / tke / 1e9,
+               "decode_kernel_GBps": host.nbytes / tkd / 1e9,
+               "encode_s": te, "decode_s": td, "encode_kernels_s": tke,
+               "decode_kernel_s": tkd, "same_bytes": bool(same),
                "max_decode_diff": diff, "decode_errors": int(np.count_nonzero(errs[:, 0])),
                "checked_patches": k, "threads_per_block": G.threads_per_block(
                    host.shape[3] + 1, host.shape[2] + 1)}

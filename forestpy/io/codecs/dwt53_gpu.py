@@ -306,12 +306,29 @@ def _on_device(a):
     return cuda.to_device(np.ascontiguousarray(a))
 
 
-def encode(x, nlev: int, tau: float, e0, tries: int, tol, raw=None):
+def _mark(timings):
+    """A recorded CUDA event where kernel times are asked for (None in the simulator)."""
+    if timings is None or SIM:
+        return None
+    ev = cuda.event()
+    ev.record()
+    return ev
+
+
+def _elapsed(timings, key, a, b):
+    if a is not None and b is not None:
+        b.synchronize()
+        timings[key] = timings.get(key, 0.0) + a.elapsed_time(b) / 1e3
+
+
+def encode(x, nlev: int, tau: float, e0, tries: int, tol, raw=None, timings=None):
     """Encode the batch ``x`` (CuPy, a Numba device array or, in the simulator, NumPy:
     float64) on the device; returns the host arrays ``(fdata, bdata, offsets,
     boffsets)``, the same bytes as the CPU encoder (``raw``: host ``uint8[npatch, meqn]``,
-    non-zero where a field is stored as it is).  Only the per-patch sizes
-    (``meta``, 32 bytes per patch field) and the compressed streams cross to the host."""
+    non-zero where a field is stored as it is).  A dict ``timings`` receives the kernel
+    seconds (CUDA events) under ``"analyse_s"`` and ``"pack_s"`` (not in the
+    simulator).  Only the per-patch sizes (``meta``, 32 bytes per patch field) and the
+    compressed streams cross to the host."""
     npatch, meqn, my, mx = x.shape
     analyse, pack, _ = _kernels(my, mx, nlev)
     d_x = _on_device(x)
@@ -319,36 +336,45 @@ def encode(x, nlev: int, tau: float, e0, tries: int, tol, raw=None):
     meta = cuda.device_array((npatch, meqn, 4), np.int64)
     total = cuda.device_array((npatch, meqn), np.float64)
     tpb = threads_per_block(mx + 1, my + 1)
+    d_e0 = cuda.to_device(np.asarray(e0, np.int64))
+    d_tol = cuda.to_device(np.asarray(tol, np.float64))
+    d_raw = cuda.to_device(_raw_mask(raw, npatch, meqn))
     if npatch:
-        analyse[npatch, tpb](d_x, coef, meta, total, float(tau),
-                             cuda.to_device(np.asarray(e0, np.int64)), int(tries),
-                             cuda.to_device(np.asarray(tol, np.float64)),
-                             cuda.to_device(_raw_mask(raw, npatch, meqn)))
+        t0 = _mark(timings)
+        analyse[npatch, tpb](d_x, coef, meta, total, float(tau), d_e0, int(tries), d_tol,
+                             d_raw)
+        _elapsed(timings, "analyse_s", t0, _mark(timings))
     h_meta = meta.copy_to_host()
     nf, nb = K.sizes_of(h_meta, my, mx, nlev)
     foff, boff = K.offsets(nf), K.offsets(nb)
     fout = cuda.device_array(max(int(foff[-1]), 1), np.float64)
     bout = cuda.device_array(max(int(boff[-1]), 1), np.uint8)
+    d_foff = cuda.to_device(foff.astype(np.int64))
+    d_boff = cuda.to_device(boff.astype(np.int64))
     if npatch:
-        pack[npatch, tpb](coef, meta, total, cuda.to_device(foff.astype(np.int64)),
-                          cuda.to_device(boff.astype(np.int64)), fout, bout)
+        t0 = _mark(timings)
+        pack[npatch, tpb](coef, meta, total, d_foff, d_boff, fout, bout)
+        _elapsed(timings, "pack_s", t0, _mark(timings))
     return (fout.copy_to_host()[:int(foff[-1])], bout.copy_to_host()[:int(boff[-1])],
             foff, boff)
 
 
-def decode(fdata, bdata, foff, boff, shape, nlev: int):
+def decode(fdata, bdata, foff, boff, shape, nlev: int, timings=None):
     """Decode on the device: ``(batch, host error array)``; the batch is a CuPy array
     where CuPy is installed and not in the simulator, else a Numba device array's host
-    copy (the simulator)."""
+    copy (the simulator).  ``timings`` receives ``"unpack_s"`` (kernel seconds)."""
     npatch, meqn, my, mx = shape
     _, _, unpack = _kernels(my, mx, nlev)
     out = cuda.device_array(shape, np.float64)
     errs = cuda.to_device(np.zeros((npatch, 2), np.int64))
+    d_f = cuda.to_device(np.append(fdata, 0.0))
+    d_b = cuda.to_device(np.append(bdata, np.uint8(0)))
+    d_fo = cuda.to_device(foff.astype(np.int64))
+    d_bo = cuda.to_device(boff.astype(np.int64))
     if npatch:
-        unpack[npatch, threads_per_block(mx + 1, my + 1)](cuda.to_device(np.append(fdata, 0.0)),
-                            cuda.to_device(np.append(bdata, np.uint8(0))),
-                            cuda.to_device(foff.astype(np.int64)),
-                            cuda.to_device(boff.astype(np.int64)), out, errs)
+        t0 = _mark(timings)
+        unpack[npatch, threads_per_block(mx + 1, my + 1)](d_f, d_b, d_fo, d_bo, out, errs)
+        _elapsed(timings, "unpack_s", t0, _mark(timings))
     if SIM:
         return out.copy_to_host(), errs.copy_to_host()
     import cupy
