@@ -861,14 +861,16 @@ class CheckpointEvery:
 
     Put it LAST in ``sim.callbacks``: the checkpoint then holds the state of the other
     callbacks after the step (e.g. the gauge sample of that step).  ``meta`` (JSON-able)
-    is stored in every file.  ``written`` lists the paths written, in order.
+    is stored in every file.  ``codec`` (a :mod:`forestpy.io.codecs` specification, e.g.
+    ``"lossless"`` or ``"dwt53:rtol=1e-6"``) compresses the patch data of every file.
+    ``written`` lists the paths written, in order.
     """
 
     timer_phase = "output"
     collective = True  # every rank calls it: save_checkpoint is collective
 
     def __init__(self, out_dir, every_steps: int, keep: int = 2, at_end: bool = True,
-                 meta: dict | None = None):
+                 meta: dict | None = None, codec=None):
         every_steps = int(every_steps)
         if every_steps < 1:
             raise ValueError(f"every_steps must be >= 1, got {every_steps}")
@@ -879,6 +881,7 @@ class CheckpointEvery:
         self.keep = int(keep)
         self.at_end = bool(at_end)
         self.meta = meta
+        self.codec = codec
         self.written: list = []
         self._last_step: int | None = None
 
@@ -898,7 +901,7 @@ class CheckpointEvery:
         (:meth:`forestpy.Simulation.save_checkpoint`: in a distributed run the other
         callbacks' device samples are flushed on every rank, the state gathered to
         rank 0, which writes the files)."""
-        path = sim.save_checkpoint(self.path_for(sim.steps), meta=self.meta)
+        path = sim.save_checkpoint(self.path_for(sim.steps), meta=self.meta, codec=self.codec)
         writer = sim.exchange.rank == 0
         if writer:
             latest = self.out_dir / "checkpoint_latest.npz"

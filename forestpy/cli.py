@@ -1,15 +1,16 @@
 """The ``forestpy`` command line.
 
 ``forestpy run DEMO.py [--set KEY=VALUE ...] [--backend cpu|gpu] [--out DIR] [--quiet]
-[--checkpoint-interval N [--checkpoint-keep K]] [--restart FILE]``
+[--checkpoint-interval N [--checkpoint-keep K] [--checkpoint-codec SPEC]] [--restart FILE]``
     Load a demo script (a module-level ``OPTIONS`` dict of defaults and
     ``setup(**overrides) -> Simulation``), override options, run it with progress on
     stderr, print the timer breakdown, and write ``options_used.json`` (before the run)
     and ``summary.json`` (after it, also when it fails) into the output folder.
     ``--checkpoint-interval N`` writes ``DIR/checkpoint_<step>.npz`` every N steps (the
     last two kept, or K with ``--checkpoint-keep K``, and ``DIR/checkpoint_latest.npz``)
-    and at the end; ``--restart FILE`` builds the simulation with the same demo and
-    ``--set`` options, loads the checkpoint and continues to ``t_final``.  An
+    and at the end (``--checkpoint-codec lossless|dwt53:rtol=R|...`` compresses their patch
+    data, :mod:`forestpy.io.codecs`); ``--restart FILE`` builds the simulation with the
+    same demo and ``--set`` options, loads the checkpoint and continues to ``t_final``.  An
     unreadable or unfitting checkpoint is a usage error (exit code 2) and writes nothing.
 
     ``--vtk amr|flat`` with ``--output-interval DT``, ``--output-times T1,T2`` or
@@ -344,6 +345,13 @@ def cmd_run(args, argv: list[str]) -> int:
         raise CLIError(f"--checkpoint-interval must be >= 1, got {args.checkpoint_interval}")
     if args.checkpoint_keep < 1:
         raise CLIError(f"--checkpoint-keep must be >= 1, got {args.checkpoint_keep}")
+    if args.checkpoint_codec is not None:
+        from forestpy.io.codecs import CodecError, get_codec
+
+        try:
+            get_codec(args.checkpoint_codec)
+        except CodecError as e:
+            raise CLIError(f"--checkpoint-codec: {e}") from None
     checkpoint = None
     if args.restart is not None:  # read it before anything is written
         try:
@@ -469,6 +477,7 @@ def cmd_run(args, argv: list[str]) -> int:
                 args.checkpoint_interval,
                 keep=args.checkpoint_keep,
                 meta={"demo": demo_name, "demo_file": str(demo_path), "overrides": overrides},
+                codec=args.checkpoint_codec,
             )
         )
     if nranks > 1:
@@ -539,6 +548,7 @@ def _run_standalone(module, args, out, base, overrides, in_effect, fail, usage_e
 
     unsupported = [flag for flag, value in (
         ("--checkpoint-interval", args.checkpoint_interval),
+        ("--checkpoint-codec", args.checkpoint_codec),
         ("--restart", args.restart),
     ) if value is not None and value is not False]
     if unsupported:
@@ -771,6 +781,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="write DIR/checkpoint_<step>.npz every N steps and at the end (the last two "
         "kept) and DIR/checkpoint_latest.npz",
+    )
+    run.add_argument(
+        "--checkpoint-codec",
+        default=None,
+        metavar="SPEC",
+        help="compress the checkpoints' patch data: none, lossless (bit-for-bit restarts), "
+        "fp16, dwt53:tol=T or dwt53:rtol=R (lossy within the bound, totals kept; "
+        "docs/compression.md)",
     )
     run.add_argument(
         "--checkpoint-keep",

@@ -1262,11 +1262,13 @@ class Simulation:
         return min(stops) if stops else None
 
     # ------------------------------------------------------------------ checkpoints
-    def save_checkpoint(self, path, meta: dict | None = None):
+    def save_checkpoint(self, path, meta: dict | None = None, codec=None):
         """Write the whole state to one ``.npz`` file (atomically); return its path.
-        See :mod:`forestpy.io.checkpoint`.  Collective: a distributed state is gathered
-        to rank 0 only (:meth:`root_view`), which writes the checkpoint (readable on any
-        number of ranks); an error on rank 0 is raised on every rank."""
+        See :mod:`forestpy.io.checkpoint` (``codec``: compress the patch data with a
+        codec of :mod:`forestpy.io.codecs`, e.g. ``"lossless"``, ``"dwt53:rtol=1e-6"``).
+        Collective: a distributed state is gathered to rank 0 only (:meth:`root_view`),
+        which writes the checkpoint (readable on any number of ranks); an error on rank
+        0 is raised on every rank."""
         from forestpy.io.checkpoint import write_checkpoint
 
         for cb in self.callbacks:
@@ -1279,7 +1281,7 @@ class Simulation:
         with self.root_view(0) as root:
             if root is not None:
                 try:
-                    out = write_checkpoint(root, path, meta=meta)
+                    out = write_checkpoint(root, path, meta=meta, codec=codec)
                 except Exception as e:  # noqa: BLE001 - re-raised below, on every rank
                     error = e
         return self.exchange.share_outcome(out, error, f"write the checkpoint {path}")

@@ -37,6 +37,7 @@ MODULES = (
     "forestpy.patches.time_sync",
     "forestpy.patches.launch",
     "forestpy.io.checkpoint",
+    "forestpy.io.codecs",
     "forestpy.io.vtk",
     "forestpy.io.plot",
     "forestpy.parallel",

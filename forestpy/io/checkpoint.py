@@ -18,6 +18,22 @@ type and range); ``sim.load_checkpoint(path)`` (or
 ``sim.restore(read_checkpoint(path))``) replaces the state of a Simulation built by
 the same setup, after which ``sim.run()`` continues exactly as the uninterrupted run.
 
+**Compressed checkpoints** (``codec=``, ``forestpy run --checkpoint-codec``): with a
+codec of :mod:`forestpy.io.codecs` other than ``none``, ``aux`` and ``aux_setaux`` are
+stored through ``lossless`` (members ``aux_codec``, ``aux_setaux_codec``) and ``q``
+through the codec (member ``q_codec``; the codec's container, uint8).  ``lossless``
+stores the whole padded ``q`` and restarts bit for bit.  A lossy codec (``dwt53``,
+``fp16``, ``zfpy``, ``sz3``) stores the patch interiors only (ghost cells are refilled
+by the next step; they are set to the nearest interior cell meanwhile); for a depth
+over a bottom (``riemann.surface_interp = (i, j)``) it encodes the surface ``q[i] +
+aux[j]`` instead of the depth, so that a lake at rest stays at rest, and decodes the
+depth as ``max(surface - aux[j], 0)``.  With ``dwt53`` the depth of every patch whose
+shallowest cell is not deeper than the surface's bound is stored exactly (shorelines,
+dry land), so no other depth can be clipped: each patch field keeps its total (depth:
+its volume) to round-off and its error stays within the codec's bound
+(``tol``/``rtol``); the restart continues from data within that bound, not bit for
+bit.  The other lossy codecs clip.  The codec is named in the metadata (``"codec"``).
+
 Example::
 
     sim = setup(max_level=3)
@@ -114,13 +130,81 @@ def _callback_states(sim, arrays: dict) -> list:
     return out
 
 
-def write_checkpoint(sim, path, meta: dict | None = None) -> Path:
+def _codec_spec(codec) -> str | None:
+    """The codec specification string, or None for no codec (``None`` or ``"none"``)."""
+    if codec is None:
+        return None
+    from forestpy.io.codecs import get_codec, parse_spec
+
+    name = parse_spec(codec)[0] if isinstance(codec, str) else codec.name
+    if name == "none":
+        return None
+    get_codec(codec)  # unknown names and bad parameters raise here, before any work
+    return codec if isinstance(codec, str) else name
+
+
+def _encode_state(sim, arrays: dict, spec: str) -> dict:
+    """``q`` (and ``aux``, ``aux_setaux``) of ``sim`` encoded into ``arrays``; returns the
+    metadata that :func:`_decode_state` needs.  A device ``q`` is encoded on the device
+    where the codec can (``dwt53``): only the compressed bytes cross to the host."""
+    from forestpy.io.codecs import encode, parse_spec
+
+    be = sim.backend
+    lossless = parse_spec(spec)[0] == "lossless"
+    for name in ("aux", "aux_setaux"):
+        a = np.ascontiguousarray(be.to_host(getattr(sim, name)))
+        arrays[f"{name}_codec"] = np.frombuffer(encode(a, "lossless"), np.uint8)
+    info = {"spec": spec, "padded": lossless, "surface": None}
+    if lossless:
+        q = np.ascontiguousarray(be.to_host(sim.q))
+        raw = None
+    else:
+        b = sim.mbc
+        xp = be.xp
+        q = xp.ascontiguousarray(sim.q[:, :, b:sim.q.shape[2] - b, b:sim.q.shape[3] - b])
+        surf = getattr(sim.riemann, "surface_interp", None)
+        raw = None
+        if surf is not None:
+            i, j = surf
+            depth = q[:, i].copy()
+            q = q.copy()
+            q[:, i] += sim.aux[:, j, b:sim.q.shape[2] - b, b:sim.q.shape[3] - b]
+            info["surface"] = [int(i), int(j)]
+            raw = _shore_patches(depth, q, i, spec, be)
+        if not isinstance(q, np.ndarray) and parse_spec(spec)[0] != "dwt53":
+            q = be.to_host(q)
+    arrays["q_codec"] = np.frombuffer(encode(q, spec, raw=raw), np.uint8)
+    return info
+
+
+def _shore_patches(depth, q, i, spec: str, be):
+    """``raw[npatch, meqn]``: for ``dwt53``, the depth field ``i`` of every patch whose
+    shallowest cell is not deeper than the surface's error bound is stored exactly, so
+    that no decoded depth can fall below 0 elsewhere and each patch's volume is kept;
+    None for the other codecs (their decoded depths are clipped at 0)."""
+    from forestpy.io.codecs import get_codec
+
+    codec = get_codec(spec)
+    if codec.name != "dwt53":
+        return None
+    nlev, tol, _ = codec.plan(q)
+    bound = tol[i] if tol[i] >= 0 else codec.tau * 2.0 ** nlev  # tau alone: no bound
+    shallow = np.asarray(be.to_host(depth.min(axis=(1, 2)))) <= bound
+    raw = np.zeros((q.shape[0], q.shape[1]), bool)
+    raw[:, i] = shallow
+    return raw
+
+
+def write_checkpoint(sim, path, meta: dict | None = None, codec=None) -> Path:
     """Write the state of ``sim`` to ``path`` (one ``.npz`` file) atomically; return
     the path.  ``meta`` (JSON-able) is stored as is and returned by
-    :func:`read_checkpoint` under ``"extra"``."""
+    :func:`read_checkpoint` under ``"extra"``.  ``codec`` (a specification of
+    :mod:`forestpy.io.codecs`, e.g. ``"lossless"`` or ``"dwt53:rtol=1e-6"``) compresses
+    the patch data (see the module docstring)."""
     path = Path(path)
     be = sim.backend
     f = sim.forest
+    spec = _codec_spec(codec)
     arrays: dict = {
         "format": np.array(FORMAT),
         "version": np.array(VERSION, dtype=np.int64),
@@ -128,10 +212,14 @@ def write_checkpoint(sim, path, meta: dict | None = None) -> Path:
         "forest_level": np.asarray(f.level),
         "forest_x": np.asarray(f.x),
         "forest_y": np.asarray(f.y),
-        "q": np.ascontiguousarray(be.to_host(sim.q)),
-        "aux": np.ascontiguousarray(be.to_host(sim.aux)),
-        "aux_setaux": np.ascontiguousarray(be.to_host(sim.aux_setaux)),
     }
+    if spec is None:
+        arrays["q"] = np.ascontiguousarray(be.to_host(sim.q))
+        arrays["aux"] = np.ascontiguousarray(be.to_host(sim.aux))
+        arrays["aux_setaux"] = np.ascontiguousarray(be.to_host(sim.aux_setaux))
+        codec_info = None
+    else:
+        codec_info = _encode_state(sim, arrays, spec)
     c = f.conn
     info = {
         "t": float(sim.t),
@@ -171,6 +259,7 @@ def write_checkpoint(sim, path, meta: dict | None = None) -> Path:
         "options": _options_jsonable(sim.options),
         "callbacks": _callback_states(sim, arrays),
         "extra": to_jsonable(meta) if meta is not None else None,
+        "codec": codec_info,
     }
     # float repr round-trips exactly through JSON; inf/nan are written as Infinity/NaN
     arrays["meta_json"] = np.array(json.dumps(info))
@@ -209,6 +298,10 @@ def read_checkpoint(path) -> dict:
     if not path.is_file():
         raise err("not a file")
     raw = _read_members(path, err)
+    if "q_codec" in raw:
+        for name in ("q", "aux", "aux_setaux"):
+            if f"{name}_codec" in raw and name not in raw:
+                raw[name] = None  # decoded below, once the metadata are checked
     missing = [k for k in _REQUIRED if k not in raw]
     if missing:
         raise err(f"missing member(s) {missing}: not a forestpy checkpoint")
@@ -252,9 +345,11 @@ def read_checkpoint(path) -> dict:
     if not forest.is_balanced():
         raise err("invalid forest (not 2:1 balanced)")
 
-    q, aux, aux_setaux = raw["q"], raw["aux"], raw["aux_setaux"]
     mx, my, mbc, meqn = info["mx"], info["my"], info["mbc"], info["num_eqn"]
     shape = (forest.n, meqn, my + 2 * mbc, mx + 2 * mbc)
+    if raw["q"] is None:
+        _decode_state(raw, info.get("codec"), shape, err)
+    q, aux, aux_setaux = raw["q"], raw["aux"], raw["aux_setaux"]
     for name, a in (("q", q), ("aux", aux), ("aux_setaux", aux_setaux)):
         if a.dtype.kind != "f":
             raise err(f"{name} holds {a.dtype} values, not floating point")
@@ -285,6 +380,42 @@ def read_checkpoint(path) -> dict:
         callbacks=callbacks,
     )
     return out
+
+
+def _decode_state(raw: dict, cinfo, shape: tuple, err) -> None:
+    """Decode the ``*_codec`` members of a compressed checkpoint into ``raw``."""
+    from forestpy.io.codecs import CodecError, decode
+
+    ok = (isinstance(cinfo, dict) and isinstance(cinfo.get("padded"), bool)
+          and (cinfo.get("surface") is None
+               or (isinstance(cinfo["surface"], list) and len(cinfo["surface"]) == 2
+                   and all(isinstance(v, int) and 0 <= v < 1024 for v in cinfo["surface"]))))
+    if not ok:
+        raise err("metadata codec is not {spec, padded, surface}")
+    for name in ("q", "aux", "aux_setaux"):
+        member = raw.get(f"{name}_codec")
+        if member is None or member.dtype != np.uint8 or member.ndim != 1:
+            raise err(f"member {name}_codec is missing or not a byte array")
+        try:
+            raw[name] = decode(member, name=f"member {name}_codec")
+        except CodecError as e:
+            raise err(str(e)) from None
+    q, aux = raw["q"], raw["aux"]
+    if cinfo["padded"]:
+        return
+    npatch, meqn, ny, nx = shape
+    mbc = (ny - q.shape[2]) // 2 if q.ndim == 4 else -1
+    if (q.shape[:2] != (npatch, meqn) or mbc < 0 or q.shape[2] + 2 * mbc != ny
+            or q.shape[3] + 2 * mbc != nx or aux.ndim != 4 or aux.shape[2:] != (ny, nx)):
+        raise err(f"q_codec decodes to shape {q.shape}, not the interiors of {shape}")
+    if cinfo["surface"] is not None:
+        i, j = cinfo["surface"]
+        if i >= meqn or j >= aux.shape[1]:
+            raise err(f"metadata codec surface {cinfo['surface']} outside the fields")
+        bottom = aux[:, j, mbc:ny - mbc, mbc:nx - mbc]
+        q[:, i] = np.maximum(q[:, i] - bottom, 0.0)
+    # ghost cells: the nearest interior cell (the next step fills them)
+    raw["q"] = np.pad(q, ((0, 0), (0, 0), (mbc, mbc), (mbc, mbc)), mode="edge")
 
 
 #: members per archive and bytes of one ``.npy`` header that a reader accepts

@@ -1,4 +1,5 @@
-"""Fuzzing the readers of the driver: checkpoints, gauge files, ParaView collections.
+"""Fuzzing the readers of the driver: checkpoints (plain and compressed), gauge files,
+ParaView collections.
 
 Seeded truncations, bit flips and field mutations of valid files (for a checkpoint: its
 metadata, ``.npy`` headers and array bytes, the archive rewritten so that the CRCs pass)
@@ -35,18 +36,25 @@ def seeds(tmp_path_factory):
     sim = checkpoint_simulation(gauge_path=folder / "gauges.csv")
     sim.run(max_steps=3)
     ck = sim.save_checkpoint(folder / "ck.npz")
+    ck_dwt = sim.save_checkpoint(folder / "ck_dwt53.npz", codec="dwt53:rtol=1e-4,zstd=3")
+    ck_lossless = sim.save_checkpoint(folder / "ck_lossless.npz", codec="lossless")
     for cb in sim.callbacks:
         if hasattr(cb, "close"):
             cb.close()
     pvd = folder / "frames.pvd"
     pvd.write_text(PVD_TEXT)
-    return {"checkpoint": ck, "gauges": folder / "gauges.csv", "pvd": pvd}
+    return {"checkpoint": ck, "gauges": folder / "gauges.csv", "pvd": pvd,
+            "checkpoint_dwt53": ck_dwt, "checkpoint_lossless": ck_lossless}
 
 
 CASES = {  # reader, checker, seed files with their mutation kinds, count in the fast suite
     "checkpoint": (CHECKPOINT, "fuzzsupport:restore_radial_dam",
                    [("checkpoint", "npz"), ("checkpoint", "npz"), ("checkpoint", "bytes")],
                    400),
+    # compressed checkpoints (forestpy.io.codecs): the codec's container inside the npz
+    "checkpoint_codecs": (CHECKPOINT, "fuzzsupport:restore_radial_dam",
+                          [("checkpoint_dwt53", "npz"), ("checkpoint_dwt53", "bytes"),
+                           ("checkpoint_lossless", "npz")], 150),
     "gauges": (GAUGES, "fuzzsupport:check_gauges", [("gauges", "text")], 1000),
     "pvd": (PVD, "fuzzsupport:check_pvd", [("pvd", "text"), ("pvd", "bytes")], 1000),
 }
