@@ -46,7 +46,8 @@ def _triangulate(half, radius, area, quality):
         ks + np.stack([np.arange(nc), (np.arange(nc) + 1) % nc], axis=1),
     ])
     geo = {"vertices": np.concatenate([square, circle]), "segments": seg}
-    out = triangle.triangulate(geo, f"pq{quality}a{area:.17g}Q")
+    # fixed-point area: Triangle's switch parser stops at an exponent's 'e'
+    out = triangle.triangulate(geo, f"pq{quality}a{area:.15f}Q")
     return out["vertices"], out["triangles"]
 
 

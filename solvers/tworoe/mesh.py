@@ -160,6 +160,12 @@ class TriMesh:
                             f"shared by {int(counts[e])} triangles")
         first = order[start]                      # half-edge of the left cell
         second = np.where(counts == 2, order[np.minimum(start + 1, len(ks) - 1)], -1)
+        # edges in the order of their left cell (locality of the edge pass)
+        by_cell = np.argsort(first // 3, kind="stable")
+        first = first[by_cell]
+        second = second[by_cell]
+        counts = counts[by_cell]
+        start = start[by_cell]
         # two triangles on one edge must traverse it in opposite directions
         both = second >= 0
         if np.any(a[first[both]] == a[second[both]]):

@@ -1,0 +1,80 @@
+"""ParaView output of the two-layer solver: one ``.vtu`` (VTK unstructured grid of
+triangles, cell data) per frame and a ``.pvd`` collection with the frame times.
+
+Fields (:meth:`~forestpy.solvers.tworoe.solver.TwoLayerSolver.fields`): ``h1``, ``h2``
+(depths), ``u1``, ``u2`` (velocities, 3-vectors with z = 0 for ParaView's glyphs),
+``interface`` (``h2 - H``), ``surface`` (``h1 + h2 - H``) and ``bottom`` (``-H``).
+Needs ``vtk`` (the ``io`` extra).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from xml.sax.saxutils import quoteattr
+
+import numpy as np
+
+__all__ = ["FrameWriter", "write_vtu"]
+
+
+def write_vtu(path, mesh, fields: dict, time: float | None = None) -> Path:
+    """Write one frame: the mesh's triangles with ``fields`` as cell data."""
+    import vtk
+    from vtk.util.numpy_support import numpy_to_vtk, numpy_to_vtkIdTypeArray
+
+    path = Path(path)
+    pts = vtk.vtkPoints()
+    xyz = np.zeros((len(mesh.nodes), 3))
+    xyz[:, :2] = mesh.nodes
+    pts.SetData(numpy_to_vtk(xyz, deep=True))
+    n = mesh.num_cells
+    conn = np.empty((n, 4), dtype=np.int64)
+    conn[:, 0] = 3
+    conn[:, 1:] = mesh.tris
+    cells = vtk.vtkCellArray()
+    cells.SetCells(n, numpy_to_vtkIdTypeArray(conn.ravel(), deep=True))
+    grid = vtk.vtkUnstructuredGrid()
+    grid.SetPoints(pts)
+    grid.SetCells(vtk.VTK_TRIANGLE, cells)
+    for name, v in fields.items():
+        a = np.asarray(v, dtype=np.float64)
+        if a.ndim == 2 and a.shape[1] == 2:
+            a = np.column_stack([a, np.zeros(n)])
+        arr = numpy_to_vtk(np.ascontiguousarray(a), deep=True)
+        arr.SetName(name)
+        grid.GetCellData().AddArray(arr)
+    if time is not None:
+        ta = vtk.vtkDoubleArray()
+        ta.SetName("TIME")
+        ta.InsertNextValue(float(time))
+        grid.GetFieldData().AddArray(ta)
+    w = vtk.vtkXMLUnstructuredGridWriter()
+    w.SetFileName(str(path))
+    w.SetInputData(grid)
+    w.SetDataModeToAppended()
+    w.SetCompressorTypeToZLib()
+    if not w.Write():
+        raise OSError(f"{path}: the VTK writer failed")
+    return path
+
+
+class FrameWriter:
+    """Frames ``stem_0000.vtu, ...`` in ``folder`` and ``stem.pvd`` listing them (the
+    collection is rewritten after each frame, so it is valid while a run goes on)."""
+
+    def __init__(self, folder, stem: str = "frame"):
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.stem = stem
+        self.frames: list[tuple[float, str]] = []
+
+    def write(self, sim) -> Path:
+        name = f"{self.stem}_{len(self.frames):04d}.vtu"
+        write_vtu(self.folder / name, sim.mesh, sim.fields(), sim.t)
+        self.frames.append((float(sim.t), name))
+        rows = "\n".join(f'    <DataSet timestep="{t!r}" part="0" file={quoteattr(f)}/>'
+                         for t, f in self.frames)
+        (self.folder / f"{self.stem}.pvd").write_text(
+            '<?xml version="1.0"?>\n<VTKFile type="Collection" version="0.1">\n'
+            f"  <Collection>\n{rows}\n  </Collection>\n</VTKFile>\n")
+        return self.folder / name
