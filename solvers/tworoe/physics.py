@@ -44,7 +44,7 @@ and the right-going one :math:`D^+ = R - D^-`:
   evaluated as :math:`ab - g(\bar h_2 a + \bar h_1 b) + (1-r) g^2 \bar h_1\bar h_2`
   (:math:`a = (\lambda-u_1)^2`, :math:`b = (\lambda-u_2)^2`) so that the small internal
   speeds do not cancel when :math:`r \approx 1`.  The two external roots start from
-  :math:`U_m \pm \sqrt{g(\bar h_1+\bar h_2)}` and take three Newton steps; division by
+  :math:`U_m \pm \sqrt{g(\bar h_1+\bar h_2)}` and take five Newton steps; division by
   their factor leaves a quadratic whose roots are the internal pair (two more Newton
   steps).  Eigenvectors in closed form: :math:`K_i = (1, \lambda_i, -k_i,
   -k_i\lambda_i)`, :math:`k_i = 1 - (\lambda_i-u_1)^2/c_1^2`; the rows of :math:`K^{-1}`
@@ -178,8 +178,8 @@ def eigenvalues_roe(u1, u2, h1, h2, g, r):
     htot = h1 + h2
     um = (u1 * h1 + u2 * h2) / htot
     ce = math.sqrt(g * htot)
-    l1 = _newton(um - ce, u1, u2, gh1, gh2, c0, 3)
-    l4 = _newton(um + ce, u1, u2, gh1, gh2, c0, 3)
+    l1 = _newton(um - ce, u1, u2, gh1, gh2, c0, 5)
+    l4 = _newton(um + ce, u1, u2, gh1, gh2, c0, 5)
     # monic quartic: l^4 + a3 l^3 + a2 l^2 + a1 l + a0, divided by (l - l1)(l - l4)
     a3 = -TWO * (u1 + u2)
     a2 = (u1 * u1 - gh1) + (u2 * u2 - gh2) + FOUR * u1 * u2
