@@ -4,6 +4,9 @@ as Numba-CUDA kernels (one source with the CPU, compiled per scheme and precisio
 Four kernels per step, all on one stream, with the clock on the device so that many
 steps run without the host:
 
+Once ``t_end`` is reached the edge and cell kernels return at once (the surplus
+steps of the last batch cost a launch each, no work).
+
 * ``k_edges`` (a thread per edge): :func:`~forestpy.solvers.tworoe.kernels.edge_row`;
 * ``k_cells`` (a thread per cell): :func:`~forestpy.solvers.tworoe.kernels.cell_row`,
   then the block's minimum local step (shared memory tree) and one ``atomic.min`` per
@@ -41,8 +44,10 @@ TPB = 32 if SIM else 256
 T, DT, DTMIN, TEND, STEPS, HMIN = range(6)
 
 
-def _k_edges(W, H, el, er, ebc, nx, ny, ln, g, r, out):
+def _k_edges(W, H, el, er, ebc, nx, ny, ln, g, r, out, ctl):
     e = cuda.grid(1)
+    if ctl[T] >= ctl[TEND]:  # a surplus step of the last batch: nothing to do
+        return
     if e < el.shape[0]:
         edge_row(e, W, H, el, er, ebc, nx, ny, ln, g, r, out)
 
@@ -52,6 +57,8 @@ def _k_cells(out, ce, cs, area, gamma, M, ctl):
     c = cuda.grid(1)
     tid = cuda.threadIdx.x
     v = math.inf
+    if ctl[T] >= ctl[TEND]:  # the whole grid agrees: no thread reaches syncthreads
+        return
     if c < ce.shape[0]:
         v = cell_row(c, out, ce, cs, area, gamma, M)
     sm[tid] = v
@@ -153,6 +160,7 @@ class GPUStepper:
         self.use_graph = not SIM
         self.graph_error = None
         self._graph = None
+        self._batches = 0
         ne = len(s._el)
         nc = s.mesh.num_cells
         self._ge = (ne + TPB - 1) // TPB
@@ -162,7 +170,7 @@ class GPUStepper:
         ke, kc, ka, ku = self.kernels
         s = self.solver
         ke[self._ge, TPB, stream](self.W, self.H, self.el, self.er, self.ebc, self.nx,
-                                  self.ny, self.ln, s._g, s._r, self.out)
+                                  self.ny, self.ln, s._g, s._r, self.out, self.ctl)
         kc[self._gc, TPB, stream](self.out, self.ce, self.cs, self.area, s._gamma, self.M,
                                   self.ctl)
         ka[1, 1, stream](self.ctl)
@@ -185,7 +193,9 @@ class GPUStepper:
         self.ctl.copy_to_device(ctl)
         s = self.solver
         while True:
-            if self.use_graph and self._graph is None:
+            # the first batch runs plain launches (they compile and load the kernels,
+            # which a stream capture may not do); later batches replay the graph
+            if self.use_graph and self._graph is None and self._batches > 0:
                 self._graph = self._capture()
             if self._graph is not None:
                 graph, stream = self._graph
@@ -194,6 +204,7 @@ class GPUStepper:
             else:
                 for _ in range(self.sync_every):
                     self._launch()
+            self._batches += 1
             ctl = self.ctl.copy_to_host()
             if ctl[HMIN] < s.h_min or ctl[T] >= t_end:
                 return float(ctl[T]), int(ctl[STEPS]), float(ctl[HMIN])

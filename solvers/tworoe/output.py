@@ -28,11 +28,10 @@ def write_vtu(path, mesh, fields: dict, time: float | None = None) -> Path:
     xyz[:, :2] = mesh.nodes
     pts.SetData(numpy_to_vtk(xyz, deep=True))
     n = mesh.num_cells
-    conn = np.empty((n, 4), dtype=np.int64)
-    conn[:, 0] = 3
-    conn[:, 1:] = mesh.tris
+    offsets = np.arange(0, 3 * n + 1, 3, dtype=np.int64)
     cells = vtk.vtkCellArray()
-    cells.SetCells(n, numpy_to_vtkIdTypeArray(conn.ravel(), deep=True))
+    cells.SetData(numpy_to_vtkIdTypeArray(offsets, deep=True),
+                  numpy_to_vtkIdTypeArray(mesh.tris.astype(np.int64).ravel(), deep=True))
     grid = vtk.vtkUnstructuredGrid()
     grid.SetPoints(pts)
     grid.SetCells(vtk.VTK_TRIANGLE, cells)
