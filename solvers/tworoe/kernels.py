@@ -149,9 +149,9 @@ def update_row(c, W, M, area, dt):
 
 # --- CPU drivers ---------------------------------------------------------------------
 
-def _edges_cpu(W, H, el, er, ebc, nx, ny, ln, g, r, out):
-    for e in numba.prange(el.shape[0]):
-        edge_row(e, W, H, el, er, ebc, nx, ny, ln, g, r, out)
+def _edges_cpu(W, H, el, er, ebc, nx, ny, ln, g, r, out, e0, e1):
+    for k in numba.prange(e1 - e0):
+        edge_row(e0 + k, W, H, el, er, ebc, nx, ny, ln, g, r, out)
 
 
 def _cells_cpu(out, ce, cs, area, gamma, M):
@@ -163,7 +163,7 @@ def _cells_cpu(out, ce, cs, area, gamma, M):
 
 def _update_cpu(W, M, area, dt):
     hmin = math.inf
-    for c in numba.prange(W.shape[1]):
+    for c in numba.prange(M.shape[1]):  # the owned cells (a rank's come first)
         hmin = min(hmin, update_row(c, W, M, area, dt))
     return hmin
 
@@ -173,7 +173,9 @@ _CPU: dict = {}
 
 def cpu_kernels(scheme: str = "irroe", dtype=np.float64, parallel: bool = True):
     """``(edges, cells, update)``: the CPU drivers of one scheme and precision (compiled
-    on first call; cached per (scheme, dtype, parallel))."""
+    on first call; cached per (scheme, dtype, parallel)).  ``edges`` evaluates the edges
+    ``e0 <= e < e1``; ``cells`` gathers the cells of ``ce`` (its rows), ``update``
+    updates the first ``M.shape[1]`` cells of ``W``."""
     if scheme not in SCHEMES:
         raise ValueError(f"scheme must be one of {sorted(SCHEMES)}, not {scheme!r}")
     key = (scheme, np.dtype(dtype).char, parallel)

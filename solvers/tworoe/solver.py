@@ -171,7 +171,7 @@ class TwoLayerSolver:
         edges, cells, update = self._kernels
         W = self.W
         edges(W, self.H, self._el, self._er, self._ebc, self._nx, self._ny, self._ln,
-              self._g, self._r, self._out)
+              self._g, self._r, self._out, 0, len(self._el))
         dt = float(cells(self._out, self._ce, self._cs, self._area, self._gamma, self._M))
         if not np.isfinite(dt) or dt <= 0.0:
             self._check_depth(self.steps + 1)

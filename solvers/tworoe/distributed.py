@@ -1,0 +1,244 @@
+"""The two-layer solver on triangles across MPI ranks (CPU): partition, the seed's
+three-block cell layout, halo exchange overlapped with the interior edges.
+
+**Partition** (:func:`partition_cells`): ``pymetis`` (METIS on the cell adjacency) when
+it is installed, else contiguous equal pieces of the Hilbert order of the centroids
+(``method="sfc"``).
+
+**Layout** (:class:`RankLayout`, the seed's Section 6.1): a rank's local cells are, in
+this order, (1) its interior cells (no neighbour on another rank), (2) its cells that
+other ranks need, sorted by their lowest destination rank, then global index, (3) the
+halo: the other ranks' cells next to its own, grouped by source rank, each group in
+global order.  A send list per neighbour (local indices, in global order, so that they
+land in the receiver's halo group in the same order) replaces the seed's reordering of
+"type 1" submeshes: a cell may be in several send lists.  A rank's edges are the global
+edges with at least one of its cells, **with the global orientation**: first those
+without a halo cell, then those with one.  The three sides of an owned cell keep their
+order.  Hence every edge is evaluated from the same two states with the same arguments
+on every rank that holds it, each cell sums the same numbers in the same order, and the
+global time step is a minimum: **1 rank and N ranks give bitwise the same result**.
+
+**Step** (the seed's Algorithm 2, on the CPU): post the halo receives and sends, evaluate
+the edges without a halo cell, wait, evaluate the halo edges, gather the owned cells,
+``MPI_Allreduce`` (min) of the step, update the owned cells.
+
+The GPU path of a distributed run (one GPU per rank, CUDA streams) is not written yet.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from . import kernels as K
+from .mesh import TriMesh, hilbert_keys
+from .solver import TwoLayerSolver
+
+__all__ = ["DistributedSolver", "RankLayout", "partition_cells"]
+
+
+def partition_cells(mesh: TriMesh, nparts: int, method: str = "auto") -> np.ndarray:
+    """The rank of each cell: ``"metis"`` (``pymetis``), ``"sfc"`` (equal contiguous
+    pieces of the Hilbert order) or ``"auto"`` (METIS if ``pymetis`` imports)."""
+    if nparts < 1:
+        raise ValueError(f"nparts must be >= 1, got {nparts}")
+    n = mesh.num_cells
+    if nparts == 1:
+        return np.zeros(n, dtype=np.int64)
+    if method in ("auto", "metis"):
+        try:
+            import pymetis
+        except ImportError:
+            if method == "metis":
+                raise ImportError("method='metis' needs pymetis") from None
+        else:
+            nb = mesh.neighbours
+            has = nb >= 0
+            xadj = np.r_[0, np.cumsum(has.sum(axis=1))]
+            _, part = pymetis.part_graph(nparts, xadj=xadj, adjncy=nb[has])
+            return np.asarray(part, dtype=np.int64)
+    elif method != "sfc":
+        raise ValueError(f"method must be 'auto', 'metis' or 'sfc', not {method!r}")
+    order = np.argsort(hilbert_keys(mesh.centroid), kind="stable")
+    part = np.empty(n, dtype=np.int64)
+    part[order] = np.arange(n) * nparts // n
+    return part
+
+
+class RankLayout:
+    """One rank's cells, edges and exchange lists (see the module)."""
+
+    def __init__(self, mesh: TriMesh, part: np.ndarray, rank: int):
+        part = np.asarray(part)
+        self.rank = rank
+        owned = part == rank
+        nb = mesh.neighbours
+        nbp = np.where(nb >= 0, part[np.maximum(nb, 0)], rank)
+        foreign = (nbp != rank) & (nb >= 0)
+        own_ids = np.flatnonzero(owned)
+        is_send = foreign[own_ids].any(axis=1)
+        interior = own_ids[~is_send]
+        send = own_ids[is_send]
+        first_dest = np.where(foreign[send], nbp[send], np.iinfo(np.int64).max).min(axis=1)
+        send = send[np.lexsort((send, first_dest))]
+        # halo: foreign neighbours of owned cells, by source rank, then global index
+        hal = np.unique(nb[own_ids][foreign[own_ids]])
+        hal = hal[np.lexsort((hal, part[hal]))]
+        self.cells = np.concatenate([interior, send, hal])  # local -> global
+        self.n_interior = len(interior)
+        self.n_owned = len(interior) + len(send)
+        g2l = np.full(mesh.num_cells, -1, dtype=np.int64)
+        g2l[self.cells] = np.arange(len(self.cells))
+        # exchange lists
+        self.recv = {}   # source rank -> (start, stop) of its halo group
+        for q in np.unique(part[hal]).tolist():
+            idx = np.flatnonzero(part[hal] == q)
+            self.recv[int(q)] = (self.n_owned + int(idx[0]), self.n_owned + int(idx[-1]) + 1)
+        self.send = {}   # destination rank -> local indices, in global order
+        for q in sorted(self.recv):
+            cells_q = own_ids[(foreign[own_ids] & (nbp[own_ids] == q)).any(axis=1)]
+            self.send[q] = g2l[np.sort(cells_q)]
+        # edges: with at least one owned cell, global orientation kept
+        ec = mesh.edge_cells
+        left_own = owned[ec[:, 0]]
+        right_own = (ec[:, 1] >= 0) & owned[np.maximum(ec[:, 1], 0)]
+        mine = np.flatnonzero(left_own | right_own)
+        touches_halo = ~(left_own[mine] & ((ec[mine, 1] < 0) | right_own[mine]))
+        mine = np.concatenate([mine[~touches_halo], mine[touches_halo]])
+        self.edges = mine                                  # local -> global edge
+        self.n_inner_edges = int((~touches_halo).sum())
+        e2l = np.full(mesh.num_edges, -1, dtype=np.int64)
+        e2l[mine] = np.arange(len(mine))
+        self.el = g2l[ec[mine, 0]]
+        self.er = np.where(ec[mine, 1] >= 0, g2l[np.maximum(ec[mine, 1], 0)], -1)
+        owned_cells = self.cells[:self.n_owned]
+        self.cell_edges = e2l[mesh.cell_edges[owned_cells]]
+        self.cell_side = mesh.cell_side[owned_cells]
+        assert (self.el >= 0).all() and (self.cell_edges >= 0).all()
+
+
+class DistributedSolver:
+    """:class:`~forestpy.solvers.tworoe.solver.TwoLayerSolver`'s run across the ranks of
+    ``comm`` (an ``mpi4py`` communicator, or ``None`` for one rank); every rank passes
+    the same global mesh and initial fields.  ``W`` holds the rank's local cells
+    (owned first, then the halo); :meth:`gather` gives the global state on rank 0."""
+
+    def __init__(self, mesh: TriMesh, h1, h2, H, q1=None, q2=None, *, comm=None,
+                 part=None, method="auto", **kw):
+        if kw.get("backend", "cpu") != "cpu":
+            raise ValueError("the distributed solver runs on the CPU only (for now)")
+        self.comm = comm
+        rank = comm.Get_rank() if comm is not None else 0
+        size = comm.Get_size() if comm is not None else 1
+        self.rank, self.size = rank, size
+        # the global solver checks the input and builds the global edge arrays
+        glob = TwoLayerSolver(mesh, h1, h2, H, q1, q2, **kw)
+        self.part = (partition_cells(mesh, size, method) if part is None
+                     else np.asarray(part))
+        if self.part.shape != (mesh.num_cells,) or self.part.min() < 0 \
+                or self.part.max() >= size:
+            raise ValueError("part must give a rank in 0..size-1 for every cell")
+        lay = self.layout = RankLayout(mesh, self.part, rank)
+        self.mesh, self.dtype, self.h_min = mesh, glob.dtype, glob.h_min
+        self._g, self._r, self._gamma = glob._g, glob._r, glob._gamma
+        self.W = np.ascontiguousarray(glob.W[:, lay.cells])
+        self.H = np.ascontiguousarray(glob.H[lay.cells])
+        e = lay.edges
+        self._el = lay.el.astype(np.int32)
+        self._er = lay.er.astype(np.int32)
+        self._ebc = np.ascontiguousarray(glob._ebc[e])
+        self._nx = np.ascontiguousarray(glob._nx[e])
+        self._ny = np.ascontiguousarray(glob._ny[e])
+        self._ln = np.ascontiguousarray(glob._ln[e])
+        self._ce = lay.cell_edges.astype(np.int32)
+        self._cs = np.ascontiguousarray(lay.cell_side)
+        self._area = np.ascontiguousarray(glob._area[lay.cells[:lay.n_owned]])
+        self._kernels = K.cpu_kernels(glob.scheme, glob.dtype)
+        self._out = np.empty((K.NOUT, len(e)), dtype=self.dtype)
+        self._M = np.empty((6, lay.n_owned), dtype=self.dtype)
+        self._sendbuf = {q: np.empty((6, len(ix)), dtype=self.dtype)
+                         for q, ix in lay.send.items()}
+        self._recvbuf = {q: np.empty((6, b - a), dtype=self.dtype)
+                         for q, (a, b) in lay.recv.items()}
+        self.t = 0.0
+        self.steps = 0
+        self.wall_seconds = 0.0
+        self.exchange_seconds = 0.0
+
+    # --- one step -------------------------------------------------------------------
+
+    def _post(self):
+        reqs = []
+        lay = self.layout
+        for q, buf in self._recvbuf.items():
+            reqs.append(self.comm.Irecv(buf, source=q, tag=33))
+        for q, ix in lay.send.items():
+            np.take(self.W, ix, axis=1, out=self._sendbuf[q])
+            reqs.append(self.comm.Isend(self._sendbuf[q], dest=q, tag=33))
+        return reqs
+
+    def _finish(self, reqs):
+        from mpi4py import MPI
+
+        t0 = time.perf_counter()
+        MPI.Request.Waitall(reqs)
+        self.exchange_seconds += time.perf_counter() - t0
+        for q, (a, b) in self.layout.recv.items():
+            self.W[:, a:b] = self._recvbuf[q]
+
+    def step(self, t_end: float = np.inf) -> float:
+        edges, cells, update = self._kernels
+        lay = self.layout
+        args = (self.W, self.H, self._el, self._er, self._ebc, self._nx, self._ny,
+                self._ln, self._g, self._r, self._out)
+        reqs = self._post() if self.comm is not None and lay.recv else None
+        edges(*args, 0, lay.n_inner_edges)       # overlaps the messages
+        if reqs is not None:
+            self._finish(reqs)
+        edges(*args, lay.n_inner_edges, len(self._el))
+        dt = float(cells(self._out, self._ce, self._cs, self._area, self._gamma, self._M))
+        if self.comm is not None:
+            from mpi4py import MPI
+
+            dt = self.comm.allreduce(dt, op=MPI.MIN)
+        if not np.isfinite(dt) or dt <= 0.0:
+            raise FloatingPointError(f"no valid time step at t = {self.t} (dt = {dt})")
+        if self.t + dt >= t_end:
+            dt = t_end - self.t
+            self.t = t_end
+        else:
+            self.t += dt
+        hmin = update(self.W, self._M, self._area, dt)
+        self.steps += 1
+        bad = not (hmin >= self.h_min)
+        if self.comm is not None:
+            bad = self.comm.allreduce(bad, op=MPI.LOR)
+        if bad:
+            from .solver import DepthError
+
+            raise DepthError(f"a layer depth fell below h_min = {self.h_min:g} after step "
+                             f"{self.steps} (t = {self.t:.6g}); wet/dry fronts are not "
+                             f"handled by this solver")
+        return dt
+
+    def run(self, t_final: float) -> dict:
+        t0 = time.perf_counter()
+        while self.t < t_final:
+            self.step(t_final)
+        self.wall_seconds += time.perf_counter() - t0
+        return {"t": self.t, "steps": self.steps, "ranks": self.size,
+                "owned_cells": self.layout.n_owned, "wall_seconds": self.wall_seconds,
+                "exchange_wait_seconds": self.exchange_seconds}
+
+    def gather(self):
+        """The global state ``(6, cells)`` on rank 0 (``None`` elsewhere); collective."""
+        lay = self.layout
+        mine = (lay.cells[:lay.n_owned], self.W[:, :lay.n_owned])
+        parts = [mine] if self.comm is None else self.comm.gather(mine, root=0)
+        if self.rank != 0:
+            return None
+        W = np.empty((6, self.mesh.num_cells), dtype=self.dtype)
+        for ids, w in parts:
+            W[:, ids] = w
+        return W

@@ -1,0 +1,78 @@
+"""solvers/tworoe/distributed.py: the partition, the three-block layout and its exchange
+lists, and 1 rank = 2 ranks = 3 ranks bitwise under mpirun."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from forestpy.solvers.tworoe import TwoLayerSolver, disc_in_square
+from forestpy.solvers.tworoe.distributed import DistributedSolver, RankLayout, partition_cells
+from testsupport import mpirun
+
+SCRIPT = Path(__file__).parent / "scripts" / "mpi_dam.py"
+
+
+@pytest.fixture(scope="module")
+def mesh():
+    return disc_in_square(4016, order="hilbert")
+
+
+@pytest.mark.parametrize("size", [2, 3, 5])
+def test_layouts_fit_together(mesh, size):
+    part = partition_cells(mesh, size, "sfc")
+    counts = np.bincount(part, minlength=size)
+    assert counts.max() - counts.min() <= 1
+    lays = [RankLayout(mesh, part, p) for p in range(size)]
+    owned = np.concatenate([lay.cells[:lay.n_owned] for lay in lays])
+    assert sorted(owned.tolist()) == list(range(mesh.num_cells))
+    for lay in lays:
+        p = lay.rank
+        assert (part[lay.cells[:lay.n_owned]] == p).all()
+        # block 1 has no foreign neighbour, block 2 has one, the halo is foreign
+        nb = mesh.neighbours[lay.cells[:lay.n_owned]]
+        foreign = (nb >= 0) & (part[np.maximum(nb, 0)] != p)
+        assert not foreign[:lay.n_interior].any() and foreign[lay.n_interior:].any(axis=1).all()
+        assert (part[lay.cells[lay.n_owned:]] != p).all()
+        # what p sends to q is, in order, q's halo group from p
+        for q, ix in lay.send.items():
+            a, b = lays[q].recv[p]
+            assert np.array_equal(lay.cells[ix], lays[q].cells[a:b])
+        assert set(lay.send) == set(lay.recv)
+        # edges keep the global orientation; inner edges touch no halo cell
+        ge = lay.edges
+        assert np.array_equal(lay.cells[lay.el], mesh.edge_cells[ge, 0])
+        inner = slice(0, lay.n_inner_edges)
+        assert (lay.el[inner] < lay.n_owned).all() and (lay.er[inner] < lay.n_owned).all()
+        assert np.array_equal(lay.edges[lay.cell_edges],
+                              mesh.cell_edges[lay.cells[:lay.n_owned]])
+
+
+def test_one_rank_is_the_serial_solver(mesh):
+    r = np.hypot(*mesh.centroid.T)
+    h1 = np.where(r > 1.5, 4.0, 0.5)
+    a = TwoLayerSolver(mesh, h1, 5.0 - h1, 5.0, r=0.9)
+    b = DistributedSolver(mesh, h1, 5.0 - h1, 5.0, r=0.9)
+    a.run(0.05)
+    b.run(0.05)
+    assert np.array_equal(b.gather(), a.W) and a.steps == b.steps
+
+
+@pytest.mark.slow  # mpirun: every rank compiles the kernels
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_ranks_give_bitwise_the_serial_result(mesh, tmp_path, ranks):
+    launcher = mpirun()
+    if launcher is None:
+        pytest.skip("no mpirun")
+    r = np.hypot(*mesh.centroid.T)
+    h1 = np.where(r > 1.5, 4.0, 0.5)
+    ref = TwoLayerSolver(mesh, h1, 5.0 - h1, 5.0, r=0.9)
+    ref.run(0.05)
+    out = tmp_path / "w.npz"
+    subprocess.run([launcher, "-n", str(ranks), sys.executable, str(SCRIPT), str(out)],
+                   check=True, timeout=600)
+    got = np.load(out)
+    assert len(got["owned"]) == ranks and got["owned"].sum() == mesh.num_cells
+    assert int(got["steps"]) == ref.steps
+    assert np.array_equal(got["W"], ref.W)
