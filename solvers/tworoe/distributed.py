@@ -22,7 +22,13 @@ global time step is a minimum: **1 rank and N ranks give bitwise the same result
 the edges without a halo cell, wait, evaluate the halo edges, gather the owned cells,
 ``MPI_Allreduce`` (min) of the step, update the owned cells.
 
-The GPU path of a distributed run (one GPU per rank, CUDA streams) is not written yet.
+``backend="gpu"``: one GPU per rank (each rank uses Numba's current device; pick it
+per rank, e.g. ``cuda.select_device(local_rank)``, before building the solver).  The
+send cells are packed on the device and copied to the host on a copy stream while the
+inner edges run on the work stream; the halo comes back the same way before the halo
+edges.  The host reads the local dt back each step for the ``Allreduce`` (the MPI
+library need not be CUDA-aware).  In the CUDA simulator the same path runs as Python
+(tests).
 """
 
 from __future__ import annotations
@@ -126,8 +132,7 @@ class DistributedSolver:
 
     def __init__(self, mesh: TriMesh, h1, h2, H, q1=None, q2=None, *, comm=None,
                  part=None, method="auto", **kw):
-        if kw.get("backend", "cpu") != "cpu":
-            raise ValueError("the distributed solver runs on the CPU only (for now)")
+        self.backend = kw.get("backend", "cpu")
         self.comm = comm
         rank = comm.Get_rank() if comm is not None else 0
         size = comm.Get_size() if comm is not None else 1
@@ -154,13 +159,17 @@ class DistributedSolver:
         self._ce = lay.cell_edges.astype(np.int32)
         self._cs = np.ascontiguousarray(lay.cell_side)
         self._area = np.ascontiguousarray(glob._area[lay.cells[:lay.n_owned]])
-        self._kernels = K.cpu_kernels(glob.scheme, glob.dtype)
         self._out = np.empty((K.NOUT, len(e)), dtype=self.dtype)
         self._M = np.empty((6, lay.n_owned), dtype=self.dtype)
+        self._dev = None
+        if self.backend == "cpu":
+            self._kernels = K.cpu_kernels(glob.scheme, glob.dtype)
         self._sendbuf = {q: np.empty((6, len(ix)), dtype=self.dtype)
                          for q, ix in lay.send.items()}
         self._recvbuf = {q: np.empty((6, b - a), dtype=self.dtype)
                          for q, (a, b) in lay.recv.items()}
+        if self.backend == "gpu":
+            self._dev = _DeviceRank(self, glob.scheme)
         self.t = 0.0
         self.steps = 0
         self.wall_seconds = 0.0
@@ -187,17 +196,20 @@ class DistributedSolver:
         for q, (a, b) in self.layout.recv.items():
             self.W[:, a:b] = self._recvbuf[q]
 
-    def step(self, t_end: float = np.inf) -> float:
-        edges, cells, update = self._kernels
-        lay = self.layout
-        args = (self.W, self.H, self._el, self._er, self._ebc, self._nx, self._ny,
-                self._ln, self._g, self._r, self._out)
-        reqs = self._post() if self.comm is not None and lay.recv else None
-        edges(*args, 0, lay.n_inner_edges)       # overlaps the messages
-        if reqs is not None:
-            self._finish(reqs)
-        edges(*args, lay.n_inner_edges, len(self._el))
-        dt = float(cells(self._out, self._ce, self._cs, self._area, self._gamma, self._M))
+    def _exchange_host(self, reqs_ready=None):
+        """Post the halo messages from the host send buffers, wait, return."""
+        reqs = []
+        for q, buf in self._recvbuf.items():
+            reqs.append(self.comm.Irecv(buf, source=q, tag=33))
+        for q in self.layout.send:
+            reqs.append(self.comm.Isend(self._sendbuf[q], dest=q, tag=33))
+        from mpi4py import MPI
+
+        t0 = time.perf_counter()
+        MPI.Request.Waitall(reqs)
+        self.exchange_seconds += time.perf_counter() - t0
+
+    def _global_dt(self, dt, t_end):
         if self.comm is not None:
             from mpi4py import MPI
 
@@ -209,10 +221,14 @@ class DistributedSolver:
             self.t = t_end
         else:
             self.t += dt
-        hmin = update(self.W, self._M, self._area, dt)
+        return dt
+
+    def _check(self, hmin):
         self.steps += 1
         bad = not (hmin >= self.h_min)
         if self.comm is not None:
+            from mpi4py import MPI
+
             bad = self.comm.allreduce(bad, op=MPI.LOR)
         if bad:
             from .solver import DepthError
@@ -220,6 +236,22 @@ class DistributedSolver:
             raise DepthError(f"a layer depth fell below h_min = {self.h_min:g} after step "
                              f"{self.steps} (t = {self.t:.6g}); wet/dry fronts are not "
                              f"handled by this solver")
+
+    def step(self, t_end: float = np.inf) -> float:
+        if self._dev is not None:
+            return self._dev.step(t_end)
+        edges, cells, update = self._kernels
+        lay = self.layout
+        args = (self.W, self.H, self._el, self._er, self._ebc, self._nx, self._ny,
+                self._ln, self._g, self._r, self._out)
+        reqs = self._post() if self.comm is not None and lay.recv else None
+        edges(*args, 0, lay.n_inner_edges)       # overlaps the messages
+        if reqs is not None:
+            self._finish(reqs)
+        edges(*args, lay.n_inner_edges, len(self._el))
+        dt = float(cells(self._out, self._ce, self._cs, self._area, self._gamma, self._M))
+        dt = self._global_dt(dt, t_end)
+        self._check(update(self.W, self._M, self._area, dt))
         return dt
 
     def run(self, t_final: float) -> dict:
@@ -233,6 +265,8 @@ class DistributedSolver:
 
     def gather(self):
         """The global state ``(6, cells)`` on rank 0 (``None`` elsewhere); collective."""
+        if self._dev is not None:
+            self.W = self._dev.W.copy_to_host()
         lay = self.layout
         mine = (lay.cells[:lay.n_owned], self.W[:, :lay.n_owned])
         parts = [mine] if self.comm is None else self.comm.gather(mine, root=0)
@@ -242,3 +276,83 @@ class DistributedSolver:
         for ids, w in parts:
             W[:, ids] = w
         return W
+
+
+class _DeviceRank:
+    """A rank's arrays on its GPU and the step of the seed's Algorithm 2: the send cells
+    packed and copied to the host on a copy stream while the inner edges run on the work
+    stream; the messages; the halo copied in and unpacked; the halo edges; the cells;
+    ``Allreduce`` of dt on the host; the update."""
+
+    def __init__(self, ds: DistributedSolver, scheme: str):
+        from numba import cuda
+
+        from .gpu import DTMIN, HMIN, TPB, gpu_kernels
+
+        self.ds = ds
+        self.tpb = TPB
+        self.DTMIN, self.HMIN = DTMIN, HMIN
+        self.k = gpu_kernels(scheme, ds.dtype)
+        dev = cuda.to_device
+        self.W, self.H = dev(ds.W), dev(ds.H)
+        self.el, self.er, self.ebc = dev(ds._el), dev(ds._er), dev(ds._ebc)
+        self.nx, self.ny, self.ln = dev(ds._nx), dev(ds._ny), dev(ds._ln)
+        self.ce, self.cs, self.area = dev(ds._ce), dev(ds._cs), dev(ds._area)
+        self.out = cuda.device_array(ds._out.shape, dtype=ds.dtype)
+        self.M = cuda.device_array(ds._M.shape, dtype=ds.dtype)
+        # T = 0 < TEND = inf: the edge and cell kernels never skip; DT is the host's dt
+        self._ctl = np.array([0.0, 0.0, np.inf, np.inf, 0.0, np.inf])
+        self.ctl = dev(self._ctl)
+        lay = ds.layout
+        self.send_idx = {q: dev(ix.astype(np.int32)) for q, ix in lay.send.items()}
+        self.send_dev = {q: cuda.device_array(b.shape, dtype=ds.dtype)
+                         for q, b in ds._sendbuf.items()}
+        self.recv_dev = {q: cuda.device_array(b.shape, dtype=ds.dtype)
+                         for q, b in ds._recvbuf.items()}
+        self.copy = cuda.stream()
+        self.work = cuda.stream()
+
+    def _grid(self, n):
+        return max(1, (n + self.tpb - 1) // self.tpb)
+
+    def step(self, t_end):
+        ds = self.ds
+        lay = ds.layout
+        ke, kc, _, ku, kp, kq = self.k
+        tpb = self.tpb
+        exchange = ds.comm is not None and bool(lay.recv)
+        self.work.synchronize()  # the previous update is done before W is read
+        if exchange:
+            for q, idx in self.send_idx.items():
+                kp[self._grid(len(idx)), tpb, self.copy](self.W, idx, self.send_dev[q])
+                self.send_dev[q].copy_to_host(ds._sendbuf[q], stream=self.copy)
+        args = (self.W, self.H, self.el, self.er, self.ebc, self.nx, self.ny, self.ln,
+                ds._g, ds._r, self.out, self.ctl)
+        ni, ne = lay.n_inner_edges, len(ds._el)
+        if ni:
+            ke[self._grid(ni), tpb, self.work](*args, 0, ni)  # meanwhile: the messages
+        if exchange:
+            self.copy.synchronize()
+            ds._exchange_host()
+            for q, (a, b) in lay.recv.items():
+                self.recv_dev[q].copy_to_device(ds._recvbuf[q], stream=self.copy)
+                kq[self._grid(b - a), tpb, self.copy](self.W, a, self.recv_dev[q])
+            self.copy.synchronize()
+        if ne > ni:
+            ke[self._grid(ne - ni), tpb, self.work](*args, ni, ne)
+        c = self._ctl
+        c[self.DTMIN] = np.inf
+        c[self.HMIN] = np.inf
+        self.ctl.copy_to_device(c, stream=self.work)
+        kc[self._grid(lay.n_owned), tpb, self.work](self.out, self.ce, self.cs, self.area,
+                                                    ds._gamma, self.M, self.ctl)
+        self.ctl.copy_to_host(c, stream=self.work)
+        self.work.synchronize()
+        dt = ds._global_dt(float(c[self.DTMIN]), t_end)
+        c[1] = dt  # DT
+        self.ctl.copy_to_device(c, stream=self.work)
+        ku[self._grid(lay.n_owned), tpb, self.work](self.W, self.M, self.area, self.ctl)
+        self.ctl.copy_to_host(c, stream=self.work)
+        self.work.synchronize()
+        ds._check(float(c[self.HMIN]))
+        return dt

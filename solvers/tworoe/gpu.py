@@ -44,11 +44,11 @@ TPB = 32 if SIM else 256
 T, DT, DTMIN, TEND, STEPS, HMIN = range(6)
 
 
-def _k_edges(W, H, el, er, ebc, nx, ny, ln, g, r, out, ctl):
-    e = cuda.grid(1)
+def _k_edges(W, H, el, er, ebc, nx, ny, ln, g, r, out, ctl, e0, e1):
+    e = e0 + cuda.grid(1)
     if ctl[T] >= ctl[TEND]:  # a surplus step of the last batch: nothing to do
         return
-    if e < el.shape[0]:
+    if e < e1:
         edge_row(e, W, H, el, er, ebc, nx, ny, ln, g, r, out)
 
 
@@ -97,7 +97,7 @@ def _k_update(W, M, area, ctl):
     tid = cuda.threadIdx.x
     v = math.inf
     dt = ctl[DT]
-    if c < W.shape[1]:
+    if c < M.shape[1]:  # the owned cells (a rank's come first)
         if dt > 0.0:
             v = update_row(c, W, M, area, dt)
         else:
@@ -114,6 +114,22 @@ def _k_update(W, M, area, ctl):
         cuda.atomic.min(ctl, HMIN, sm[0])
 
 
+def _k_pack(W, idx, buf):
+    """``buf[:, i] = W[:, idx[i]]``: the cells a neighbour rank needs."""
+    i = cuda.grid(1)
+    if i < idx.shape[0]:
+        for k in range(6):
+            buf[k, i] = W[k, idx[i]]
+
+
+def _k_unpack(W, start, buf):
+    """``W[:, start + i] = buf[:, i]``: a halo group received."""
+    i = cuda.grid(1)
+    if i < buf.shape[1]:
+        for k in range(6):
+            W[k, start + i] = buf[k, i]
+
+
 # placeholders the specialisation replaces
 edge_row = K.edge_row
 cell_row = K.cell_row
@@ -123,7 +139,8 @@ _GPU: dict = {}
 
 
 def gpu_kernels(scheme: str = "irroe", dtype=np.float64):
-    """``(k_edges, k_cells, k_advance, k_update)`` of one scheme and precision."""
+    """``(k_edges, k_cells, k_advance, k_update, k_pack, k_unpack)`` of one scheme and
+    precision."""
     if scheme not in K.SCHEMES:
         raise ValueError(f"scheme must be one of {sorted(K.SCHEMES)}, not {scheme!r}")
     key = (scheme, np.dtype(dtype).char)
@@ -136,7 +153,8 @@ def gpu_kernels(scheme: str = "irroe", dtype=np.float64):
             return cuda.jit(py) if top else cuda.jit(device=True)(py)
 
         got = _GPU[key] = tuple(retyped(f, subs, compile, cache)
-                                for f in (_k_edges, _k_cells, _k_advance, _k_update))
+                                for f in (_k_edges, _k_cells, _k_advance, _k_update,
+                                          _k_pack, _k_unpack))
     return got
 
 
@@ -167,10 +185,11 @@ class GPUStepper:
         self._gc = (nc + TPB - 1) // TPB
 
     def _launch(self, stream=0):
-        ke, kc, ka, ku = self.kernels
+        ke, kc, ka, ku = self.kernels[:4]
         s = self.solver
         ke[self._ge, TPB, stream](self.W, self.H, self.el, self.er, self.ebc, self.nx,
-                                  self.ny, self.ln, s._g, s._r, self.out, self.ctl)
+                                  self.ny, self.ln, s._g, s._r, self.out, self.ctl, 0,
+                                  len(s._el))
         kc[self._gc, TPB, stream](self.out, self.ce, self.cs, self.area, s._gamma, self.M,
                                   self.ctl)
         ka[1, 1, stream](self.ctl)

@@ -1,5 +1,6 @@
 """solvers/tworoe/distributed.py: the partition, the three-block layout and its exchange
-lists, and 1 rank = 2 ranks = 3 ranks bitwise under mpirun."""
+lists, and 1 rank = 2 ranks = 3 ranks bitwise under mpirun (CPU; and the GPU path, in the
+CUDA simulator, on 1 and 2 ranks)."""
 
 import subprocess
 import sys
@@ -10,6 +11,8 @@ import pytest
 from forestpy.solvers.tworoe import TwoLayerSolver, disc_in_square
 from forestpy.solvers.tworoe.distributed import DistributedSolver, RankLayout, partition_cells
 from testsupport import mpirun
+
+from forestpy.backend import cuda_simulator_enabled
 
 SCRIPT = Path(__file__).parent / "scripts" / "mpi_dam.py"
 
@@ -59,20 +62,45 @@ def test_one_rank_is_the_serial_solver(mesh):
     assert np.array_equal(b.gather(), a.W) and a.steps == b.steps
 
 
+def _serial(cells):
+    mesh = disc_in_square(cells, order="hilbert", tol=0.005 if cells >= 4000 else 0.2)
+    r = np.hypot(*mesh.centroid.T)
+    h1 = np.where(r > 1.5, 4.0, 0.5)
+    return mesh, h1
+
+
+def test_device_path_of_one_rank_is_the_serial_solver():
+    """The GPU step of the distributed solver (pack, streams, host dt) in the CUDA
+    simulator: bitwise the CPU's."""
+    mesh, h1 = _serial(200)
+    a = TwoLayerSolver(mesh, h1, 5.0 - h1, 5.0, r=0.9)
+    b = DistributedSolver(mesh, h1, 5.0 - h1, 5.0, r=0.9, backend="gpu")
+    a.run(0.05)
+    b.run(0.05)
+    assert a.steps == b.steps
+    if cuda_simulator_enabled():
+        assert np.array_equal(b.gather(), a.W)
+    else:
+        assert np.allclose(b.gather(), a.W, rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.slow  # mpirun: every rank compiles the kernels
-@pytest.mark.parametrize("ranks", [2, 3])
-def test_ranks_give_bitwise_the_serial_result(mesh, tmp_path, ranks):
+@pytest.mark.parametrize("ranks,backend,cells", [(2, "cpu", 4016), (3, "cpu", 4016),
+                                                 (2, "gpu", 200)])
+def test_ranks_give_bitwise_the_serial_result(tmp_path, ranks, backend, cells):
     launcher = mpirun()
     if launcher is None:
         pytest.skip("no mpirun")
-    r = np.hypot(*mesh.centroid.T)
-    h1 = np.where(r > 1.5, 4.0, 0.5)
+    mesh, h1 = _serial(cells)
     ref = TwoLayerSolver(mesh, h1, 5.0 - h1, 5.0, r=0.9)
     ref.run(0.05)
     out = tmp_path / "w.npz"
-    subprocess.run([launcher, "-n", str(ranks), sys.executable, str(SCRIPT), str(out)],
-                   check=True, timeout=600)
+    subprocess.run([launcher, "-n", str(ranks), sys.executable, str(SCRIPT), str(out),
+                    backend, str(cells)], check=True, timeout=600)
     got = np.load(out)
     assert len(got["owned"]) == ranks and got["owned"].sum() == mesh.num_cells
     assert int(got["steps"]) == ref.steps
-    assert np.array_equal(got["W"], ref.W)
+    if backend == "gpu" and not cuda_simulator_enabled():
+        assert np.allclose(got["W"], ref.W, rtol=1e-12, atol=1e-12)
+    else:
+        assert np.array_equal(got["W"], ref.W)
