@@ -131,8 +131,9 @@ class DistributedSolver:
     (owned first, then the halo); :meth:`gather` gives the global state on rank 0."""
 
     def __init__(self, mesh: TriMesh, h1, h2, H, q1=None, q2=None, *, comm=None,
-                 part=None, method="auto", **kw):
+                 part=None, method="auto", overlap=True, **kw):
         self.backend = kw.get("backend", "cpu")
+        self.overlap = bool(overlap)  # False: the seed's Algorithm 1 (exchange first)
         self.comm = comm
         rank = comm.Get_rank() if comm is not None else 0
         size = comm.Get_size() if comm is not None else 1
@@ -245,6 +246,9 @@ class DistributedSolver:
         args = (self.W, self.H, self._el, self._er, self._ebc, self._nx, self._ny,
                 self._ln, self._g, self._r, self._out)
         reqs = self._post() if self.comm is not None and lay.recv else None
+        if reqs is not None and not self.overlap:
+            self._finish(reqs)
+            reqs = None
         edges(*args, 0, lay.n_inner_edges)       # overlaps the messages
         if reqs is not None:
             self._finish(reqs)
@@ -329,7 +333,7 @@ class _DeviceRank:
         args = (self.W, self.H, self.el, self.er, self.ebc, self.nx, self.ny, self.ln,
                 ds._g, ds._r, self.out, self.ctl)
         ni, ne = lay.n_inner_edges, len(ds._el)
-        if ni:
+        if ni and ds.overlap:
             ke[self._grid(ni), tpb, self.work](*args, 0, ni)  # meanwhile: the messages
         if exchange:
             self.copy.synchronize()
@@ -338,6 +342,8 @@ class _DeviceRank:
                 self.recv_dev[q].copy_to_device(ds._recvbuf[q], stream=self.copy)
                 kq[self._grid(b - a), tpb, self.copy](self.W, a, self.recv_dev[q])
             self.copy.synchronize()
+        if ni and not ds.overlap:
+            ke[self._grid(ni), tpb, self.work](*args, 0, ni)
         if ne > ni:
             ke[self._grid(ne - ni), tpb, self.work](*args, ni, ne)
         c = self._ctl
