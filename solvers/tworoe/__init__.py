@@ -8,7 +8,8 @@ CPU (Numba) and the GPU (Numba-CUDA) from one source.  See ``docs/tworoe.md``.
 * :mod:`.physics`: the projected fluxes, pointwise;
 * :mod:`.kernels`, :mod:`.gpu`: one step on the CPU and the GPU;
 * :mod:`.solver`: :class:`TwoLayerSolver`;
-* :mod:`.distributed`: the CPU run across MPI ranks (bitwise equal to one rank);
+* :mod:`.distributed`: the run across MPI ranks, CPU or GPU (bitwise equal to one rank);
+* :mod:`.riemann`: the fluxes as first-order Riemann solvers of the quadtree patches;
 * :mod:`.output`: ``.vtu`` frames and a ``.pvd``.
 """
 
