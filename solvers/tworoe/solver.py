@@ -187,8 +187,9 @@ class TwoLayerSolver:
             self._check_depth(self.steps)
         return dt
 
-    def run(self, t_final: float) -> dict:
-        """Advance to ``t_final``; returns :meth:`stats`."""
+    def run(self, t_final: float, copy_back: bool = True) -> dict:
+        """Advance to ``t_final``; returns :meth:`stats`.  On the GPU the state comes
+        back to ``W`` at the end unless ``copy_back`` is false (then :meth:`sync`)."""
         if not (t_final >= self.t):
             raise ValueError(f"t_final {t_final} is before the current time {self.t}")
         t0 = time.perf_counter()
@@ -203,7 +204,8 @@ class TwoLayerSolver:
             if not (hmin >= self.h_min):
                 self.W = self._gpu.to_host()
                 self._check_depth(self.steps)
-            self.W = self._gpu.to_host()
+            if copy_back:
+                self.W = self._gpu.to_host()
         self.wall_seconds += time.perf_counter() - t0
         return self.stats()
 
