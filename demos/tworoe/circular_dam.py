@@ -7,9 +7,9 @@ one of the seed's sizes.
     forestpy run demos/tworoe/circular_dam.py --set cells=1001898 --set backend=gpu
 
 Writes ``frame_NNNN.vtu`` + ``frame.pvd`` (each layer's depth and velocity, the
-interface and the free surface) and ``report.json``: steps, wall time, cell updates per
-second next to the seed's GTX 480 time for that mesh, each layer's volume change, the
-radial symmetry of the interface.
+interface and the free surface), ``interface.png`` and ``report.json``: steps, wall
+time, cell updates per second next to the seed's GTX 480 time for that mesh, each
+layer's volume change, the radial symmetry of the interface.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 from forestpy.solvers.tworoe import SEED_CELLS, TwoLayerSolver, disc_in_square
-from forestpy.solvers.tworoe.output import FrameWriter
+from forestpy.solvers.tworoe.output import FrameWriter, render_field
 
 from forestpy.options import Option, merge_options
 
@@ -110,6 +110,15 @@ def main(out=None, **overrides) -> dict:
     )
     if out:
         Path(out).mkdir(parents=True, exist_ok=True)
+        try:  # the picture needs pyvista and an off-screen OpenGL (Mesa EGL)
+            png = render_field(Path(out) / "interface.png", sim.mesh, f["interface"],
+                               "interface elevation",
+                               title=f"interface elevation at t = {sim.t:g} s "
+                                     f"({n} triangles, {o['scheme']})")
+            report["picture"] = png.name
+        except Exception as e:  # noqa: BLE001 - no renderer: the report says why
+            report["picture"] = None
+            report["picture_error"] = f"{type(e).__name__}: {e}"
     return report
 
 

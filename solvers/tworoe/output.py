@@ -14,7 +14,7 @@ from xml.sax.saxutils import quoteattr
 
 import numpy as np
 
-__all__ = ["FrameWriter", "write_vtu"]
+__all__ = ["FrameWriter", "render_field", "write_vtu"]
 
 
 def write_vtu(path, mesh, fields: dict, time: float | None = None) -> Path:
@@ -77,3 +77,34 @@ class FrameWriter:
             '<?xml version="1.0"?>\n<VTKFile type="Collection" version="0.1">\n'
             f"  <Collection>\n{rows}\n  </Collection>\n</VTKFile>\n")
         return self.folder / name
+
+
+def render_field(png, mesh, values, name: str, *, title: str | None = None,
+                 unit: str | None = "m", window_size=(900, 800), cmap="viridis") -> Path:
+    """A picture of a cell field on the triangles (off-screen PyVista, the project's
+    decorations: title, axes, colour bar); needs the ``plot`` extra."""
+    import os
+
+    from forestpy.io.plot import colour_bar, decorate, label
+
+    if not os.environ.get("DISPLAY"):  # headless: EGL, as forestpy.io.plot does
+        os.environ.setdefault("VTK_DEFAULT_OPENGL_WINDOW", "vtkEGLRenderWindow")
+    import pyvista as pv
+
+    pv.OFF_SCREEN = True
+    pts = np.zeros((len(mesh.nodes), 3))
+    pts[:, :2] = mesh.nodes
+    grid = pv.UnstructuredGrid({pv.CellType.TRIANGLE: np.asarray(mesh.tris)}, pts)
+    key = label(name, unit)
+    grid.cell_data[key] = np.asarray(values, dtype=np.float64)
+    plotter = pv.Plotter(off_screen=True, window_size=list(window_size))
+    plotter.set_background("white")
+    plotter.add_mesh(grid, scalars=key, preference="cell", cmap=cmap,
+                     show_scalar_bar=True, scalar_bar_args=colour_bar(key))
+    decorate(plotter, title=title or key, xlabel=label("x", unit), ylabel=label("y", unit),
+             bounds=grid.bounds)
+    plotter.view_xy()
+    png = Path(png)
+    plotter.screenshot(str(png))
+    plotter.close()
+    return png

@@ -22,6 +22,10 @@ def test_circular_dam_demo_writes_frames_and_report(tmp_path):
     assert max(report["mass_rel_change"]) <= 1e-13
     assert report["seed_gtx480_s"] == 0.0068 and report["cell_updates_per_s"] > 0
     assert report["interface_radial_spread"] < 0.05 * report["interface_jump"]
+    if report["picture"] is not None:
+        assert (out / "interface.png").stat().st_size > 10_000
+    else:  # no off-screen renderer here: the report says why
+        assert report["picture_error"]
     sets = ET.parse(out / "frame.pvd").getroot().findall(".//DataSet")
     assert [float(d.get("timestep")) for d in sets] == pytest.approx([0.0, 0.05, 0.1])
     vtk = pytest.importorskip("vtk")
