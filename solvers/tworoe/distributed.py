@@ -147,6 +147,9 @@ class DistributedSolver:
             raise ValueError("part must give a rank in 0..size-1 for every cell")
         lay = self.layout = RankLayout(mesh, self.part, rank)
         self.mesh, self.dtype, self.h_min = mesh, glob.dtype, glob.h_min
+        self.scheme, self.g, self.r, self.gamma = glob.scheme, glob.g, glob.r, glob.gamma
+        self.mass0 = glob.mass0
+        self._H_global = glob.H
         self._g, self._r, self._gamma = glob._g, glob._r, glob._gamma
         self.W = np.ascontiguousarray(glob.W[:, lay.cells])
         self.H = np.ascontiguousarray(glob.H[lay.cells])
@@ -266,6 +269,30 @@ class DistributedSolver:
         return {"t": self.t, "steps": self.steps, "ranks": self.size,
                 "owned_cells": self.layout.n_owned, "wall_seconds": self.wall_seconds,
                 "exchange_wait_seconds": self.exchange_seconds}
+
+    def save_checkpoint(self, path):
+        """Gather the state to rank 0, which writes it (collective); the file restarts
+        on any number of ranks (:meth:`from_checkpoint`) or serially."""
+        from .checkpoint import write_checkpoint
+
+        W = self.gather()
+        if self.rank == 0:
+            write_checkpoint(path, self, W=W, H=self._H_global)
+        if self.comm is not None:
+            self.comm.Barrier()
+        return path
+
+    @classmethod
+    def from_checkpoint(cls, path, mesh: TriMesh, **kw) -> DistributedSolver:
+        """Continue a saved run (serial or distributed, any rank count) on the ranks of
+        ``kw["comm"]``; ``kw``: ``comm``, ``part``, ``method``, ``overlap``, ``bc``,
+        ``backend``."""
+        from .checkpoint import read_checkpoint
+
+        c = read_checkpoint(path, mesh)
+        sim = cls(mesh, **TwoLayerSolver._checkpoint_args(c), **kw)
+        sim.t, sim.steps, sim.mass0 = float(c["t"]), int(c["steps"]), c["mass0"]
+        return sim
 
     def gather(self):
         """The global state ``(6, cells)`` on rank 0 (``None`` elsewhere); collective."""

@@ -209,6 +209,31 @@ class TwoLayerSolver:
         self.wall_seconds += time.perf_counter() - t0
         return self.stats()
 
+    def save_checkpoint(self, path):
+        """Write the state, time and parameters (:mod:`.checkpoint`); returns the path."""
+        from .checkpoint import write_checkpoint
+
+        self.sync()
+        return write_checkpoint(path, self)
+
+    @classmethod
+    def from_checkpoint(cls, path, mesh: TriMesh, **kw) -> TwoLayerSolver:
+        """A solver continuing the run saved in ``path`` on ``mesh`` (the same mesh);
+        ``kw``: ``bc``, ``backend``, ``sync_every`` (the physics comes from the file)."""
+        from .checkpoint import read_checkpoint
+
+        c = read_checkpoint(path, mesh)
+        sim = cls(mesh, **cls._checkpoint_args(c), **kw)
+        sim.t, sim.steps, sim.mass0 = float(c["t"]), int(c["steps"]), c["mass0"]
+        return sim
+
+    @staticmethod
+    def _checkpoint_args(c) -> dict:
+        W = c["W"]
+        return dict(h1=W[0], h2=W[3], H=c["H"], q1=W[1:3].T, q2=W[4:6].T,
+                    scheme=c["scheme"], dtype=np.dtype(c["dtype"]), g=float(c["g"]),
+                    r=float(c["r"]), gamma=float(c["gamma"]), h_min=float(c["h_min"]))
+
     def prepare(self):
         """On the GPU: copy the mesh and the state to the device now (``run`` does it
         otherwise on its first call; a benchmark keeps it out of the timing)."""
