@@ -186,7 +186,9 @@ def test_gpu_kernels_match_cpu():
     gpu.run(0.3)
     assert gpu.steps == cpu.steps and gpu.t == cpu.t
     _same(gpu, cpu)
-    assert gpu._gpu.graph_error is None
+    # CUDA graphs need CuPy on a GPU (the simulator launches plainly)
+    err = gpu._gpu.graph_error
+    assert err is None or "cupy" in err.lower()
 
 
 @pytest.mark.slow  # compiles the FP32 and IFCP CPU kernels (~10 s)
