@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
-from testsupport import ROOT
+from testsupport import ROOT, load_demo
 
 from forestpy.cli import main
 
@@ -43,3 +43,22 @@ def test_circular_dam_demo_writes_frames_and_report(tmp_path):
     surface = vtk_to_numpy(cd.GetArray("surface"))
     assert h1.min() == pytest.approx(report["h1_min"]) and np.abs(surface).max() < 0.05
     assert vtk_to_numpy(cd.GetArray("u1")).shape == (report["cells"], 3)
+
+
+@pytest.mark.slow  # compiles the 1D reference (a few seconds) and runs two solutions
+def test_lock_exchange_demo_matches_the_1d_reference(tmp_path):
+    demo = load_demo("tworoe/lock_exchange")
+    rep = demo.main(out=str(tmp_path / "lock"), nx=100, ny=2, t_final=4.0, frames=1,
+                    reference_cells=1000)
+    assert max(rep["mass_rel_change"]) <= 1e-13
+    assert rep["interface_l1_change"] > 0.05  # the bores left the lock
+    assert rep["interface_l1_error"] < 0.2 * rep["interface_l1_change"]
+    dx = 10.0 / 100
+    for a, b in zip(rep["bores"], rep["bores_reference"]):
+        assert abs(a - b) <= 2 * dx
+    # the dense water went right, the light water left, at more than half the internal
+    # speed at mid-depth
+    left, right = rep["bores"]
+    reach = 0.5 * rep["internal_speed"] * 4.0
+    assert left < 5.0 - reach and 5.0 + reach < right
+    assert (tmp_path / "lock" / "frame.pvd").exists()

@@ -4,8 +4,8 @@ y-invariant internal dam break matches the 1D reference with the same flux."""
 
 import numpy as np
 import pytest
+from forestpy.solvers.tworoe.reference import solve_1d
 from forestpy.solvers.tworoe.riemann import two_layer_roe
-from tworoe_reference_1d import solve_1d
 
 from forestpy import Domain, Simulation
 

@@ -9,8 +9,8 @@ import numba
 import numpy as np
 import pytest
 from forestpy.solvers.tworoe import DepthError, TwoLayerSolver, disc_in_square, strip
+from forestpy.solvers.tworoe.reference import solve_1d
 from testsupport import load_demo
-from tworoe_reference_1d import solve_1d
 
 from forestpy.backend import cuda_simulator_enabled
 

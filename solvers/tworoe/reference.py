@@ -1,11 +1,14 @@
-"""A 1D two-layer finite-volume reference with the same pointwise flux: uniform cells on
-[0, length], walls at both ends, forward Euler with the seed's CFL rule (each interface
-counted once for each of its cells, as for a 1D mesh).  Used to check the triangle
-solver's channel runs against a much finer 1D solution."""
+"""A 1D two-layer finite-volume solution with the same pointwise flux: uniform cells on
+``[0, length]``, walls at both ends, forward Euler with the seed's CFL rule (``dt =
+gamma dx / max|lambda|``).  The triangle solver's channel runs are checked against a
+much finer one (tests, ``demos/tworoe/lock_exchange.py``)."""
 
 import numba
 import numpy as np
-from forestpy.solvers.tworoe.physics import flux_edge_irroe
+
+from .physics import flux_edge_irroe
+
+__all__ = ["solve_1d"]
 
 
 @numba.njit
@@ -54,7 +57,8 @@ def _run(W, H, dx, g, r, gamma, t_end):
 
 
 def solve_1d(h1, h2, H, length, t_end, g=9.81, r=0.98, gamma=0.9):
-    """Cell averages ``(h1, q1, h2, q2)`` at ``t_end`` from initial cell values."""
+    """Cell averages ``(h1, q1, h2, q2)`` (rows) at ``t_end`` from initial cell values
+    ``h1``, ``h2`` (at rest) over the bottom depths ``H``."""
     W = np.zeros((4, len(h1)))
     W[0] = h1
     W[2] = h2
