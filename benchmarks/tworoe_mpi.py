@@ -54,7 +54,11 @@ def main(argv=None):
         from numba import cuda
 
         cuda.select_device(rank % len(cuda.gpus))
-        gpu = str(cuda.get_current_device().name)
+        try:
+            name = cuda.get_current_device().name
+            gpu = name.decode() if isinstance(name, bytes) else str(name)
+        except AttributeError:  # the CUDA simulator has no device to name
+            gpu = "simulator"
     kw = dict(r=0.998, gamma=0.9, scheme=a.scheme, dtype=np.dtype(a.precision),
               backend=a.backend, method=a.method)
     small = disc_in_square(4016, order="hilbert")
