@@ -1,0 +1,106 @@
+"""solvers/tworoe/distributed.py: the partition, the three-block layout and its exchange
+lists, and 1 rank = 2 ranks = 3 ranks bitwise under mpirun (CPU; and the GPU path, in the
+CUDA simulator, on 1 and 2 ranks)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from forestpy.solvers.tworoe import TwoLayerSolver, disc_in_square
+from forestpy.solvers.tworoe.distributed import DistributedSolver, RankLayout, partition_cells
+from testsupport import mpirun
+
+from forestpy.backend import cuda_simulator_enabled
+
+SCRIPT = Path(__file__).parent / "scripts" / "mpi_dam.py"
+
+
+@pytest.fixture(scope="module")
+def mesh():
+    return disc_in_square(4016, order="hilbert")
+
+
+@pytest.mark.parametrize("size", [2, 3, 5])
+def test_layouts_fit_together(mesh, size):
+    part = partition_cells(mesh, size, "sfc")
+    counts = np.bincount(part, minlength=size)
+    assert counts.max() - counts.min() <= 1
+    lays = [RankLayout(mesh, part, p) for p in range(size)]
+    owned = np.concatenate([lay.cells[:lay.n_owned] for lay in lays])
+    assert sorted(owned.tolist()) == list(range(mesh.num_cells))
+    for lay in lays:
+        p = lay.rank
+        assert (part[lay.cells[:lay.n_owned]] == p).all()
+        # block 1 has no foreign neighbour, block 2 has one, the halo is foreign
+        nb = mesh.neighbours[lay.cells[:lay.n_owned]]
+        foreign = (nb >= 0) & (part[np.maximum(nb, 0)] != p)
+        assert not foreign[:lay.n_interior].any() and foreign[lay.n_interior:].any(axis=1).all()
+        assert (part[lay.cells[lay.n_owned:]] != p).all()
+        # what p sends to q is, in order, q's halo group from p
+        for q, ix in lay.send.items():
+            a, b = lays[q].recv[p]
+            assert np.array_equal(lay.cells[ix], lays[q].cells[a:b])
+        assert set(lay.send) == set(lay.recv)
+        # edges keep the global orientation; inner edges touch no halo cell
+        ge = lay.edges
+        assert np.array_equal(lay.cells[lay.el], mesh.edge_cells[ge, 0])
+        inner = slice(0, lay.n_inner_edges)
+        assert (lay.el[inner] < lay.n_owned).all() and (lay.er[inner] < lay.n_owned).all()
+        assert np.array_equal(lay.edges[lay.cell_edges],
+                              mesh.cell_edges[lay.cells[:lay.n_owned]])
+
+
+def test_one_rank_is_the_serial_solver(mesh):
+    r = np.hypot(*mesh.centroid.T)
+    h1 = np.where(r > 1.5, 4.0, 0.5)
+    a = TwoLayerSolver(mesh, h1, 5.0 - h1, 5.0, r=0.9)
+    b = DistributedSolver(mesh, h1, 5.0 - h1, 5.0, r=0.9)
+    a.run(0.05)
+    b.run(0.05)
+    assert np.array_equal(b.gather(), a.W) and a.steps == b.steps
+
+
+def _serial(cells):
+    mesh = disc_in_square(cells, order="hilbert", tol=0.005 if cells >= 4000 else 0.2)
+    r = np.hypot(*mesh.centroid.T)
+    h1 = np.where(r > 1.5, 4.0, 0.5)
+    return mesh, h1
+
+
+def test_device_path_of_one_rank_is_the_serial_solver():
+    """The GPU step of the distributed solver (pack, streams, host dt) in the CUDA
+    simulator: bitwise the CPU's."""
+    mesh, h1 = _serial(200)
+    a = TwoLayerSolver(mesh, h1, 5.0 - h1, 5.0, r=0.9)
+    b = DistributedSolver(mesh, h1, 5.0 - h1, 5.0, r=0.9, backend="gpu")
+    a.run(0.05)
+    b.run(0.05)
+    assert a.steps == b.steps
+    if cuda_simulator_enabled():
+        assert np.array_equal(b.gather(), a.W)
+    else:
+        assert np.allclose(b.gather(), a.W, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.slow  # mpirun: every rank compiles the kernels
+@pytest.mark.parametrize("ranks,backend,cells", [(2, "cpu", 4016), (3, "cpu", 4016),
+                                                 (2, "gpu", 200)])
+def test_ranks_give_bitwise_the_serial_result(tmp_path, ranks, backend, cells):
+    launcher = mpirun()
+    if launcher is None:
+        pytest.skip("no mpirun")
+    mesh, h1 = _serial(cells)
+    ref = TwoLayerSolver(mesh, h1, 5.0 - h1, 5.0, r=0.9)
+    ref.run(0.05)
+    out = tmp_path / "w.npz"
+    subprocess.run([launcher, "-n", str(ranks), sys.executable, str(SCRIPT), str(out),
+                    backend, str(cells)], check=True, timeout=600)
+    got = np.load(out)
+    assert len(got["owned"]) == ranks and got["owned"].sum() == mesh.num_cells
+    assert int(got["steps"]) == ref.steps
+    if backend == "gpu" and not cuda_simulator_enabled():
+        assert np.allclose(got["W"], ref.W, rtol=1e-12, atol=1e-12)
+    else:
+        assert np.array_equal(got["W"], ref.W)
