@@ -64,6 +64,7 @@ def test_adaptive_time_sync_and_regrid(subcycle):
     compare(cpu, gpu)
 
 
+@pytest.mark.slow  # CUDA-simulator run; CI's slow step
 def test_radial_dam_walls(radial_dam):
     kw = dict(**TINY, t_final=0.1)
     cpu = radial_dam.setup(**kw, backend="cpu").run()
@@ -161,6 +162,7 @@ def test_patch_status_matches_numpy(backend):
     assert not np.isfinite(be.to_host(patch_status(be.to_device(q), 2, (0,), be))[2, 0])
 
 
+@pytest.mark.slow  # CUDA-simulator run; CI's slow step
 def test_step_status_is_one_launch_one_transfer_and_matches_numpy():
     """The GPU step's whole check record from one launch and one transfer: the largest
     Courant number (NaN wins), the interior sum and the minima of the positive fields,

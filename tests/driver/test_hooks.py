@@ -79,6 +79,7 @@ def interior(sim):
     return sim.backend.to_host(sim.q)[:, :, b:-b, b:-b]
 
 
+@pytest.mark.slow  # CUDA-simulator run; CI's slow step
 def test_user_source_and_inflow_agree_on_both_backends():
     cpu = pointwise_case("cpu").run()
     gpu = pointwise_case("gpu").run()

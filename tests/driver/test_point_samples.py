@@ -187,6 +187,7 @@ class _CountTransfers:
         self._hook("on_end", sim)
 
 
+@pytest.mark.slow  # CUDA-simulator run; CI's slow step
 @pytest.mark.skipif(not _gpu_available(), reason="no GPU and the CUDA simulator is off")
 def test_gpu_gauges_and_fgmax_move_nothing_to_the_host_per_step(radial_dam):
     X, Y = np.meshgrid([-1.1, 0.13, 0.9], [-0.4, 0.6])

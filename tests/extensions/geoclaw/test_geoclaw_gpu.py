@@ -88,6 +88,7 @@ def test_sources_hook_on_a_crafted_state(rows):
         assert np.allclose(ratio, ratio[0], rtol=1e-14) and 0.9 < ratio[0] < 1.0
 
 
+@pytest.mark.slow  # CUDA-simulator run; CI's slow step
 def test_whole_run_with_every_source_agrees_on_both_backends():
     cpu = sloping_lake("cpu").run()
     gpu = sloping_lake("gpu").run()
@@ -100,6 +101,7 @@ def test_whole_run_with_every_source_agrees_on_both_backends():
     assert gpu.geoclaw_sources.volume_redistributed == cpu.geoclaw_sources.volume_redistributed
 
 
+@pytest.mark.slow  # CUDA-simulator run; CI's slow step
 def test_incident_wave_on_both_backends_and_as_arrays():
     """The pointwise incident wave (one launch per side) against the array-level call of
     the same object, on the CPU and the GPU backends."""

@@ -598,6 +598,7 @@ def test_model_bad_topography_and_options():
 # --------------------------------------------------------------------------- CPU vs GPU
 
 
+@pytest.mark.slow  # CUDA-simulator run; CI's slow step
 @pytest.mark.skipif(not numba.config.ENABLE_CUDASIM, reason="the CUDA simulator is off")
 def test_cpu_and_gpu_simulator_agree_on_a_wet_dry_case():
     def run(backend):
