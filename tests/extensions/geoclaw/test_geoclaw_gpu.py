@@ -95,10 +95,16 @@ def test_whole_run_with_every_source_agrees_on_both_backends():
     assert cpu.steps == gpu.steps > 3
     b = cpu.mbc
     qc, qg = cpu.q[:, :, b:-b, b:-b], host(gpu, gpu.q)[:, :, b:-b, b:-b]
-    # bit for bit: the GPU kernels do the CPU's operations in the CPU's order
-    np.testing.assert_array_equal(qg, qc)
     assert gpu.geoclaw_sources.volume_added == cpu.geoclaw_sources.volume_added > 0
-    assert gpu.geoclaw_sources.volume_redistributed == cpu.geoclaw_sources.volume_redistributed
+    if numba.config.ENABLE_CUDASIM:
+        # bit for bit: the GPU kernels do the CPU's operations in the CPU's order
+        np.testing.assert_array_equal(qg, qc)
+        assert (gpu.geoclaw_sources.volume_redistributed
+                == cpu.geoclaw_sources.volume_redistributed)
+    else:
+        # on a device the beta plane's per-cell cos and sin come from CUDA's math
+        # library, which may differ from the host's in the last place
+        assert np.abs(qg - qc).max() <= 1e-12 * np.abs(qc).max()
 
 
 @pytest.mark.slow  # CUDA-simulator run; CI's slow step
