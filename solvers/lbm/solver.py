@@ -1,0 +1,174 @@
+"""The D3Q27 lattice-Boltzmann solver on a uniform periodic grid (lattice units:
+``dx = dt = 1``), CPU or GPU (:mod:`.kernels`).
+
+>>> import numpy as np
+>>> from forestpy.solvers.lbm import LBM
+>>> sim = LBM((8, 8, 8), tau=0.8)
+>>> sim.run(10)
+>>> round(float(sim.mass()), 12)
+512.0
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from forestpy.backend import get_backend
+
+from .kernels import CHUNK, gpu_step_kernel, run_cpu, run_cpu_serial
+from .lattice import C, CS2, OPP, Q, W, equilibrium
+
+__all__ = ["LBM", "COLLISIONS", "MAGIC_TRT"]
+
+COLLISIONS = ("bgk", "trt")
+#: the TRT "magic" parameter (1/om+ - 1/2)(1/om- - 1/2) that puts the half-way
+#: bounce-back wall exactly half a cell out for Poiseuille flow
+MAGIC_TRT = 3.0 / 16.0
+_THREADS = 128
+
+
+class LBM:
+    """D3Q27 lattice Boltzmann, one copy of the distributions (AA pattern).
+
+    Parameters
+    ----------
+    shape : (nx, ny, nz)
+        Cells; every direction is periodic (walls are solid cells).
+    tau : float
+        BGK relaxation time (> 1/2); kinematic viscosity ``nu = (tau - 1/2) / 3``.  For
+        TRT it sets the symmetric rate ``omega_+ = 1 / tau``.
+    collision : "bgk" or "trt"
+        TRT: the antisymmetric rate from ``magic`` (default 3/16).
+    force : 3 floats
+        Uniform body force density (Guo forcing).
+    solid : bool array of ``shape`` or None
+        Solid cells (half-way bounce-back at their faces).
+    rho, u : initial density (scalar or ``shape``) and velocity ``(3, *shape)``;
+        the distributions start at equilibrium.  Default: rest at ``rho = 1``.
+    dtype : "float64" or "float32"
+        Storage of the distributions (arithmetic is float64).
+    backend : "cpu", "gpu" or a :class:`forestpy.backend.Backend`
+        Where the distributions live and the kernels run.
+
+    The state is host-visible only through :meth:`distributions` and the fields
+    computed from it (one device-to-host copy each).
+    """
+
+    def __init__(self, shape, tau, collision="bgk", magic=MAGIC_TRT, force=(0.0, 0.0, 0.0),
+                 solid=None, rho=1.0, u=None, dtype="float64", backend="cpu"):
+        shape = tuple(int(s) for s in np.atleast_1d(shape))
+        if len(shape) != 3 or min(shape) < 1:
+            raise ValueError(f"shape must be three positive cell counts, got {shape}")
+        tau = float(tau)
+        if not tau > 0.5:
+            raise ValueError(f"tau must be > 1/2 (positive viscosity), got {tau}")
+        if collision not in COLLISIONS:
+            raise ValueError(f"unknown collision {collision!r}; valid: {COLLISIONS}")
+        magic = float(magic)
+        if collision == "trt" and not magic > 0:
+            raise ValueError(f"the TRT magic parameter must be > 0, got {magic}")
+        force = np.asarray(force, dtype=np.float64)
+        if force.shape != (3,) or not np.all(np.isfinite(force)):
+            raise ValueError(f"force must be three finite numbers, got {force!r}")
+        dtype = np.dtype(dtype)
+        if dtype not in (np.float32, np.float64):
+            raise ValueError(f"dtype must be float32 or float64, got {dtype.name}")
+        if solid is None:
+            solid = np.zeros(shape, dtype=bool)
+        solid = np.asarray(solid)
+        if solid.shape != shape:
+            raise ValueError(f"solid must have the grid's shape {shape}, got {solid.shape}")
+        self.shape = shape
+        self.tau = tau
+        self.collision = collision
+        self.omega_plus = 1.0 / tau
+        if collision == "bgk":
+            self.omega_minus = self.omega_plus
+        else:
+            self.omega_minus = 1.0 / (magic / (tau - 0.5) + 0.5)
+        self.force = force
+        self.dtype = dtype
+        self.solid = solid.astype(bool)
+        self.backend = get_backend(backend)
+        self.t = 0  # steps done
+        rho = np.broadcast_to(np.asarray(rho, dtype=np.float64), shape)
+        u = np.zeros((3, *shape)) if u is None else np.asarray(u, dtype=np.float64)
+        if u.shape != (3, *shape):
+            raise ValueError(f"u must have shape {(3, *shape)}, got {u.shape}")
+        h = equilibrium(rho, u) - W.reshape(Q, 1, 1, 1)
+        h[:, self.solid] = 0.0
+        self.ncell = int(np.prod(shape))
+        be = self.backend
+        self._h = be.to_device(h.reshape(Q, self.ncell).astype(dtype))
+        self._flags = be.to_device(self.solid.reshape(-1).astype(np.uint8))
+
+    @property
+    def viscosity(self) -> float:
+        """Kinematic viscosity ``cs^2 (tau - 1/2)`` in lattice units."""
+        return CS2 * (self.tau - 0.5)
+
+    def run(self, steps: int) -> None:
+        """Advance ``steps`` time steps (asynchronous on the GPU)."""
+        steps = int(steps)
+        if steps < 0:
+            raise ValueError(f"steps must be >= 0, got {steps}")
+        nx, ny, nz = self.shape
+        args = (self.omega_plus, self.omega_minus, *map(float, self.force))
+        if self.backend.is_gpu:
+            kernel = gpu_step_kernel()
+            blocks = (self.ncell + _THREADS - 1) // _THREADS
+            for _ in range(steps):
+                kernel[blocks, _THREADS](self._h, self._flags, nx, ny, nz, self.t & 1, *args)
+                self.t += 1
+        elif steps:
+            run = run_cpu_serial if self.ncell <= CHUNK else run_cpu
+            run(self._h, self._flags, nx, ny, nz, self.t, steps, *args)
+            self.t += steps
+
+    # ---- host views of the state -------------------------------------------------
+    def raw(self) -> np.ndarray:
+        """The stored array ``h`` (27, nx, ny, nz) as it is (layout of step parity),
+        copied to the host."""
+        self.backend.synchronize()
+        return np.array(self.backend.to_host(self._h)).reshape(Q, *self.shape)
+
+    def distributions(self) -> np.ndarray:
+        """``f_q(x)`` at time ``t`` (after streaming, before collision), float64,
+        shape (27, nx, ny, nz); solid cells hold the rest weights (``rho = 1, u = 0``)."""
+        h = self.raw().astype(np.float64)
+        if self.t % 2:
+            # after an even step h[OPP[q], x] holds f*_q(x): stream it (numpy, host)
+            out = np.empty_like(h)
+            for q in range(Q):
+                shift = tuple(int(s) for s in C[q])
+                pulled = np.roll(h[OPP[q]], shift, axis=(0, 1, 2))
+                from_solid = np.roll(self.solid, shift, axis=(0, 1, 2))
+                out[q] = np.where(from_solid, h[q], pulled)
+            h = out
+        h[:, self.solid] = 0.0
+        return h + W.reshape(Q, 1, 1, 1)
+
+    def density(self) -> np.ndarray:
+        """Density ``sum_q f_q`` (nx, ny, nz)."""
+        return self.distributions().sum(axis=0)
+
+    def velocity(self) -> np.ndarray:
+        """Velocity ``(sum_q f_q c_q + F/2) / rho`` (3, nx, ny, nz); 0 in solid cells."""
+        f = self.distributions()
+        rho = f.sum(axis=0)
+        u = np.tensordot(C.T.astype(np.float64), f, axes=(1, 0))
+        u += 0.5 * self.force.reshape(3, 1, 1, 1)
+        u /= rho
+        u[:, self.solid] = 0.0
+        return u
+
+    def mass(self) -> float:
+        """Total mass of the fluid cells, ``sum_x sum_q f_q``."""
+        f = self.distributions()
+        return float(f[:, ~self.solid].sum())
+
+    def momentum(self) -> np.ndarray:
+        """Total ``sum_x sum_q f_q c_q`` over the fluid cells (without the force's
+        half-step share)."""
+        f = self.distributions()[:, ~self.solid]
+        return C.T.astype(np.float64) @ f.sum(axis=1)
