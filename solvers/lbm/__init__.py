@@ -9,7 +9,7 @@ update, AA-pattern streaming, BGK/TRT collision, Guo forcing, bounce-back) and
 :mod:`.solver` (the :class:`LBM` object); docs/lbm.md.
 """
 
-from .lattice import C, CS2, OPP, Q, W, equilibrium
+from .lattice import CS2, OPP, C, Q, W, equilibrium
 from .solver import COLLISIONS, LBM, MAGIC_TRT
 
 __all__ = ["LBM", "COLLISIONS", "MAGIC_TRT", "C", "W", "OPP", "Q", "CS2", "equilibrium"]

@@ -1,7 +1,7 @@
 r"""One lattice-Boltzmann step, written once: the cell body :func:`lbm_cell`
 (``numba.njit``) is run by the CPU kernel :func:`run_cpu` (``prange`` over chunks of
 cells) and, compiled by :func:`forestpy.cuda_device.cuda_device`, by the CUDA kernel of
-:func:`gpu_step_kernel` (one thread per cell).
+:func:`.gpu.gpu_step_kernel` (one thread per cell).
 
 **Storage and the AA pattern** (Bailey et al., "Accelerating lattice Boltzmann fluid
 flow simulations using graphics processors", ICPP 2009).  One array ``h`` of shape
@@ -48,7 +48,7 @@ from numba import prange
 
 from .lattice import CX, CY, CZ, OPP, W
 
-__all__ = ["lbm_cell", "run_cpu", "run_cpu_serial", "gpu_step_kernel", "CHUNK"]
+__all__ = ["lbm_cell", "run_cpu", "run_cpu_serial", "CHUNK"]
 
 #: cells per iteration of the CPU kernel's parallel loop
 CHUNK = 512
@@ -160,28 +160,3 @@ def run_cpu_serial(h, flags, nx, ny, nz, t0, steps, om_p, om_m, fx, fy, fz):
         odd = (t0 + s) & 1
         for n in range(ncell):
             lbm_cell(h, flags, n, nx, ny, nz, odd, om_p, om_m, fx, fy, fz, buf)
-
-
-_GPU: dict = {}
-
-
-def gpu_step_kernel():
-    """The CUDA kernel ``step[blocks, threads](h, flags, nx, ny, nz, odd, om_p, om_m,
-    fx, fy, fz)``, one thread per cell (compiled once per process)."""
-    if "step" in _GPU:
-        return _GPU["step"]
-    from numba import cuda
-
-    from forestpy.cuda_device import cuda_device
-
-    cell = cuda_device(lbm_cell)
-
-    @cuda.jit
-    def step(h, flags, nx, ny, nz, odd, om_p, om_m, fx, fy, fz):
-        n = cuda.grid(1)
-        if n < nx * ny * nz:
-            buf = cuda.local.array(27, numba.float64)
-            cell(h, flags, n, nx, ny, nz, odd, om_p, om_m, fx, fy, fz, buf)
-
-    _GPU["step"] = step
-    return step

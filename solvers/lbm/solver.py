@@ -15,8 +15,8 @@ import numpy as np
 
 from forestpy.backend import get_backend
 
-from .kernels import CHUNK, gpu_step_kernel, run_cpu, run_cpu_serial
-from .lattice import C, CS2, OPP, Q, W, equilibrium
+from .kernels import CHUNK, run_cpu, run_cpu_serial
+from .lattice import CS2, OPP, C, Q, W, equilibrium
 
 __all__ = ["LBM", "COLLISIONS", "MAGIC_TRT"]
 
@@ -24,7 +24,6 @@ COLLISIONS = ("bgk", "trt")
 #: the TRT "magic" parameter (1/om+ - 1/2)(1/om- - 1/2) that puts the half-way
 #: bounce-back wall exactly half a cell out for Poiseuille flow
 MAGIC_TRT = 3.0 / 16.0
-_THREADS = 128
 
 
 class LBM:
@@ -115,10 +114,12 @@ class LBM:
         nx, ny, nz = self.shape
         args = (self.omega_plus, self.omega_minus, *map(float, self.force))
         if self.backend.is_gpu:
+            from .gpu import THREADS, gpu_step_kernel
+
             kernel = gpu_step_kernel()
-            blocks = (self.ncell + _THREADS - 1) // _THREADS
+            blocks = (self.ncell + THREADS - 1) // THREADS
             for _ in range(steps):
-                kernel[blocks, _THREADS](self._h, self._flags, nx, ny, nz, self.t & 1, *args)
+                kernel[blocks, THREADS](self._h, self._flags, nx, ny, nz, self.t & 1, *args)
                 self.t += 1
         elif steps:
             run = run_cpu_serial if self.ncell <= CHUNK else run_cpu

@@ -5,8 +5,7 @@ import itertools
 
 import numpy as np
 import pytest
-
-from forestpy.solvers.lbm import CS2, OPP, Q, C, W, equilibrium
+from forestpy.solvers.lbm import CS2, OPP, C, Q, W, equilibrium
 
 
 def test_velocity_set():
