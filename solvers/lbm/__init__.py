@@ -10,6 +10,6 @@ update, AA-pattern streaming, BGK/TRT collision, Guo forcing, bounce-back) and
 """
 
 from .lattice import CS2, OPP, C, Q, W, equilibrium
-from .solver import COLLISIONS, LBM, MAGIC_TRT
+from .solver import COLLISIONS, LBM, MAGIC_TRT, sphere
 
-__all__ = ["LBM", "COLLISIONS", "MAGIC_TRT", "C", "W", "OPP", "Q", "CS2", "equilibrium"]
+__all__ = ["LBM", "COLLISIONS", "MAGIC_TRT", "sphere", "C", "W", "OPP", "Q", "CS2", "equilibrium"]

@@ -18,12 +18,24 @@ from forestpy.backend import get_backend
 from .kernels import CHUNK, run_cpu, run_cpu_serial
 from .lattice import CS2, OPP, C, Q, W, equilibrium
 
-__all__ = ["LBM", "COLLISIONS", "MAGIC_TRT"]
+__all__ = ["LBM", "COLLISIONS", "MAGIC_TRT", "sphere"]
 
 COLLISIONS = ("bgk", "trt")
 #: the TRT "magic" parameter (1/om+ - 1/2)(1/om- - 1/2) that puts the half-way
 #: bounce-back wall exactly half a cell out for Poiseuille flow
 MAGIC_TRT = 3.0 / 16.0
+
+
+def sphere(shape, center, radius) -> np.ndarray:
+    """Bool mask of the cells of ``shape`` whose centres (integer coordinates ``(i, j,
+    k)``) lie within ``radius`` of ``center``: a solid flag field."""
+    shape = tuple(int(s) for s in shape)
+    center = np.asarray(center, dtype=np.float64)
+    if len(shape) != 3 or center.shape != (3,) or not float(radius) > 0:
+        raise ValueError("sphere needs a 3D shape, a 3D center and a radius > 0")
+    x = np.ogrid[:shape[0], :shape[1], :shape[2]]
+    d2 = sum((xi - c) ** 2 for xi, c in zip(x, center))
+    return d2 <= float(radius) ** 2
 
 
 class LBM:
@@ -173,3 +185,23 @@ class LBM:
         half-step share)."""
         f = self.distributions()[:, ~self.solid]
         return C.T.astype(np.float64) @ f.sum(axis=1)
+
+    def force_on(self, body=None) -> np.ndarray:
+        """Momentum-exchange force on the solid cells ``body`` (bool mask, default all
+        solid cells) in the last step (``t >= 1``): with half-way bounce-back on resting
+        walls each link from a fluid cell ``x`` to a body cell ``x + c_q`` carries
+        ``2 c_q f*_q(x)``, and ``f*_q(x)`` of the last step is the reflected
+        ``f_OPP[q](x)`` at time ``t`` (Ladd, J. Fluid Mech. 271, 1994)."""
+        if self.t < 1:
+            raise ValueError("force_on needs at least one step (t >= 1)")
+        body = self.solid if body is None else np.asarray(body, dtype=bool)
+        if body.shape != self.shape or np.any(body & ~self.solid):
+            raise ValueError("body must be a mask of solid cells of the grid's shape")
+        f = self.distributions()
+        fluid = ~self.solid
+        force = np.zeros(3)
+        for q in range(1, Q):
+            shift = tuple(-int(s) for s in C[q])
+            links = fluid & np.roll(body, shift, axis=(0, 1, 2))  # body[x + c_q]
+            force += 2.0 * C[q] * f[OPP[q]][links].sum()
+        return force

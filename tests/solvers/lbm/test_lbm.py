@@ -4,7 +4,7 @@ pattern against a two-copy reference, Taylor-Green decay at the lattice viscosit
 
 import numpy as np
 import pytest
-from forestpy.solvers.lbm import LBM, OPP, C, Q, W, equilibrium
+from forestpy.solvers.lbm import LBM, OPP, C, Q, W, equilibrium, sphere
 
 
 def two_copy_step(f, solid, om_p, om_m, force):
@@ -193,3 +193,41 @@ def test_bad_input():
         LBM((4, 4, 4), tau=0.8, u=np.zeros((3, 4, 4, 3)))
     with pytest.raises(ValueError, match="steps must be"):
         LBM((4, 4, 4), tau=0.8).run(-1)
+
+
+def test_momentum_exchange_balances_body_force():
+    # steady channel flow: the walls take exactly the body force on the fluid,
+    # half each, and opposite normal (pressure) forces
+    h, tau = 8, 1.0
+    nu = (tau - 0.5) / 3
+    force = 8 * nu * 0.02 / h**2
+    solid = np.zeros((1, h + 2, 1), dtype=bool)
+    solid[:, 0] = solid[:, -1] = True
+    sim = LBM(solid.shape, tau=tau, collision="trt", force=(force, 0, 0), solid=solid)
+    sim.run(int(4 * h * h / nu))
+    np.testing.assert_allclose(sim.force_on(), [h * force, 0, 0], rtol=1e-12, atol=1e-15)
+    top = np.zeros_like(solid)
+    top[:, -1] = True
+    bottom = solid & ~top
+    ft, fb = sim.force_on(top), sim.force_on(bottom)
+    np.testing.assert_allclose(ft[0], fb[0], rtol=1e-12)
+    np.testing.assert_allclose(ft[1], -fb[1], rtol=1e-12)
+    np.testing.assert_allclose(ft[1], sim.density()[0, h, 0] / 3, rtol=1e-3)  # p = rho cs^2
+    # a sphere in a periodic box, flow driven by a body force: at steady state its drag
+    # is the force on all the fluid, and there is no lift (the sphere's symmetry)
+    body = sphere((12, 12, 12), (5.5, 5.5, 5.5), 2.5)
+    sim = LBM(body.shape, tau=1.0, collision="trt", force=(1e-5, 0, 0), solid=body)
+    sim.run(1200)
+    drag = sim.force_on()
+    np.testing.assert_allclose(drag[0], 1e-5 * (~body).sum(), rtol=2e-3)
+    assert np.abs(drag[1:]).max() < 1e-12 * drag[0]
+    with pytest.raises(ValueError, match="at least one step"):
+        LBM(body.shape, tau=1.0, solid=body).force_on()
+
+
+def test_sphere_mask():
+    m = sphere((9, 10, 11), (4, 4.5, 5), 3.2)
+    i, j, k = np.nonzero(m)
+    assert np.all((i - 4) ** 2 + (j - 4.5) ** 2 + (k - 5) ** 2 <= 3.2**2)
+    assert m.sum() == sum(1 for a in range(9) for b in range(10) for c in range(11)
+                          if (a - 4) ** 2 + (b - 4.5) ** 2 + (c - 5) ** 2 <= 3.2**2)
