@@ -13,6 +13,8 @@ assert that a time step moves no field data) and :meth:`Backend.to_device`.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 
 import numpy as np
@@ -23,6 +25,7 @@ __all__ = [
     "GPUBackend",
     "get_backend",
     "array_module",
+    "contract_multiply_add",
     "cuda_simulator_enabled",
 ]
 
@@ -100,6 +103,63 @@ class CPUBackend(Backend):
         }
 
 
+_FMA = {"enabled": None}  # see contract_multiply_add
+
+
+def contract_multiply_add(enabled: bool) -> None:
+    """Whether NVVM may fuse ``a * b + c`` into one fused multiply-add (one rounding
+    instead of two) in the kernels compiled from now on.
+
+    NVVM contracts by default even without ``fastmath``; the CPU (LLVM without fast-math
+    flags) never does, so the two backends round differently, and at wet/dry fronts a
+    last-bit difference decides whether a cell is wet and grows from there.  Off, the
+    GPU kernels do the CPU's operations with the CPU's roundings.  Set by the GPU backend
+    (``GPUBackend(fma=...)``); kernels compiled before a change keep their code.
+    """
+    enabled = bool(enabled)
+    if _FMA["enabled"] is None:
+        from numba.cuda.cudadrv import nvvm
+
+        unit = nvvm.CompilationUnit
+        # numba-cuda takes NVVM's options in the constructor (newer) or in compile()
+        if "options" in inspect.signature(unit.__init__).parameters:
+            init = unit.__init__
+
+            @functools.wraps(init)
+            def init_with_fma_choice(self, options, *args, **kw):
+                options = dict(options)
+                options.setdefault("fma", _FMA["enabled"])  # fastmath=True keeps its own
+                return init(self, options, *args, **kw)
+
+            unit.__init__ = init_with_fma_choice
+        else:
+            compile_ = unit.compile
+
+            @functools.wraps(compile_)
+            def compile_with_fma_choice(self, **options):
+                options.setdefault("fma", _FMA["enabled"])
+                return compile_(self, **options)
+
+            unit.compile = compile_with_fma_choice
+        # with link-time optimisation nvJitLink generates the code from NVVM's LTO-IR
+        # and contracts on its own; forestpy links no external device code, so linking
+        # the PTX gives the same kernels with the contraction NVVM was told
+        from numba.cuda import codegen
+
+        library = codegen.CUDACodeLibrary
+        if "lto" in inspect.signature(library.__init__).parameters:
+            lib_init = library.__init__
+
+            @functools.wraps(lib_init)
+            def init_without_lto(self, *args, **kw):
+                lib_init(self, *args, **kw)
+                if not _FMA["enabled"]:
+                    self._lto = False
+
+            library.__init__ = init_without_lto
+    _FMA["enabled"] = enabled
+
+
 class GPUBackend(Backend):
     """Field arrays resident on one NVIDIA GPU (CuPy); kernels in Numba-CUDA.
 
@@ -109,7 +169,7 @@ class GPUBackend(Backend):
     ``fma``: whether the CUDA compiler may contract ``a * b + c`` into fused
     multiply-adds (default: no, or ``FORESTPY_GPU_FMA=1``).  Without them the kernels
     round as the CPU kernels do and the two backends give the same bits step by step
-    (:func:`forestpy.cuda_device.contract_multiply_add`).  What the fused form would
+    (:func:`contract_multiply_add`).  What the fused form would
     gain in the step kernel's speed is not measured yet (``benchmarks/gpu_step.py``).
     """
 
@@ -148,8 +208,6 @@ class GPUBackend(Backend):
         # CuPy and Numba both launch on the legacy default stream, so work is ordered;
         # do not let Numba synchronise on every CuPy array it receives
         numba.config.CUDA_ARRAY_INTERFACE_SYNC = False
-        from forestpy.cuda_device import contract_multiply_add
-
         contract_multiply_add(self.fma)
         self.xp = cupy
         self.device_name = cuda.get_current_device().name

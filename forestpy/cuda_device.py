@@ -12,15 +12,13 @@ run as Python.
 from __future__ import annotations
 
 import functools
-import inspect
 import types
 from contextlib import contextmanager
 
 import numpy as np
 from numba.core.registry import CPUDispatcher
 
-__all__ = ["FastKernel", "blocks_per_wave", "capture_graph", "contract_multiply_add",
-           "cuda_device", "fast_kernel",
+__all__ = ["FastKernel", "blocks_per_wave", "capture_graph", "cuda_device", "fast_kernel",
            "grid_dependency", "kernel_launches", "launch_kernel", "launch_stream",
            "on_stream", "prefetch", "priority_stream", "programmatic_graph",
            "recompile_tree", "words_as_float64"]
@@ -82,63 +80,6 @@ def cuda_device(func):
     from numba import cuda
 
     return recompile_tree(func, cuda.jit(device=True), _DEVICE)
-
-
-_FMA = {"enabled": None}  # see contract_multiply_add
-
-
-def contract_multiply_add(enabled: bool) -> None:
-    """Whether NVVM may fuse ``a * b + c`` into one fused multiply-add (one rounding
-    instead of two) in the kernels compiled from now on.
-
-    NVVM contracts by default even without ``fastmath``; the CPU (LLVM without fast-math
-    flags) never does, so the two backends round differently, and at wet/dry fronts a
-    last-bit difference decides whether a cell is wet and grows from there.  Off, the
-    GPU kernels do the CPU's operations with the CPU's roundings.  Set by the GPU backend
-    (``GPUBackend(fma=...)``); kernels compiled before a change keep their code.
-    """
-    enabled = bool(enabled)
-    if _FMA["enabled"] is None:
-        from numba.cuda.cudadrv import nvvm
-
-        unit = nvvm.CompilationUnit
-        # numba-cuda takes NVVM's options in the constructor (newer) or in compile()
-        if "options" in inspect.signature(unit.__init__).parameters:
-            init = unit.__init__
-
-            @functools.wraps(init)
-            def init_with_fma_choice(self, options, *args, **kw):
-                options = dict(options)
-                options.setdefault("fma", _FMA["enabled"])  # fastmath=True keeps its own
-                return init(self, options, *args, **kw)
-
-            unit.__init__ = init_with_fma_choice
-        else:
-            compile_ = unit.compile
-
-            @functools.wraps(compile_)
-            def compile_with_fma_choice(self, **options):
-                options.setdefault("fma", _FMA["enabled"])
-                return compile_(self, **options)
-
-            unit.compile = compile_with_fma_choice
-        # with link-time optimisation nvJitLink generates the code from NVVM's LTO-IR
-        # and contracts on its own; forestpy links no external device code, so linking
-        # the PTX gives the same kernels with the contraction NVVM was told
-        from numba.cuda import codegen
-
-        library = codegen.CUDACodeLibrary
-        if "lto" in inspect.signature(library.__init__).parameters:
-            lib_init = library.__init__
-
-            @functools.wraps(lib_init)
-            def init_without_lto(self, *args, **kw):
-                lib_init(self, *args, **kw)
-                if not _FMA["enabled"]:
-                    self._lto = False
-
-            library.__init__ = init_without_lto
-    _FMA["enabled"] = enabled
 
 
 def capture_graph(launch, stream=None):

@@ -79,7 +79,7 @@ def both(solver, mx, my, order, tw, capa, limiter="mc", npatch=2, mbc=2, seed=0,
 
 def assert_same(cpu, gpu):
     """Bit for bit: the GPU kernel does the CPU kernel's operations in the same order
-    (no contracted multiply-adds, see ``forestpy.cuda_device.contract_multiply_add``),
+    (no contracted multiply-adds, see ``forestpy.backend.contract_multiply_add``),
     so that wet/dry switches and refinement flags cannot tip differently."""
     for a, b in zip(cpu, gpu):
         assert np.all(np.isfinite(b)), "the GPU kernel left entries unwritten"
