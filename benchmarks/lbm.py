@@ -13,7 +13,8 @@ Records (one JSON object per line, ``"kind"`` says which):
   1 GiB array (read + write bytes / time, best of 10), the roofline the ``mlups``
   records are a share of (``share_of_copy`` in the ``mlups`` records);
 * ``check`` (GPU) -- the GPU state after 1, 2 and 5 steps on a ``--check-n`` cube
-  with a sphere, a body force, BGK and TRT, float32 and float64, against the CPU:
+  with a sphere, a velocity inlet and a pressure outlet, a body force, BGK and TRT,
+  float32 and float64, against the CPU:
   ``same_bits`` and ``max_abs_diff`` (fused multiply-adds off, the GPU backend's
   default, gives the same bits; ``FORESTPY_GPU_FMA=1`` does not).
 
@@ -33,17 +34,26 @@ import numpy as np
 from forestpy.solvers.lbm import LBM, sphere
 
 
-def make(n, dtype, collision, obstacle, backend, force=(0.0, 0.0, 0.0)):
+def make(n, dtype, collision, obstacle, backend, force=(0.0, 0.0, 0.0), open_x=False):
+    """An n^3 box, flow 0.05 along x; ``open_x``: a velocity inlet at x = 0 and a pressure
+    outlet at x = n - 1."""
     shape = (n, n, n)
-    solid = None
+    solid = np.zeros(shape, dtype=bool)
     if obstacle == "sphere":
         solid = sphere(shape, ((n - 1) / 2,) * 3, n / 8)
     u = np.zeros((3, *shape))
     u[0] = 0.05
-    if solid is not None:
-        u[:, solid] = 0.0
+    u[:, solid] = 0.0
+    kw = {}
+    if open_x:
+        inlet = np.zeros(shape, dtype=bool)
+        inlet[0] = True
+        outlet = np.zeros(shape, dtype=bool)
+        outlet[-1] = True
+        kw = dict(inlet=inlet, inlet_velocity=(0.05, 0, 0), outlet=outlet,
+                  outlet_normal=(1, 0, 0))
     return LBM(shape, tau=0.6, collision=collision, force=force, solid=solid, u=u,
-               dtype=dtype, backend=backend)
+               dtype=dtype, backend=backend, **kw)
 
 
 def time_steps(sim, steps):
@@ -75,7 +85,7 @@ def check(n):
     for dtype in ("float64", "float32"):
         for collision in ("bgk", "trt"):
             kw = dict(n=n, dtype=dtype, collision=collision, obstacle="sphere",
-                      force=(1e-5, 2e-6, 0.0))
+                      force=(1e-5, 2e-6, 0.0), open_x=True)
             cpu, gpu = make(backend="cpu", **kw), make(backend="gpu", **kw)
             for steps in (1, 1, 3):
                 cpu.run(steps)

@@ -23,19 +23,21 @@ _GPU: dict = {}
 
 def gpu_step_kernel():
     """The CUDA kernel ``step[blocks, THREADS](h, flags, nx, ny, nz, odd, om_p, om_m,
-    fx, fy, fz)`` (arguments as :func:`.kernels.run_cpu`'s, ``odd`` the step's
-    parity); compiled once per process."""
+    fx, fy, fz, rho_in, ux_in, uy_in, uz_in, rho_out, ox, oy, oz)`` (arguments as
+    :func:`.kernels.run_cpu`'s, ``odd`` the step's parity); compiled once per process."""
     if "step" in _GPU:
         return _GPU["step"]
     _GPU["step"] = cuda.jit(_step)
     return _GPU["step"]
 
 
-def _step(h, flags, nx, ny, nz, odd, om_p, om_m, fx, fy, fz):
+def _step(h, flags, nx, ny, nz, odd, om_p, om_m, fx, fy, fz, rho_in, ux_in, uy_in, uz_in,
+          rho_out, ox, oy, oz):
     n = cuda.grid(1)
     if n < nx * ny * nz:
         buf = cuda.local.array(27, numba.float64)
-        _cell(h, flags, n, nx, ny, nz, odd, om_p, om_m, fx, fy, fz, buf)
+        _cell(h, flags, n, nx, ny, nz, odd, om_p, om_m, fx, fy, fz, rho_in, ux_in, uy_in, uz_in,
+              rho_out, ox, oy, oz, buf)
 
 
 _cell = cuda_device(lbm_cell)

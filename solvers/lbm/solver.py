@@ -15,7 +15,7 @@ import numpy as np
 
 from forestpy.backend import get_backend
 
-from .kernels import CHUNK, run_cpu, run_cpu_serial
+from .kernels import CHUNK, PRESSURE, SOLID, VELOCITY, run_cpu, run_cpu_serial
 from .lattice import CS2, OPP, C, Q, W, equilibrium
 
 __all__ = ["LBM", "COLLISIONS", "MAGIC_TRT", "sphere"]
@@ -54,6 +54,18 @@ class LBM:
         Uniform body force density (Guo forcing).
     solid : bool array of ``shape`` or None
         Solid cells (half-way bounce-back at their faces).
+    inlet, inlet_velocity, inlet_density : bool array of ``shape`` or None, 3 floats, float
+        Velocity-inlet cells: walls moving at ``inlet_velocity`` (bounce-back with
+        Ladd's momentum term ``6 w_q rho_in c_q.u``; each fluid-inlet link injects
+        ``6 w_q rho_in c_q.u`` of mass per step).  They hold no fluid.
+    outlet, outlet_density, outlet_normal : bool array or None, float, 3 integers
+        Pressure-outlet cells (fluid cells of the boundary layer): each step they emit
+        the equilibrium at ``outlet_density`` and the normal velocity ``u_n`` given by
+        ``rho (1 + u_n) = S_0 + 2 S_out`` (Zou & He 1997) from the populations that
+        arrive along the boundary (``S_0``) or from the inside (``S_out``) only;
+        ``outlet_normal`` is the outward axis direction, e.g. ``(1, 0, 0)``.
+        Populations that leave through a side wrap round to the opposite side, so an
+        open direction has its inlet on one side and its outlet on the other.
     rho, u : initial density (scalar or ``shape``) and velocity ``(3, *shape)``;
         the distributions start at equilibrium.  Default: rest at ``rho = 1``.
     dtype : "float64" or "float32"
@@ -66,7 +78,10 @@ class LBM:
     """
 
     def __init__(self, shape, tau, collision="bgk", magic=MAGIC_TRT, force=(0.0, 0.0, 0.0),
-                 solid=None, rho=1.0, u=None, dtype="float64", backend="cpu"):
+                 solid=None, inlet=None, inlet_velocity=(0.0, 0.0, 0.0), inlet_density=1.0,
+                 outlet=None, outlet_density=1.0, outlet_normal=None, rho=1.0, u=None,
+                 dtype="float64",
+                 backend="cpu"):
         shape = tuple(int(s) for s in np.atleast_1d(shape))
         if len(shape) != 3 or min(shape) < 1:
             raise ValueError(f"shape must be three positive cell counts, got {shape}")
@@ -84,11 +99,41 @@ class LBM:
         dtype = np.dtype(dtype)
         if dtype not in (np.float32, np.float64):
             raise ValueError(f"dtype must be float32 or float64, got {dtype.name}")
-        if solid is None:
-            solid = np.zeros(shape, dtype=bool)
-        solid = np.asarray(solid)
-        if solid.shape != shape:
-            raise ValueError(f"solid must have the grid's shape {shape}, got {solid.shape}")
+        masks = {}
+        for name, mask in (("solid", solid), ("inlet", inlet), ("outlet", outlet)):
+            mask = np.zeros(shape, dtype=bool) if mask is None else np.asarray(mask)
+            if mask.shape != shape:
+                raise ValueError(f"{name} must have the grid's shape {shape}, got {mask.shape}")
+            masks[name] = mask.astype(bool)
+        solid = masks["solid"]
+        if np.any((solid & masks["inlet"]) | (solid & masks["outlet"])
+                  | (masks["inlet"] & masks["outlet"])):
+            raise ValueError("solid, inlet and outlet cells must not overlap")
+        inlet_velocity = np.asarray(inlet_velocity, dtype=np.float64)
+        if inlet_velocity.shape != (3,) or not np.all(np.isfinite(inlet_velocity)):
+            raise ValueError(f"inlet_velocity must be three finite numbers, got "
+                             f"{inlet_velocity!r}")
+        for name, value in (("inlet_density", inlet_density),
+                            ("outlet_density", outlet_density)):
+            if not float(value) > 0 or not np.isfinite(float(value)):
+                raise ValueError(f"{name} must be a positive number, got {value!r}")
+        if outlet_normal is None:
+            outlet_normal = (0, 0, 0)
+            if masks["outlet"].any():
+                raise ValueError("outlet cells need outlet_normal, e.g. (1, 0, 0)")
+        normal = np.asarray(outlet_normal)
+        if normal.shape != (3,) or (masks["outlet"].any() and not (
+                np.array_equal(np.abs(normal), np.abs(normal).astype(bool))
+                and np.abs(normal).sum() == 1 and np.all(normal == np.round(normal)))):
+            raise ValueError(f"outlet_normal must be an axis direction such as (1, 0, 0) or "
+                             f"(0, -1, 0), got {outlet_normal!r}")
+        self.inlet, self.outlet = masks["inlet"], masks["outlet"]
+        self.inlet_velocity = inlet_velocity
+        self.inlet_density = float(inlet_density)
+        self._open = (float(inlet_density), *map(float, inlet_velocity),
+                      float(outlet_density), *(int(v) for v in normal))
+        # cells without fluid: solid and inlet (moving-wall) cells
+        self.walls = solid | self.inlet
         self.shape = shape
         self.tau = tau
         self.collision = collision
@@ -111,7 +156,11 @@ class LBM:
         self.ncell = int(np.prod(shape))
         be = self.backend
         self._h = be.to_device(h.reshape(Q, self.ncell).astype(dtype))
-        self._flags = be.to_device(self.solid.reshape(-1).astype(np.uint8))
+        flags = np.zeros(shape, dtype=np.uint8)
+        flags[self.solid] = SOLID
+        flags[self.inlet] = VELOCITY
+        flags[self.outlet] = PRESSURE
+        self._flags = be.to_device(flags.reshape(-1))
 
     @property
     def viscosity(self) -> float:
@@ -124,7 +173,7 @@ class LBM:
         if steps < 0:
             raise ValueError(f"steps must be >= 0, got {steps}")
         nx, ny, nz = self.shape
-        args = (self.omega_plus, self.omega_minus, *map(float, self.force))
+        args = (self.omega_plus, self.omega_minus, *map(float, self.force), *self._open)
         if self.backend.is_gpu:
             from .gpu import THREADS, gpu_step_kernel
 
@@ -147,7 +196,8 @@ class LBM:
 
     def distributions(self) -> np.ndarray:
         """``f_q(x)`` at time ``t`` (after streaming, before collision), float64,
-        shape (27, nx, ny, nz); solid cells hold the rest weights (``rho = 1, u = 0``)."""
+        shape (27, nx, ny, nz); solid and inlet cells hold the rest weights (``rho = 1,
+        u = 0``)."""
         h = self.raw().astype(np.float64)
         if self.t % 2:
             # after an even step h[OPP[q], x] holds f*_q(x): stream it (numpy, host)
@@ -155,10 +205,13 @@ class LBM:
             for q in range(Q):
                 shift = tuple(int(s) for s in C[q])
                 pulled = np.roll(h[OPP[q]], shift, axis=(0, 1, 2))
+                moving = 6.0 * W[q] * self.inlet_density * float(C[q] @ self.inlet_velocity)
+                from_inlet = np.roll(self.inlet, shift, axis=(0, 1, 2))
                 from_solid = np.roll(self.solid, shift, axis=(0, 1, 2))
-                out[q] = np.where(from_solid, h[q], pulled)
+                out[q] = np.where(from_solid, h[q], np.where(from_inlet, h[q] + moving,
+                                                              pulled))
             h = out
-        h[:, self.solid] = 0.0
+        h[:, self.walls] = 0.0
         return h + W.reshape(Q, 1, 1, 1)
 
     def density(self) -> np.ndarray:
@@ -166,24 +219,25 @@ class LBM:
         return self.distributions().sum(axis=0)
 
     def velocity(self) -> np.ndarray:
-        """Velocity ``(sum_q f_q c_q + F/2) / rho`` (3, nx, ny, nz); 0 in solid cells."""
+        """Velocity ``(sum_q f_q c_q + F/2) / rho`` (3, nx, ny, nz); 0 in solid and
+        inlet cells."""
         f = self.distributions()
         rho = f.sum(axis=0)
         u = np.tensordot(C.T.astype(np.float64), f, axes=(1, 0))
         u += 0.5 * self.force.reshape(3, 1, 1, 1)
         u /= rho
-        u[:, self.solid] = 0.0
+        u[:, self.walls] = 0.0
         return u
 
     def mass(self) -> float:
-        """Total mass of the fluid cells, ``sum_x sum_q f_q``."""
+        """Total mass of the fluid cells (outlet cells included), ``sum_x sum_q f_q``."""
         f = self.distributions()
-        return float(f[:, ~self.solid].sum())
+        return float(f[:, ~self.walls].sum())
 
     def momentum(self) -> np.ndarray:
         """Total ``sum_x sum_q f_q c_q`` over the fluid cells (without the force's
         half-step share)."""
-        f = self.distributions()[:, ~self.solid]
+        f = self.distributions()[:, ~self.walls]
         return C.T.astype(np.float64) @ f.sum(axis=1)
 
     def force_on(self, body=None) -> np.ndarray:
@@ -198,7 +252,7 @@ class LBM:
         if body.shape != self.shape or np.any(body & ~self.solid):
             raise ValueError("body must be a mask of solid cells of the grid's shape")
         f = self.distributions()
-        fluid = ~self.solid
+        fluid = ~self.walls
         force = np.zeros(3)
         for q in range(1, Q):
             shift = tuple(-int(s) for s in C[q])

@@ -7,10 +7,14 @@ import pytest
 from forestpy.solvers.lbm import LBM, OPP, C, Q, W, equilibrium, sphere
 
 
-def two_copy_step(f, solid, om_p, om_m, force):
+def two_copy_step(f, solid, om_p, om_m, force, inlet=None, u_in=(0, 0, 0), rho_in=1.0,
+                  outlet=None, rho_out=1.0, normal=(1, 0, 0)):
     """Brute-force reference: collide every fluid cell (TRT with Guo forcing, written
     from the formulas), then pull-stream into a second array, bouncing back from solid
-    cells."""
+    cells and from the moving walls of the inlet cells; outlet cells emit the
+    equilibrium at ``rho_out`` and the Zou-He normal velocity."""
+    inlet = np.zeros_like(solid) if inlet is None else inlet
+    outlet = np.zeros_like(solid) if outlet is None else outlet
     force = np.asarray(force, dtype=np.float64)
     rho = f.sum(axis=0)
     u = (np.tensordot(C.T.astype(float), f, axes=(1, 0))
@@ -25,12 +29,23 @@ def two_copy_step(f, solid, om_p, om_m, force):
     asym = lambda a: 0.5 * (a - a[OPP])  # noqa: E731
     post = (f - om_p * (sym(f) - sym(feq)) - om_m * (asym(f) - asym(feq))
             + (1 - om_p / 2) * sym(src) + (1 - om_m / 2) * asym(src))
+    if outlet.any():
+        cn = C @ np.asarray(normal)
+        s0 = f[cn == 0][:, outlet].sum(axis=0)
+        sout = f[cn > 0][:, outlet].sum(axis=0)
+        un = (s0 + 2 * sout) / rho_out - 1
+        post[:, outlet] = equilibrium(np.full(un.shape, rho_out),
+                                      np.asarray(normal).reshape(3, 1) * un)
     new = np.empty_like(f)
     for q in range(Q):
         shift = tuple(int(s) for s in C[q])
         pulled = np.roll(post[q], shift, axis=(0, 1, 2))
-        new[q] = np.where(np.roll(solid, shift, axis=(0, 1, 2)), post[OPP[q]], pulled)
-    new[:, solid] = w[:, :, 0, 0] * np.ones(solid.sum())
+        moving = 6 * W[q] * rho_in * (C[q] @ np.asarray(u_in, dtype=float))
+        new[q] = np.where(np.roll(solid, shift, axis=(0, 1, 2)), post[OPP[q]],
+                          np.where(np.roll(inlet, shift, axis=(0, 1, 2)),
+                                   post[OPP[q]] + moving, pulled))
+    walls = solid | inlet
+    new[:, walls] = w[:, :, 0, 0] * np.ones(walls.sum())
     return new
 
 
@@ -53,6 +68,22 @@ def test_aa_pattern_equals_two_copy_reference(collision):
         f = two_copy_step(f, solid, sim.omega_plus, sim.omega_minus, force)
         sim.run(1)
         np.testing.assert_allclose(sim.distributions(), f, rtol=0, atol=1e-15)
+    # open boundaries: an inlet plane (moving walls) and an outlet plane
+    inlet = np.zeros(shape, dtype=bool)
+    inlet[0] = True
+    outlet = np.zeros(shape, dtype=bool)
+    outlet[-1] = True
+    solid2 = solid & ~inlet & ~outlet
+    kw = dict(inlet=inlet, inlet_velocity=(0.03, 0.01, 0), inlet_density=1.01,
+              outlet=outlet, outlet_density=0.99, outlet_normal=(1, 0, 0))
+    sim = LBM(shape, tau=0.7, collision=collision, force=force, solid=solid2, rho=rho, u=u,
+              **kw)
+    g = sim.distributions()
+    for _ in range(4):
+        g = two_copy_step(g, solid2, sim.omega_plus, sim.omega_minus, force, inlet=inlet,
+                          u_in=(0.03, 0.01, 0), rho_in=1.01, outlet=outlet, rho_out=0.99)
+        sim.run(1)
+        np.testing.assert_allclose(sim.distributions(), g, rtol=0, atol=1e-15)
     # float32 storage: the same within its rounding
     sim32 = LBM(shape, tau=0.7, collision=collision, force=force, solid=solid, rho=rho, u=u,
                 dtype="float32")
@@ -191,6 +222,14 @@ def test_bad_input():
         LBM((4, 4, 4), tau=0.8, force=(0, np.nan, 0))
     with pytest.raises(ValueError, match="u must have shape"):
         LBM((4, 4, 4), tau=0.8, u=np.zeros((3, 4, 4, 3)))
+    with pytest.raises(ValueError, match="outlet cells need outlet_normal"):
+        LBM((4, 4, 4), tau=0.8, outlet=np.ones((4, 4, 4), bool))
+    with pytest.raises(ValueError, match="outlet_normal must be an axis"):
+        LBM((4, 4, 4), tau=0.8, outlet=np.ones((4, 4, 4), bool), outlet_normal=(1, 1, 0))
+    with pytest.raises(ValueError, match="must not overlap"):
+        LBM((4, 4, 4), tau=0.8, solid=np.ones((4, 4, 4), bool), inlet=np.ones((4, 4, 4), bool))
+    with pytest.raises(ValueError, match="inlet_density must be"):
+        LBM((4, 4, 4), tau=0.8, inlet_density=0)
     with pytest.raises(ValueError, match="steps must be"):
         LBM((4, 4, 4), tau=0.8).run(-1)
 
@@ -231,3 +270,51 @@ def test_sphere_mask():
     assert np.all((i - 4) ** 2 + (j - 4.5) ** 2 + (k - 5) ** 2 <= 3.2**2)
     assert m.sum() == sum(1 for a in range(9) for b in range(10) for c in range(11)
                           if (a - 4) ** 2 + (b - 4.5) ** 2 + (c - 5) ** 2 <= 3.2**2)
+
+
+def test_channel_with_velocity_inlet_and_pressure_outlet():
+    # steady flow between bounce-back walls, in through a velocity inlet, out through a
+    # pressure outlet: the mass through every cross-section is what the inlet's moving
+    # walls inject, sum over fluid-inlet links of 6 w_q rho_in c_q.u (counted here link
+    # by link), and the profile far from the inlet is the parabola of that flux
+    nx, h, speed, rho_in = 24, 8, 0.02, 1.0
+    shape = (nx, h + 2, 1)
+    solid = np.zeros(shape, dtype=bool)
+    solid[:, 0] = solid[:, -1] = True
+    inlet = np.zeros(shape, dtype=bool)
+    inlet[0, 1:-1] = True
+    outlet = np.zeros(shape, dtype=bool)
+    outlet[-1, 1:-1] = True
+    sim = LBM(shape, tau=0.8, collision="trt", solid=solid, inlet=inlet,
+              inlet_velocity=(speed, 0, 0), inlet_density=rho_in, outlet=outlet,
+              outlet_normal=(1, 0, 0))
+    sim.run(3000)
+    walls = solid | inlet
+    injected = 0.0
+    for j in range(h + 2):
+        if not walls[1, j, 0]:
+            for q in range(Q):
+                jj = j + C[q, 1]
+                if C[q, 0] == -1 and 0 <= jj < h + 2 and inlet[0, jj, 0]:
+                    injected += 6 * W[q] * rho_in * -C[q, 0] * speed
+    assert abs(injected - speed * (h - 1 / 3)) < 1e-15  # corner links hit the walls
+    f = sim.distributions()
+
+    def face_flux(i):  # mass crossing the face between columns i and i + 1 in a step
+        total = 0.0
+        for q in range(Q):
+            if C[q, 0] == 0:
+                continue
+            cell = i + 1 if C[q, 0] == 1 else i
+            fed = ~np.roll(walls, tuple(C[q]), axis=(0, 1, 2))[cell] & ~walls[cell]
+            total += C[q, 0] * f[q, cell][fed].sum()
+        return total
+
+    fluxes = np.array([face_flux(i) for i in range(1, nx - 1)])
+    np.testing.assert_allclose(fluxes, injected, rtol=1e-9)
+    y = np.arange(1, h + 1)
+    profile = sim.velocity()[0, nx // 2, 1:-1, 0] * sim.density()[nx // 2, 1:-1, 0]
+    parabola = 6 * injected / h**3 * (y - 0.5) * (h + 0.5 - y)
+    assert np.abs(profile - parabola).max() < 0.03 * parabola.max()
+    # developed: no cross flow half-way down the channel
+    assert np.abs(sim.velocity()[1, nx // 2, 1:-1]).max() < 1e-3 * speed
