@@ -147,12 +147,16 @@ class LBM:
         self.solid = solid.astype(bool)
         self.backend = get_backend(backend)
         self.t = 0  # steps done
-        rho = np.broadcast_to(np.asarray(rho, dtype=np.float64), shape)
+        rho = np.asarray(rho, dtype=np.float64)
+        if rho.shape not in ((), shape) or not np.all(rho > 0) or not np.all(np.isfinite(rho)):
+            raise ValueError(f"rho must be a positive number or a positive array of shape "
+                             f"{shape}")
+        rho = np.broadcast_to(rho, shape)
         u = np.zeros((3, *shape)) if u is None else np.asarray(u, dtype=np.float64)
         if u.shape != (3, *shape):
             raise ValueError(f"u must have shape {(3, *shape)}, got {u.shape}")
         h = equilibrium(rho, u) - W.reshape(Q, 1, 1, 1)
-        h[:, self.solid] = 0.0
+        h[:, self.walls] = 0.0
         self.ncell = int(np.prod(shape))
         be = self.backend
         self._h = be.to_device(h.reshape(Q, self.ncell).astype(dtype))

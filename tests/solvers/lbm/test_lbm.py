@@ -230,6 +230,8 @@ def test_bad_input():
         LBM((4, 4, 4), tau=0.8, solid=np.ones((4, 4, 4), bool), inlet=np.ones((4, 4, 4), bool))
     with pytest.raises(ValueError, match="inlet_density must be"):
         LBM((4, 4, 4), tau=0.8, inlet_density=0)
+    with pytest.raises(ValueError, match="rho must be a positive"):
+        LBM((4, 4, 4), tau=0.8, rho=np.zeros((4, 4, 4)))
     with pytest.raises(ValueError, match="steps must be"):
         LBM((4, 4, 4), tau=0.8).run(-1)
 
