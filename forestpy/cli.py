@@ -631,7 +631,8 @@ def _plot_series(args, target: Path, what: str) -> int:
         if not path.is_absolute() and not path.exists():
             path = folder / path
     else:
-        names = ("gauges.csv", "gauges.nc") if what == "gauges" else ("fgmax.npz",)
+        names = (("gauges.csv", "gauges.nc", "gauges.npz") if what == "gauges"
+                 else ("fgmax.npz",))
         path = next((folder / n for n in names if (folder / n).is_file()), folder / names[0])
     if not path.is_file():
         raise CLIError(f"--{what}: no such file {path}")
@@ -876,7 +877,7 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_argument("--cmap", default="viridis", help="matplotlib colour map name")
     plot.add_argument("--no-outlines", action="store_true", help="do not draw patch outlines")
     plot.add_argument("--gauges", nargs="?", const="", default=None, metavar="FILE",
-                      help="plot the gauges' time series (DIR/gauges.csv or .nc, or FILE) "
+                      help="plot the gauges' time series (DIR/gauges.csv, .nc or .npz, or FILE) "
                       "of --field (default surface) instead of a frame")
     plot.add_argument("--fgmax", nargs="?", const="", default=None, metavar="FILE",
                       help="map an fgmax field (DIR/fgmax.npz or FILE; --field default "

@@ -72,6 +72,8 @@ __all__ = [
     "levels_index",
     "frame_data",
     "write_frame",
+    "COMPRESSORS",
+    "parse_compression",
     "PVDCollection",
     "read_pvd",
     "VTKOutput",
@@ -413,7 +415,8 @@ def _round_frame(fd, tolerance) -> dict:
     """Round ``fd["values"]`` in place to ``tolerance`` (see :mod:`forestpy.io.bitround`)
     and return the report: per field its absolute tolerance, the largest error, and
     for the solver's fields (conserved) the total over the leaves (value times cell
-    area) before and after."""
+    area) before and after, and the total of the magnitudes (``total_abs``, the scale
+    of the change for a field whose total is near 0)."""
     from forestpy.io.bitround import field_tolerances, round_to_tolerance
 
     vals = fd["values"]
@@ -427,8 +430,9 @@ def _round_frame(fd, tolerance) -> dict:
         entry = {"tolerance": tol, "max_error": err}
         if k < fd["nconserved"]:
             after = vals[leaf, k].reshape(int(leaf.sum()), -1).sum(axis=1) @ area
+            scale = np.abs(vals[leaf, k]).reshape(int(leaf.sum()), -1).sum(axis=1) @ area
             entry.update(total=float(before), total_rounded=float(after),
-                         total_change=float(after - before))
+                         total_change=float(after - before), total_abs=float(scale))
         fields[name] = entry
     return fields
 
