@@ -918,6 +918,14 @@ class VTKOutput:
         if self._last != (int(sim.steps), float(sim.t)):
             self.write(sim)
 
+    def _record_rounding(self, sim, path: Path, report: dict, write: bool = True) -> None:
+        import json
+
+        self.rounding.append({"t": float(sim.t), "file": path.name, "fields": report})
+        if write:
+            write_text_atomic(self.out_dir / f"{self.name}_rounding.json",
+                              json.dumps(self.rounding, indent=1) + "\n")
+
     def write(self, sim) -> Path:
         """Write a frame of ``sim`` now and add it to the ``.pvd``."""
         self._due(sim)  # output times up to now are served by this frame
@@ -933,11 +941,7 @@ class VTKOutput:
                     tolerance=self.tolerance, compression=self.compression, report=report)
         path = stem.with_name(f"{stem.name}{LEVELS_EXT}")
         if report is not None:
-            self.rounding.append({"t": float(sim.t), "file": path.name, "fields": report})
-            import json
-
-            write_text_atomic(self.out_dir / f"{self.name}_rounding.json",
-                              json.dumps(self.rounding, indent=1) + "\n")
+            self._record_rounding(sim, path, report)
         self.pvd.add(float(sim.t), path.name)
         self._index += 1
         self._last = (int(sim.steps), float(sim.t))
