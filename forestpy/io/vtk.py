@@ -422,7 +422,9 @@ def _round_frame(fd, tolerance) -> dict:
     vals = fd["values"]
     tols = field_tolerances(tolerance, fd["names"], vals)
     leaf = fd["leaf"]
-    area = np.array([math.prod(_spacing(fd, int(lev))) for lev in fd["level"]])[leaf]
+    lmin, lmax = int(fd["level"].min()), int(fd["level"].max())
+    per_level = np.array([math.prod(_spacing(fd, lev)) for lev in range(lmin, lmax + 1)])
+    area = per_level[fd["level"][leaf] - lmin]
     fields = {}
     for k, (name, tol) in enumerate(zip(fd["names"], tols)):
         before = vals[leaf, k].reshape(int(leaf.sum()), -1).sum(axis=1) @ area
@@ -898,6 +900,16 @@ class VTKOutput:
             entries = [(t, f) for t, f in read_pvd(self.pvd.path) if t < t0 - eps]
         self.pvd = PVDCollection(self.pvd.path, entries)
         self._index = len(entries)
+        self.rounding = []
+        log = self.out_dir / f"{self.name}_rounding.json"
+        if t0 > 0 and self.tolerance is not None and log.is_file():  # a restart
+            import json
+
+            try:
+                kept = json.loads(log.read_text(encoding="utf-8"))
+                self.rounding = [r for r in kept if float(r["t"]) < t0 - eps]
+            except (ValueError, TypeError, KeyError):
+                self.rounding = []  # not ours: rewritten from this run's frames
         self.written = []
         self._last = None
         self.write(sim)

@@ -186,6 +186,21 @@ def test_zero_tolerance_frames_are_bit_for_bit(dam, tmp_path):
     assert 0 < np.abs(c["hu"] - a["hu"]).max() <= 1e-2
 
 
+def test_rounding_log_continues_after_a_restart(dam, tmp_path):
+    from forestpy.io.vtk import VTKOutput
+
+    t = float(dam.t)
+    assert t > 0
+    log = tmp_path / "frame_rounding.json"
+    before = [{"t": 0.0, "file": "frame_0000.vtm", "fields": {}},
+              {"t": t + 1.0, "file": "frame_0001.vtm", "fields": {}}]  # after t: dropped
+    log.write_text(json.dumps(before))
+    out = VTKOutput(tmp_path, tolerance=1e-4)
+    out.on_start(dam)  # writes the frame at t
+    got = json.loads(log.read_text())
+    assert [r["t"] for r in got] == [0.0, t] and got[1]["fields"]["h"]["tolerance"] > 0
+
+
 def test_frame_options_are_checked(dam, tmp_path):
     from forestpy.io.vtk import VTKOutput, parse_compression, write_frame
 
