@@ -15,7 +15,11 @@
 
     ``--vtk amr|flat`` with ``--output-interval DT``, ``--output-times T1,T2`` or
     ``--output-steps N`` writes ParaView frames and ``DIR/frame.pvd`` (the steps land
-    on output times); ``--help-options`` lists the demo's typed options and exits.
+    on output times); ``--frame-tolerance TOL`` (relative to each field's range, or
+    ``name=T,...`` absolute) rounds their values to the bits the bound needs and
+    ``--frame-compression zlib|lz4|lzma|none[:LEVEL]`` picks VTK's compressor (zlib by
+    default): the frames stay plain VTK files (docs/compression.md);
+    ``--help-options`` lists the demo's typed options and exits.
 
     A demo may also define ``report(sim, out) -> dict`` (validation against data,
     written after the run: the dict is printed as JSON and stored in
@@ -341,6 +345,24 @@ def cmd_run(args, argv: list[str]) -> int:
     if vtk_kind is None and (output_times is not None or args.output_interval is not None
                              or args.output_steps is not None):
         vtk_kind = "amr"
+    frame_tolerance = frame_compression = None
+    if args.frame_tolerance is not None:
+        from forestpy.io.bitround import parse_tolerance
+
+        try:
+            frame_tolerance = parse_tolerance(args.frame_tolerance)
+        except ValueError as e:
+            raise CLIError(f"--frame-tolerance: {e}") from None
+    if args.frame_compression is not None:
+        from forestpy.io.vtk import parse_compression
+
+        try:
+            frame_compression = parse_compression(args.frame_compression)
+        except ValueError as e:
+            raise CLIError(f"--frame-compression: {e}") from None
+    if vtk_kind is None and (frame_tolerance is not None or frame_compression is not None):
+        raise CLIError("--frame-tolerance and --frame-compression apply to frames: give "
+                       "--vtk or an output schedule (--output-interval, ...) too")
     if args.checkpoint_interval is not None and args.checkpoint_interval < 1:
         raise CLIError(f"--checkpoint-interval must be >= 1, got {args.checkpoint_interval}")
     if args.checkpoint_keep < 1:
@@ -468,8 +490,13 @@ def cmd_run(args, argv: list[str]) -> int:
     if vtk_kind is not None:
         from forestpy.io.vtk import VTKOutput
 
-        sim.callbacks.append(VTKOutput(out, kind=vtk_kind, every_steps=args.output_steps,
-                                       times=output_times, interval=args.output_interval))
+        try:
+            frames = VTKOutput(out, kind=vtk_kind, every_steps=args.output_steps,
+                               times=output_times, interval=args.output_interval,
+                               tolerance=frame_tolerance, compression=frame_compression)
+        except ValueError as e:
+            raise CLIError(f"--frame-tolerance: {e}") from None
+        sim.callbacks.append(frames)
     if args.checkpoint_interval is not None:  # last: it saves the other callbacks' state
         sim.callbacks.append(
             CheckpointEvery(
@@ -550,6 +577,8 @@ def _run_standalone(module, args, out, base, overrides, in_effect, fail, usage_e
         ("--checkpoint-interval", args.checkpoint_interval),
         ("--checkpoint-codec", args.checkpoint_codec),
         ("--restart", args.restart),
+        ("--frame-tolerance", args.frame_tolerance),
+        ("--frame-compression", args.frame_compression),
     ) if value is not None and value is not False]
     if unsupported:
         raise CLIError(f"{', '.join(unsupported)}: not available for {base['demo']!r}, "
@@ -602,7 +631,8 @@ def _plot_series(args, target: Path, what: str) -> int:
         if not path.is_absolute() and not path.exists():
             path = folder / path
     else:
-        names = ("gauges.csv", "gauges.nc") if what == "gauges" else ("fgmax.npz",)
+        names = (("gauges.csv", "gauges.nc", "gauges.npz") if what == "gauges"
+                 else ("fgmax.npz",))
         path = next((folder / n for n in names if (folder / n).is_file()), folder / names[0])
     if not path.is_file():
         raise CLIError(f"--{what}: no such file {path}")
@@ -770,6 +800,17 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--output-steps", type=int, default=None, metavar="N",
                      help="a frame every N steps")
     run.add_argument(
+        "--frame-tolerance", default=None, metavar="TOL",
+        help="compressed frames, still plain VTK files: round every value to the fewest "
+        "mantissa bits within TOL times its field's range in the frame (or name=T,... "
+        "absolute per field, the others exact), then compress with --frame-compression "
+        "(default zlib); errors and conserved totals go to DIR/frame_rounding.json "
+        "(docs/compression.md)")
+    run.add_argument(
+        "--frame-compression", default=None, metavar="C[:LEVEL]",
+        help="the VTK writers' compressor for frames: zlib, lz4, lzma or none, level 1-9 "
+        "(default: VTK's, zlib)")
+    run.add_argument(
         "--help-options",
         action="store_true",
         help="list the demo's options (type, default, valid values, description) and exit",
@@ -836,7 +877,7 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_argument("--cmap", default="viridis", help="matplotlib colour map name")
     plot.add_argument("--no-outlines", action="store_true", help="do not draw patch outlines")
     plot.add_argument("--gauges", nargs="?", const="", default=None, metavar="FILE",
-                      help="plot the gauges' time series (DIR/gauges.csv or .nc, or FILE) "
+                      help="plot the gauges' time series (DIR/gauges.csv, .nc or .npz, or FILE) "
                       "of --field (default surface) instead of a frame")
     plot.add_argument("--fgmax", nargs="?", const="", default=None, metavar="FILE",
                       help="map an fgmax field (DIR/fgmax.npz or FILE; --field default "

@@ -38,6 +38,7 @@ MODULES = (
     "forestpy.patches.launch",
     "forestpy.io.checkpoint",
     "forestpy.io.codecs",
+    "forestpy.io.bitround",
     "forestpy.io.vtk",
     "forestpy.io.plot",
     "forestpy.parallel",

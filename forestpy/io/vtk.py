@@ -72,6 +72,8 @@ __all__ = [
     "levels_index",
     "frame_data",
     "write_frame",
+    "COMPRESSORS",
+    "parse_compression",
     "PVDCollection",
     "read_pvd",
     "VTKOutput",
@@ -227,6 +229,7 @@ def frame_data(sim, coarse_levels: bool = False) -> dict:
     levels = range(int(level.min()), int(level.max()) + 1) if nblk else range(0)
     return dict(
         names=names,
+        nconserved=nf,
         values=values,
         level=level,
         gqx=gqx,
@@ -356,9 +359,91 @@ def _amr_leaf_files(vthb: Path, fd) -> list[tuple[int, int, str]]:
     return out
 
 
-def _write_atomic(vtk, dataset, kind: str, stem: Path, fd=None) -> Path:
+#: the XML writers' lossless compressors (``vtkXMLWriter.SetCompressorTypeTo...``)
+COMPRESSORS = ("zlib", "lz4", "lzma", "none")
+
+
+def parse_compression(spec) -> tuple[str, int | None] | None:
+    """``"zlib"``, ``"lz4:1"``, ``"lzma:9"``, ``"none"`` -> ``(compressor, level)``
+    (level 1-9, None: the compressor's default); ``None`` -> None (VTK's default, zlib).
+    Anything else raises ``ValueError`` with one message."""
+    if spec is None:
+        return None
+    if isinstance(spec, tuple):
+        name, level = spec
+    else:
+        name, _, level = str(spec).strip().partition(":")
+        level = level.strip() or None
+    name = str(name).strip().lower()
+    if name not in COMPRESSORS:
+        raise ValueError(f"frame compression {spec!r}: unknown compressor {name!r}; "
+                         f"valid: {', '.join(COMPRESSORS)} (optionally :LEVEL, 1-9)")
+    if level is not None:
+        try:
+            level = int(level)
+        except (TypeError, ValueError):
+            level = 0
+        if name == "none" or not 1 <= level <= 9:
+            raise ValueError(f"frame compression {spec!r}: the level is a whole number "
+                             "1-9 (and 'none' takes none)")
+    return name, level
+
+
+def _set_compression(writer, name: str, level: int | None) -> None:
+    if name == "none":
+        writer.SetCompressorTypeToNone()
+        return
+    {"zlib": writer.SetCompressorTypeToZLib, "lz4": writer.SetCompressorTypeToLZ4,
+     "lzma": writer.SetCompressorTypeToLZMA}[name]()
+    if level is not None:
+        writer.SetCompressionLevel(level)
+
+
+def _check_frame_tolerance(tolerance):
+    """A frame tolerance checked up front: a number >= 0 or ``{name: number >= 0}``."""
+    from collections.abc import Mapping
+
+    from forestpy.io.bitround import check_tolerance
+
+    if isinstance(tolerance, Mapping):
+        return {str(k): check_tolerance(v, f"frame tolerance of {k!r}")
+                for k, v in tolerance.items()}
+    return check_tolerance(tolerance, "frame tolerance")
+
+
+def _round_frame(fd, tolerance) -> dict:
+    """Round ``fd["values"]`` in place to ``tolerance`` (see :mod:`forestpy.io.bitround`)
+    and return the report: per field its absolute tolerance, the largest error, and
+    for the solver's fields (conserved) the total over the leaves (value times cell
+    area) before and after, and the total of the magnitudes (``total_abs``, the scale
+    of the change for a field whose total is near 0)."""
+    from forestpy.io.bitround import field_tolerances, round_to_tolerance
+
+    vals = fd["values"]
+    tols = field_tolerances(tolerance, fd["names"], vals)
+    leaf = fd["leaf"]
+    lmin, lmax = int(fd["level"].min()), int(fd["level"].max())
+    per_level = np.array([math.prod(_spacing(fd, lev)) for lev in range(lmin, lmax + 1)])
+    area = per_level[fd["level"][leaf] - lmin]
+    fields = {}
+    for k, (name, tol) in enumerate(zip(fd["names"], tols)):
+        before = vals[leaf, k].reshape(int(leaf.sum()), -1).sum(axis=1) @ area
+        vals[:, k], err = round_to_tolerance(vals[:, k], tol)
+        entry = {"tolerance": tol, "max_error": err}
+        if k < fd["nconserved"]:
+            after = vals[leaf, k].reshape(int(leaf.sum()), -1).sum(axis=1) @ area
+            scale = np.abs(vals[leaf, k]).reshape(int(leaf.sum()), -1).sum(axis=1) @ area
+            entry.update(total=float(before), total_rounded=float(after),
+                         total_change=float(after - before), total_abs=float(scale))
+        fields[name] = entry
+    return fields
+
+
+def _write_atomic(vtk, dataset, kind: str, stem: Path, fd=None, compression=None) -> Path:
     """Write ``dataset`` as ``stem + ext`` plus the block folder ``stem`` (and, for an
-    AMR frame, the levels view ``stem.vtm`` of the leaves in ``fd``), atomically."""
+    AMR frame, the levels view ``stem.vtm`` of the leaves in ``fd``), atomically;
+    ``compression`` a ``(compressor, level)`` of :func:`parse_compression` (None: VTK's
+    default)."""
     ext = FRAME_KINDS[kind]
     directory, name = stem.parent, stem.name
     directory.mkdir(parents=True, exist_ok=True)
@@ -378,6 +463,8 @@ def _write_atomic(vtk, dataset, kind: str, stem: Path, fd=None) -> Path:
         writer.SetFileName(str(tmp / f"{name}{ext}"))
         writer.SetDataModeToAppended()
         writer.EncodeAppendedDataOff()
+        if compression is not None:
+            _set_compression(writer, *compression)
         ok = writer.Write()
         if not ok or writer.GetErrorCode() or not (tmp / f"{name}{ext}").is_file():
             raise OSError(f"VTK could not write the frame {stem}{ext} (into {tmp})")
@@ -470,7 +557,8 @@ def write_points(path, x, y, point_data: dict, labels: Sequence | None = None,
 
 
 def write_frame(sim, path_stem, time: float | None = None, kind: str = "amr",
-                coarse_levels: bool = True) -> Path:
+                coarse_levels: bool = True, tolerance=None, compression=None,
+                report: dict | None = None) -> Path:
     """Write one frame of ``sim``; returns the path of the ``.vthb`` / ``.vtm`` file.
 
     ``path_stem`` is the frame's path without extension (an extension ``.vthb`` or
@@ -481,8 +569,23 @@ def write_frame(sim, path_stem, time: float | None = None, kind: str = "amr",
     averaged ancestor patches (see the module docstring).  A frame of the same name is
     replaced.  Raises ``ValueError`` for an unknown ``kind`` and ``OSError`` when the
     frame cannot be written (then nothing of the new frame is left behind).
+
+    *Compressed frames* (docs/compression.md): ``tolerance`` (a number relative to each
+    field's range in the frame, or ``{field: absolute}``; fields not named are exact)
+    rounds every value to the fewest mantissa bits within its field's bound
+    (:mod:`forestpy.io.bitround`), and ``compression`` (``"zlib"``, ``"lz4"``,
+    ``"lzma"``, ``"none"``, optionally ``":LEVEL"`` 1-9; default ``"zlib"`` with a
+    tolerance, VTK's default, zlib, without) is the XML writers' own compressor: the
+    frame stays a plain VTK file.  ``report`` (a dict) receives per field the absolute
+    tolerance, the largest error and, for the solver's (conserved) fields, the total
+    over the leaves (value times cell area) before and after rounding.
     """
     _check_kind(kind)
+    if tolerance is not None:
+        tolerance = _check_frame_tolerance(tolerance)
+        if compression is None:
+            compression = "zlib"
+    compression = parse_compression(compression)
     vtk = _vtk()
     stem = Path(path_stem)
     if stem.suffix in (".vthb", ".vtm"):
@@ -499,8 +602,12 @@ def write_frame(sim, path_stem, time: float | None = None, kind: str = "amr",
     units = getattr(sim, "units", None)
     if units:  # "name=unit, ..." as field data beside the time (forestpy plot reads it)
         fd["units"] = ", ".join(f"{k}={v}" for k, v in units.items())
+    if tolerance is not None:
+        fields = _round_frame(fd, tolerance)
+        if report is not None:
+            report.update(fields)
     build = _build_amr if kind == "amr" else _build_flat
-    return _write_atomic(vtk, build(vtk, fd, time_array), kind, stem, fd)
+    return _write_atomic(vtk, build(vtk, fd, time_array), kind, stem, fd, compression)
 
 
 # ---------------------------------------------------------------------------- grids
@@ -722,6 +829,11 @@ class VTKOutput:
         Output times ``t_start + k * interval`` up to ``t_final``.
     coarse_levels : bool
         See :func:`write_frame`.
+    tolerance, compression
+        Compressed frames, see :func:`write_frame`: bit rounding within ``tolerance``
+        (relative to each field's range, or ``{field: absolute}``) and the writers'
+        compressor (default ``"zlib"`` when a tolerance is given).  The error and the
+        conserved totals of every frame are kept in :attr:`rounding`.
 
     The first frame is written at ``on_start`` and the last at ``on_end`` (unless the
     last step already wrote one).  ``written`` lists ``(sim.t, sim.steps, path)`` per
@@ -733,8 +845,18 @@ class VTKOutput:
 
     def __init__(self, out_dir, name: str = "frame", kind: str = "amr",
                  every_steps: int | None = None, times: Sequence[float] | None = None,
-                 interval: float | None = None, coarse_levels: bool = True):
+                 interval: float | None = None, coarse_levels: bool = True,
+                 tolerance=None, compression=None):
         self.kind = _check_kind(kind)
+        if tolerance is not None:
+            tolerance = _check_frame_tolerance(tolerance)
+            if compression is None:
+                compression = "zlib"
+        self.tolerance = tolerance
+        self.compression = parse_compression(compression)
+        #: per frame written with a tolerance: ``{"t", "file", "fields": report}``
+        #: (see :func:`write_frame`), also written to ``NAME_rounding.json``
+        self.rounding: list[dict] = []
         if not name or any(c in name for c in '/\\:*?"<>|') or name.startswith("."):
             raise ValueError(f"invalid frame name {name!r}")
         _check_schedule(every_steps, interval)
@@ -778,6 +900,16 @@ class VTKOutput:
             entries = [(t, f) for t, f in read_pvd(self.pvd.path) if t < t0 - eps]
         self.pvd = PVDCollection(self.pvd.path, entries)
         self._index = len(entries)
+        self.rounding = []
+        log = self.out_dir / f"{self.name}_rounding.json"
+        if t0 > 0 and self.tolerance is not None and log.is_file():  # a restart
+            import json
+
+            try:
+                kept = json.loads(log.read_text(encoding="utf-8"))
+                self.rounding = [r for r in kept if float(r["t"]) < t0 - eps]
+            except (ValueError, TypeError, KeyError):
+                self.rounding = []  # not ours: rewritten from this run's frames
         self.written = []
         self._last = None
         self.write(sim)
@@ -798,6 +930,14 @@ class VTKOutput:
         if self._last != (int(sim.steps), float(sim.t)):
             self.write(sim)
 
+    def _record_rounding(self, sim, path: Path, report: dict, write: bool = True) -> None:
+        import json
+
+        self.rounding.append({"t": float(sim.t), "file": path.name, "fields": report})
+        if write:
+            write_text_atomic(self.out_dir / f"{self.name}_rounding.json",
+                              json.dumps(self.rounding, indent=1) + "\n")
+
     def write(self, sim) -> Path:
         """Write a frame of ``sim`` now and add it to the ``.pvd``."""
         self._due(sim)  # output times up to now are served by this frame
@@ -808,8 +948,12 @@ class VTKOutput:
             if not {f"{stem.name}{FRAME_KINDS[self.kind]}", f"{stem.name}{LEVELS_EXT}"} & used:
                 break
             self._index += 1
-        write_frame(sim, stem, kind=self.kind, coarse_levels=self.coarse_levels)
+        report = {} if self.tolerance is not None else None
+        write_frame(sim, stem, kind=self.kind, coarse_levels=self.coarse_levels,
+                    tolerance=self.tolerance, compression=self.compression, report=report)
         path = stem.with_name(f"{stem.name}{LEVELS_EXT}")
+        if report is not None:
+            self._record_rounding(sim, path, report)
         self.pvd.add(float(sim.t), path.name)
         self._index += 1
         self._last = (int(sim.steps), float(sim.t))

@@ -26,7 +26,19 @@ from types import SimpleNamespace
 import numpy as np
 
 from forestpy.callbacks import Gauges
-from forestpy.io.vtk import LEVELS_EXT, VTKOutput, _block, _spacing, _vtk, frame_data, levels_index
+from forestpy.io.vtk import (
+    LEVELS_EXT,
+    VTKOutput,
+    _block,
+    _check_frame_tolerance,
+    _round_frame,
+    _set_compression,
+    _spacing,
+    _vtk,
+    frame_data,
+    levels_index,
+    parse_compression,
+)
 
 __all__ = ["ParallelGauges", "ParallelVTKOutput", "write_frame_distributed"]
 
@@ -50,13 +62,62 @@ def _owned_view(sim):
                            params=sim.params)
 
 
-def write_frame_distributed(sim, path_stem, time: float | None = None) -> Path:
+def _extremes(values: np.ndarray) -> list[tuple[float, float]]:
+    """Per field (axis 1) the smallest and largest finite value (inf, -inf: none)."""
+    out = []
+    for k in range(values.shape[1]):
+        v = values[:, k]
+        v = v[np.isfinite(v)]
+        out.append((float(v.min()), float(v.max())) if v.size else (np.inf, -np.inf))
+    return out
+
+
+def _global_tolerance(tolerance, names, extremes) -> dict:
+    """``tolerance`` as ``{field: absolute}``: a relative one times each field's range
+    over every rank's blocks (``extremes``: each rank's :func:`_extremes`)."""
+    if not isinstance(tolerance, float):
+        return tolerance
+    out = {}
+    for k, name in enumerate(names):
+        lo = min(e[k][0] for e in extremes)
+        hi = max(e[k][1] for e in extremes)
+        out[name] = tolerance * (hi - lo) if hi >= lo else 0.0
+    return out
+
+
+def _merge_reports(reports: list[dict]) -> dict:
+    """The frame's report from the ranks' reports of their blocks: largest errors,
+    summed totals."""
+    out: dict = {}
+    for rep in reports:
+        for name, entry in rep.items():
+            if name not in out:
+                out[name] = dict(entry)
+                continue
+            acc = out[name]
+            acc["max_error"] = max(acc["max_error"], entry["max_error"])
+            for key in ("total", "total_rounded", "total_change", "total_abs"):
+                if key in entry:
+                    acc[key] += entry[key]
+    return out
+
+
+def write_frame_distributed(sim, path_stem, time: float | None = None, tolerance=None,
+                            compression=None, report: dict | None = None) -> Path:
     """Collective: write one AMR frame (leaves) of ``sim``, each rank its own blocks,
     rank 0 the ``.vthb`` and the levels view ``.vtm`` (see :mod:`forestpy.io.vtk`);
     returns the ``.vthb``'s path on every rank.  Blocks are written into a
     temporary folder that is renamed into place before the index appears (a crash
-    leaves no index pointing at missing blocks)."""
+    leaves no index pointing at missing blocks).  ``tolerance``, ``compression`` and
+    ``report`` as in :func:`~forestpy.io.vtk.write_frame` (a relative tolerance is
+    relative to each field's range over every rank's blocks; the report, on every rank,
+    sums the ranks' totals)."""
     comm, rank, lo = sim.comm, sim.exchange.rank, sim.layout.lo
+    if tolerance is not None:
+        tolerance = _check_frame_tolerance(tolerance)
+        if compression is None:
+            compression = "zlib"
+    compression = parse_compression(compression)
     vtk = _vtk()
     from vtkmodules.vtkIOXML import vtkXMLImageDataWriter
 
@@ -73,9 +134,20 @@ def write_frame_distributed(sim, path_stem, time: float | None = None) -> Path:
         (Path(tmp) / name).mkdir()
     tmp = Path(comm.bcast(tmp, root=0))
     t = float(sim.t if time is None else time)
-    error = None
+    error, fd, extremes, mine = None, None, None, {}
     try:
         fd = frame_data(_owned_view(sim))
+        extremes = _extremes(fd["values"])
+    except Exception as err:  # every rank must learn of it, or rank 0 would wait forever
+        error = f"rank {rank}: {err}"
+    gathered = comm.allgather((error, extremes))
+    first = [e for e, _ in gathered if e]
+    try:
+        if first:
+            raise RuntimeError(first[0])
+        if tolerance is not None:
+            tol = _global_tolerance(tolerance, fd["names"], [x for _, x in gathered])
+            mine = _round_frame(fd, tol) if len(fd["level"]) else {}
         time_array = vtk["vtkDoubleArray"]()
         time_array.SetName("TimeValue")
         time_array.InsertNextValue(t)
@@ -86,11 +158,16 @@ def write_frame_distributed(sim, path_stem, time: float | None = None) -> Path:
             writer.SetFileName(str(tmp / name / f"{name}_{lo + k}.vti"))
             writer.SetDataModeToAppended()
             writer.EncodeAppendedDataOff()
+            if compression is not None:
+                _set_compression(writer, *compression)
             if not writer.Write():
                 raise OSError(f"VTK could not write block {lo + k} of {stem}.vthb")
     except Exception as err:  # every rank must learn of it, or rank 0 would wait forever
-        error = f"rank {rank}: {err}"
-    errors = [e for e in comm.allgather(error) if e]
+        error = first[0] if first else f"rank {rank}: {err}"
+    gathered = comm.allgather((error, mine))
+    errors = [e for e, _ in gathered if e]
+    if report is not None and not errors:
+        report.update(_merge_reports([r for _, r in gathered if r]))
     final = directory / f"{name}.vthb"
     if rank == 0:
         try:
@@ -164,8 +241,13 @@ class ParallelVTKOutput(VTKOutput):
         used = {f for _, f in self.pvd.entries}
         while {f"{self.name}_{self._index:04d}{ext}" for ext in (".vthb", LEVELS_EXT)} & used:
             self._index += 1
-        path = write_frame_distributed(sim, self.out_dir / f"{self.name}_{self._index:04d}")
+        report = {} if self.tolerance is not None else None
+        path = write_frame_distributed(sim, self.out_dir / f"{self.name}_{self._index:04d}",
+                                       tolerance=self.tolerance,
+                                       compression=self.compression, report=report)
         path = path.with_suffix(LEVELS_EXT)
+        if report is not None:
+            self._record_rounding(sim, path, report, write=sim.exchange.rank == 0)
         if sim.exchange.rank == 0:
             self.pvd.add(float(sim.t), path.name)
         else:

@@ -334,6 +334,8 @@ def serial_vtk_gauges(radial_dam, tmp_path_factory):
     sim.callbacks = [Gauges(GAUGE_POINTS, path=out / "serial.csv")]
     if HAVE_VTK:
         sim.callbacks.append(VTKOutput(out / "serial", interval=0.1, coarse_levels=False))
+        sim.callbacks.append(VTKOutput(out / "serial", name="rounded", interval=0.1,
+                                       coarse_levels=False, tolerance=1e-3))
     sim.run()
     return sim, out
 
@@ -407,6 +409,42 @@ def test_vtk_frames_and_gauges_are_written_without_gathering(mpi, serial_vtk_gau
             assert fields.keys() == got[key].keys()
             for name, values in fields.items():
                 np.testing.assert_array_equal(got[key][name], values)
+    # bit-rounded frames (lz4 here, zlib in the serial run): the bounds relative to the
+    # fields' ranges over all ranks, so the same bits as the serial run's, and the
+    # report on rank 0 sums the ranks' totals to the serial ones
+    rounded = read_pvd(out / "vtk" / "rounded.pvd")
+    assert [t for t, _ in rounded] == [t for t, _ in ref_frames]
+    ref_rounded = read_pvd(ser / "serial" / "rounded.pvd")
+    moved = 0.0
+    for (_, got_file), (_, want_file) in zip(rounded, ref_rounded):
+        got = _read_amr((out / "vtk" / got_file).with_suffix(".vthb"))
+        ref = _read_amr((ser / "serial" / want_file).with_suffix(".vthb"))
+        exact = _read_amr((ser / "serial" / want_file.replace("rounded", "frame"))
+                          .with_suffix(".vthb"))
+        assert got.keys() == ref.keys() == exact.keys()
+        for key, fields in ref.items():
+            for name, values in fields.items():
+                assert np.array_equal(got[key][name], values), (key, name)
+        h = np.concatenate([f["h"] for f in got.values()])
+        h0 = np.concatenate([f["h"] for f in exact.values()])
+        assert np.abs(h - h0).max() <= 1e-3 * (h0.max() - h0.min())
+        moved = max(moved, np.abs(h - h0).max())
+    assert moved > 0  # the later frames (not the initial steps) were rounded
+    assert next((out / "vtk" / "rounded_0001").glob("*.vti")).read_bytes().find(
+        b"vtkLZ4DataCompressor") > 0
+    import json
+
+    got_rep = json.loads((out / "vtk" / "rounded_rounding.json").read_text())
+    want_rep = json.loads((ser / "serial" / "rounded_rounding.json").read_text())
+    assert len(got_rep) == len(want_rep) == 4
+    for g, w in zip(got_rep, want_rep):
+        for name, entry in w["fields"].items():
+            ge = g["fields"][name]
+            assert ge["tolerance"] == entry["tolerance"] and ge["max_error"] == entry["max_error"]
+            if "total" in entry:
+                scale = entry["total_abs"]
+                assert abs(ge["total"] - entry["total"]) <= 1e-13 * scale
+                assert abs(ge["total_change"] - entry["total_change"]) <= 1e-13 * scale
 
 
 @pytest.mark.mpi("serial_checkpoint_restore_2")

@@ -161,6 +161,9 @@ def run(out, mode, opts):
         from forestpy.io.vtk import VTKOutput
 
         sim.callbacks.append(VTKOutput(out / "vtk", interval=0.1))
+        # bit-rounded frames: the ranges behind the relative bound are global
+        sim.callbacks.append(VTKOutput(out / "vtk", name="rounded", interval=0.1,
+                                       tolerance=1e-3, compression="lz4"))
     if checkpoint_every:  # last: the checkpoints hold the gauges' samples of their step
         from forestpy.callbacks import CheckpointEvery
 
