@@ -24,6 +24,8 @@ interpolation is not written), so a lake at rest is kept only away from level ch
 
 from __future__ import annotations
 
+import numba
+
 from forestpy.vtable import RiemannSolver
 
 from .physics import flux_edge_ifcp, flux_edge_irroe
@@ -31,13 +33,11 @@ from .physics import flux_edge_ifcp, flux_edge_irroe
 __all__ = ["rpn2_two_layer_ifcp", "rpn2_two_layer_roe", "two_layer_ifcp", "two_layer_roe"]
 
 
-def rpn2_two_layer_roe(ixy, ql, qr, auxl, auxr, params, wave, s, amdq, apdq):
-    """Normal solve with IR-Roe (see the module)."""
-    mu = ixy
-    mv = 3 - ixy
-    f1, f2, m1n, m1t, m2n, m2t, n1n, n1t, n2n, n2t, smax, hyp = flux_edge_irroe(
-        ql[0], ql[mu], ql[mv], ql[3], ql[3 + mu], ql[3 + mv], auxl[0],
-        qr[0], qr[mu], qr[mv], qr[3], qr[3 + mu], qr[3 + mv], auxr[0], params[0], params[1])
+@numba.njit(inline="always")
+def _fluctuations(mu, mv, ql, qr, flux, wave, s, amdq, apdq):
+    """``amdq``, ``apdq``, two waves and their speeds from one edge solve ``flux`` (the
+    tuple of :func:`.physics.flux_edge_irroe` / ``flux_edge_ifcp``)."""
+    f1, f2, m1n, m1t, m2n, m2t, n1n, n1t, n2n, n2t, smax, _ = flux
     amdq[0] = f1 - ql[mu]
     amdq[mu] = m1n
     amdq[mv] = m1t
@@ -55,32 +55,26 @@ def rpn2_two_layer_roe(ixy, ql, qr, auxl, auxr, params, wave, s, amdq, apdq):
     for m in range(6):
         wave[m, 0] = amdq[m] / s[0]
         wave[m, 1] = apdq[m] / s[1]
+
+
+def rpn2_two_layer_roe(ixy, ql, qr, auxl, auxr, params, wave, s, amdq, apdq):
+    """Normal solve with IR-Roe (see the module)."""
+    mu = ixy
+    mv = 3 - ixy
+    flux = flux_edge_irroe(
+        ql[0], ql[mu], ql[mv], ql[3], ql[3 + mu], ql[3 + mv], auxl[0],
+        qr[0], qr[mu], qr[mv], qr[3], qr[3 + mu], qr[3 + mv], auxr[0], params[0], params[1])
+    _fluctuations(mu, mv, ql, qr, flux, wave, s, amdq, apdq)
 
 
 def rpn2_two_layer_ifcp(ixy, ql, qr, auxl, auxr, params, wave, s, amdq, apdq):
     """Normal solve with IFCP (see the module)."""
     mu = ixy
     mv = 3 - ixy
-    f1, f2, m1n, m1t, m2n, m2t, n1n, n1t, n2n, n2t, smax, hyp = flux_edge_ifcp(
+    flux = flux_edge_ifcp(
         ql[0], ql[mu], ql[mv], ql[3], ql[3 + mu], ql[3 + mv], auxl[0],
         qr[0], qr[mu], qr[mv], qr[3], qr[3 + mu], qr[3 + mv], auxr[0], params[0], params[1])
-    amdq[0] = f1 - ql[mu]
-    amdq[mu] = m1n
-    amdq[mv] = m1t
-    amdq[3] = f2 - ql[3 + mu]
-    amdq[3 + mu] = m2n
-    amdq[3 + mv] = m2t
-    apdq[0] = qr[mu] - f1
-    apdq[mu] = n1n
-    apdq[mv] = n1t
-    apdq[3] = qr[3 + mu] - f2
-    apdq[3 + mu] = n2n
-    apdq[3 + mv] = n2t
-    s[0] = -smax
-    s[1] = smax
-    for m in range(6):
-        wave[m, 0] = amdq[m] / s[0]
-        wave[m, 1] = apdq[m] / s[1]
+    _fluctuations(mu, mv, ql, qr, flux, wave, s, amdq, apdq)
 
 
 TWO_LAYER = dict(
