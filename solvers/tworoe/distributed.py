@@ -62,7 +62,12 @@ def partition_cells(mesh: TriMesh, nparts: int, method: str = "auto") -> np.ndar
             nb = mesh.neighbours
             has = nb >= 0
             xadj = np.r_[0, np.cumsum(has.sum(axis=1))]
-            _, part = pymetis.part_graph(nparts, xadj=xadj, adjncy=nb[has])
+            graph = (pymetis.CSRAdjacency(xadj, nb[has]) if hasattr(pymetis, "CSRAdjacency")
+                     else None)
+            if graph is None:  # pymetis before 2025
+                _, part = pymetis.part_graph(nparts, xadj=xadj, adjncy=nb[has])
+            else:
+                _, part = pymetis.part_graph(nparts, adjacency=graph)
             return np.asarray(part, dtype=np.int64)
     elif method != "sfc":
         raise ValueError(f"method must be 'auto', 'metis' or 'sfc', not {method!r}")

@@ -22,6 +22,22 @@ def mesh():
     return disc_in_square(4016, order="hilbert")
 
 
+def _edge_cut(mesh, part):
+    nb = mesh.neighbours
+    inner = nb >= 0
+    return int((part[np.nonzero(inner)[0]] != part[nb[inner]]).sum()) // 2
+
+
+@pytest.mark.parametrize("size", [2, 3, 4])
+def test_metis_partition_is_balanced_and_cuts_fewer_edges_than_the_hilbert_split(mesh, size):
+    pytest.importorskip("pymetis")
+    metis = partition_cells(mesh, size, "metis")
+    counts = np.bincount(metis, minlength=size)
+    assert counts.min() > 0 and counts.max() <= 1.05 * mesh.num_cells / size
+    assert _edge_cut(mesh, metis) < _edge_cut(mesh, partition_cells(mesh, size, "sfc"))
+    assert (partition_cells(mesh, size) == metis).all()  # "auto" takes METIS when present
+
+
 @pytest.mark.parametrize("size", [2, 3, 5])
 def test_layouts_fit_together(mesh, size):
     part = partition_cells(mesh, size, "sfc")
