@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The GPU checks and timings that the CPU machines cannot run, in parts that each fit one
+# 10-minute device call.  Every part writes JSON lines / logs under $OUT (default ./gpu_out)
+# and prints a short summary; run from the repository root on a machine with a GPU:
+#
+#   bash benchmarks/gpu_validation.sh tests          # GPU test files on the real device
+#   bash benchmarks/gpu_validation.sh parity         # GeoClaw demos, CPU vs GPU (one dt)
+#   bash benchmarks/gpu_validation.sh kernel         # step kernel, unfused vs fused
+#   bash benchmarks/gpu_validation.sh tworoe codecs lbm   # the new solvers' self-checking timings
+#
+# Python must import forestpy (an installed checkout, or PYTHONPATH set to the root).
+set -u
+OUT=${OUT:-gpu_out}
+mkdir -p "$OUT"
+export NUMBA_ENABLE_CUDASIM=0 PYTHONUNBUFFERED=1
+PY=${PYTHON:-python3}
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null
+for part in "$@"; do
+case $part in
+tests)
+  timeout 580 $PY -m pytest -q -p no:cacheprovider tests/solvers/clawpack/test_gpu_kernel.py \
+    tests/extensions/geoclaw/test_geoclaw_gpu.py tests/driver/io/test_codecs_gpu.py \
+    tests/solvers/lbm tests/solvers/tworoe -k "gpu or device or Gpu or GPU" \
+    > "$OUT/tests.log" 2>&1
+  tail -3 "$OUT/tests.log" ;;
+parity)
+  for demo in bowl_radial merewether; do
+    timeout 290 $PY benchmarks/gpu_parity.py --geoclaw --demo $demo --subcycle off \
+      > "$OUT/parity_$demo.jsonl" 2> "$OUT/parity_$demo.err"
+    tail -c 600 "$OUT/parity_$demo.jsonl"
+  done ;;
+kernel)
+  for fma in 0 1; do
+    FORESTPY_GPU_FMA=$fma timeout 280 $PY benchmarks/gpu_step.py --parts kernel --mx 16,32 \
+      --dtypes float64 > "$OUT/kernel_fma$fma.jsonl" 2> "$OUT/kernel_fma$fma.err"
+    grep -o '"mx": [0-9]*, "cells": [0-9]*\|"Gcell_s": [0-9.]*' "$OUT/kernel_fma$fma.jsonl" \
+      | paste - - | sed "s/^/fma=$fma /"
+  done ;;
+tworoe)
+  timeout 580 $PY benchmarks/tworoe.py --cells 1001898 3000948 --budget-s 500 \
+    > "$OUT/tworoe.jsonl" 2> "$OUT/tworoe.err"
+  tail -c 1500 "$OUT/tworoe.jsonl" ;;
+codecs)
+  timeout 580 $PY benchmarks/compression.py --gpu --no-rd --no-cpu --data radial_dam --quick \
+    > "$OUT/compression_gpu.jsonl" 2> "$OUT/compression_gpu.err"
+  tail -c 1500 "$OUT/compression_gpu.jsonl" ;;
+lbm)
+  timeout 580 $PY benchmarks/lbm.py --backend gpu --check-only --check-n 24 \
+    > "$OUT/lbm_check.jsonl" 2> "$OUT/lbm_check.err"
+  timeout 400 $PY benchmarks/lbm.py --backend gpu --n 128,256 --steps 200 \
+    > "$OUT/lbm_gpu.jsonl" 2> "$OUT/lbm_gpu.err"
+  tail -c 1500 "$OUT/lbm_check.jsonl" "$OUT/lbm_gpu.jsonl" ;;
+*) echo "unknown part $part (tests parity kernel tworoe codecs lbm)" >&2; exit 2 ;;
+esac
+done
