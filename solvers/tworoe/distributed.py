@@ -39,7 +39,7 @@ import numpy as np
 
 from . import kernels as K
 from .mesh import TriMesh, hilbert_keys
-from .solver import TwoLayerSolver
+from .solver import TwoLayerSolver, advance_clock
 
 __all__ = ["DistributedSolver", "RankLayout", "partition_cells"]
 
@@ -223,13 +223,7 @@ class DistributedSolver:
             from mpi4py import MPI
 
             dt = self.comm.allreduce(dt, op=MPI.MIN)
-        if not np.isfinite(dt) or dt <= 0.0:
-            raise FloatingPointError(f"no valid time step at t = {self.t} (dt = {dt})")
-        if self.t + dt >= t_end:
-            dt = t_end - self.t
-            self.t = t_end
-        else:
-            self.t += dt
+        dt, self.t = advance_clock(self.t, dt, t_end)
         return dt
 
     def _check(self, hmin):

@@ -46,6 +46,16 @@ def _field(v, n, name, dtype):
     return a.astype(dtype)
 
 
+def advance_clock(t: float, dt: float, t_end: float) -> tuple[float, float]:
+    """``(dt, t + dt)`` with the step cut to land on ``t_end``; a step that is not a
+    finite positive number is an error."""
+    if not np.isfinite(dt) or dt <= 0.0:
+        raise FloatingPointError(f"no valid time step at t = {t} (dt = {dt})")
+    if t + dt >= t_end:
+        return t_end - t, t_end
+    return dt, t + dt
+
+
 class TwoLayerSolver:
     """Two-layer shallow water on a :class:`~forestpy.solvers.tworoe.mesh.TriMesh`.
 
@@ -175,12 +185,7 @@ class TwoLayerSolver:
         dt = float(cells(self._out, self._ce, self._cs, self._area, self._gamma, self._M))
         if not np.isfinite(dt) or dt <= 0.0:
             self._check_depth(self.steps + 1)
-            raise FloatingPointError(f"no valid time step at t = {self.t} (dt = {dt})")
-        if self.t + dt >= t_end:
-            dt = t_end - self.t
-            self.t = t_end
-        else:
-            self.t += dt
+        dt, self.t = advance_clock(self.t, dt, t_end)
         hmin = update(W, self._M, self._area, dt)
         self.steps += 1
         if not (hmin >= self.h_min):
