@@ -42,20 +42,46 @@ def _diff(tag, a, g, b):
 
 
 def stages(cpu, gpu):
-    """One step compared stage by stage, both from the CPU's state."""
+    """One step compared stage by stage.  Each stage starts both backends from the CPU's
+    output of the stage before, so a record shows what that stage alone changes."""
+    from forestpy.simulation import copy_ghost_frame, takes_context
+
     b, host, dev = cpu.mbc, gpu.backend.to_host, gpu.backend.to_device
     dt = cpu.dt
     out = [_diff("aux", cpu.aux, host(gpu.aux), b)]
     gpu.q[...] = dev(cpu.q)
+    q0 = cpu.q.copy()
     cpu.fill_ghosts()
     gpu.fill_ghosts()
     out.append(_diff("ghost fill", cpu.q, host(gpu.q), b))
     gpu.q[...] = dev(cpu.q)
+    if cpu.vtable.b4step is not None:
+        cpu.vtable.b4step(cpu, dt)
+        gpu.vtable.b4step(gpu, dt)
+        out.append(_diff("b4step", cpu.q, host(gpu.q), b))
+        gpu.q[...] = dev(cpu.q)
     qc, cc, ec = cpu._step_all(dt)
     qg, cg, eg = gpu._step_all(dt)
     out += [_diff("step kernel", qc, host(qg), b), _diff("courant", cc, host(cg), b),
             _diff("edge fluxes", ec, host(eg), b)]
-    gpu.q[...] = dev(cpu.q)
+    qg[...], eg[...] = dev(qc), dev(ec)
+    if cpu.vtable.time_sync is not None:
+        cpu.vtable.time_sync(cpu.layout.sync_plan, cpu.q, qc, cpu.aux, ec, dt)
+        gpu.vtable.time_sync(gpu.layout.sync_plan, gpu.q, qg, gpu.aux, eg, dt)
+        out.append(_diff("time sync", qc, host(qg), b))
+        qg[...] = dev(qc)
+    if cpu.vtable.src2 is not None:
+        for s, qn in ((cpu, qc), (gpu, qg)):
+            own, src2 = s._owned, s.vtable.src2
+            copy_ghost_frame(own(s.q), own(qn), s.mbc, s.backend)
+            if takes_context(src2):
+                src2.apply(own(qn), own(s.aux), s.hook_context(s.t, dt))
+            else:
+                x, y = s.centers
+                src2(own(qn), own(s.aux), own(x), own(y), s.t, dt)
+        out.append(_diff("sources", qc, host(qg), b))
+    cpu.q[...] = q0
+    gpu.q[...] = dev(q0)
     cpu.step(dt)
     gpu.step(dt)
     out.append(_diff("whole step", cpu.q, host(gpu.q), b))
@@ -68,6 +94,8 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--mode", choices=("same-start", "free"), default="same-start")
     ap.add_argument("--stages", action="store_true")
+    ap.add_argument("--stages-at", type=int, default=0, metavar="K",
+                    help="with --stages: step both in lockstep to step K first")
     ap.add_argument("--every", type=int, default=50)
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="demo option (int or float values)")
@@ -85,7 +113,7 @@ def main(argv=None):
     for s in (cpu, gpu):
         s._warm_up()
         s.dt = s._estimate_dt()
-    if args.stages:
+    if args.stages and not args.stages_at:
         for rec in stages(cpu, gpu):
             print(json.dumps(rec), flush=True)
         return
@@ -95,6 +123,12 @@ def main(argv=None):
         if cpu.t >= cpu.t_final - 1e-12:
             break
         dt = min(cpu.dt, cpu.dt_max, cpu.t_final - cpu.t)
+        if args.stages and k == args.stages_at:
+            gpu.q[...] = dev(cpu.q)
+            gpu.t, cpu.dt = cpu.t, dt
+            for rec in stages(cpu, gpu):
+                print(json.dumps({"step": k, **rec}), flush=True)
+            return
         if not free:
             gpu.q[...] = dev(cpu.q)
             gpu.t = cpu.t
@@ -117,6 +151,10 @@ def main(argv=None):
             if gpu.forest != cpu.forest:
                 print(json.dumps({"step": k, "forests_differ_after_regrid": True}))
                 break
+            after = [_diff("regrid q", cpu.q, host(gpu.q), b),
+                     _diff("regrid aux", cpu.aux, host(gpu.aux), b)]
+            if not all(r["bitwise"] for r in after):
+                print(json.dumps({"step": k, "after_regrid": after}), flush=True)
 
 
 if __name__ == "__main__":

@@ -145,17 +145,26 @@ def kernel(n, my, mx, mbc, rows, {params}):
 {gpu_alloc}
         body({pre}k, c // mx, c % mx, mbc{scratch})
 """
+# The GPU's summation order on the CPU: ``T`` partial sums (thread ``t`` takes the
+# entries ``t, t + T, ...``) added pairwise as the block's tree does, so that both
+# backends give the same bits.
 _CPU_PATCHES = """
 def loop(n, my, mx, mbc, rows, partial, totals, nall, {pre}):
+    ncell = my * mx
     for r in numba.prange(n):
         k = np.int64({k})  # a prange index may be unsigned: int64 mixes with it as float
-        acc = np.zeros({na})
+        acc = np.zeros(({T}, {na}))
         vals = np.zeros({nv})
 {cpu_alloc}
-        for j in range(my):
-            for i in range(mx):
-                cell_reduce({pre}k, j, i, mbc, acc{scratch})
-        patch({pre}k, acc, vals)
+        for c in range(ncell):
+            cell_reduce({pre}k, c // mx, c % mx, mbc, acc[c % {T}]{scratch})
+        w = {T} // 2
+        while w > 0:
+            for t in range(w):
+                for a in range({nacc}):
+                    acc[t, a] += acc[t + w, a]
+            w //= 2
+        patch({pre}k, acc[0], vals)
         for b in range({nvals}):
             partial[r, b] = vals[b]
         # apply>
@@ -163,21 +172,35 @@ def loop(n, my, mx, mbc, rows, partial, totals, nall, {pre}):
             for i in range(mx):
                 cell_apply({pre}k, j, i, mbc, vals{scratch})
         # <apply
+    tot = np.zeros(({T}, {nv}))
+    for s in range(n):
+        for b in range({nvals}):
+            tot[s % {T}, b] += partial[s, b]
+    w = {T} // 2
+    while w > 0:
+        for t in range(w):
+            for b in range({nvals}):
+                tot[t, b] += tot[t + w, b]
+        w //= 2
     for b in range({nt}):
         totals[b] = 0.0
-    for r in range(n):  # in batch order (a tree on the GPU)
-        for b in range({nvals}):
-            totals[b] += partial[r, b]
+    for b in range({nvals}):
+        totals[b] = tot[0, b]
     # domain>
     if domain_needed({pre}totals):
-        sums = np.zeros({na})
+        sums = np.zeros(({T}, {na}))
 {cpu_alloc_1}
-        for kk in range(nall):
-            for j in range(my):
-                for i in range(mx):
-                    domain_reduce({pre}totals, kk, j, i, mbc, sums{scratch})
+        for c in range(nall * ncell):
+            domain_reduce({pre}totals, c // ncell, (c % ncell) // mx, c % mx, mbc,
+                          sums[c % {T}]{scratch})
+        w = {T} // 2
+        while w > 0:
+            for t in range(w):
+                for a in range({ndomain}):
+                    sums[t, a] += sums[t + w, a]
+            w //= 2
         for a in range({ndomain}):
-            totals[{nvals} + a] = sums[a]
+            totals[{nvals} + a] = sums[0, a]
     # <domain
     # finish>
     finish({pre}totals)
@@ -503,9 +526,10 @@ def for_each_patch(reduction: PatchReduction, n: int, my: int, mx: int, mbc: int
     of ``nvals + ndomain + 1``, new unless given; written on the device, no host
     synchronisation).  ``partial``: the ``(n, nvals)`` backend array receiving every
     patch's ``vals`` (new when None).  ``nall``: the patches ``0..nall-1`` of the
-    domain-wide pass.  The sums over a patch's cells and over the patches are in a
-    fixed order on each backend (a sequence on the CPU, a tree on the GPU), so the
-    results are reproducible; the two backends differ by round-off."""
+    domain-wide pass.  The sums over a patch's cells, over the patches and over the
+    domain are in one fixed order (the GPU block's: :func:`patch_threads` strided
+    partial sums, then a pairwise tree), the CPU's loop included, so the results are
+    reproducible and the two backends give the same bits."""
     xp = backend.xp if _on_gpu(backend) else np
     nvals = reduction.nvals
     nt = nvals + reduction.ndomain + 1
@@ -515,9 +539,10 @@ def for_each_patch(reduction: PatchReduction, n: int, my: int, mx: int, mbc: int
         totals = xp.empty(nt, dtype=np.float64)
     scratch = tuple(int(s) for s in scratch)
     na = max(reduction.nacc, nvals, reduction.ndomain, 1)
+    T = patch_threads(my * mx)
     fields = dict(pre=_names(len(args)), k="rows[r]" if rows is not None else "r",
                   na=na, nv=max(nvals, 1), nacc=reduction.nacc, nvals=nvals, nt=nt,
-                  ndomain=reduction.ndomain)
+                  ndomain=reduction.ndomain, T=T)
     scope = {name: getattr(reduction, name) for name in (
         "cell_reduce", "patch", "cell_apply", "domain_needed", "domain_reduce", "finish",
         "domain_apply")}
@@ -528,7 +553,7 @@ def for_each_patch(reduction: PatchReduction, n: int, my: int, mx: int, mbc: int
                           ("domain_apply", reduction.domain_apply is not None)):
         if not present:
             cpu_source, gpu_source = _strip(cpu_source, part), _strip(gpu_source, part)
-    key = ("patches", reduction, len(args), rows is not None, scratch)
+    key = ("patches", reduction, len(args), rows is not None, scratch, T)
     if partial is None:
         partial = xp.empty((n, max(nvals, 1)), dtype=np.float64)
     row_arg = rows if rows is not None else _no_rows(backend if _on_gpu(backend) else None)
@@ -541,15 +566,14 @@ def for_each_patch(reduction: PatchReduction, n: int, my: int, mx: int, mbc: int
         return totals
     require_device(backend, row_arg, totals, partial,
                    *(a for a in args if hasattr(a, "shape")))
-    T = patch_threads(my * mx)
     alloc, names = _scratch_code(scratch, 4, gpu=True)
     tree = {name: _indented(_TREE.format(m=m, T=T), indent)
             for name, m, indent in (("tree_acc", reduction.nacc, 4),
                                     ("tree_vals", nvals, 8),
                                     ("tree_domain", reduction.ndomain, 12))}
     flat, flat_fields, lengths = _flattened(args)
-    kernel = _gpu_function(key + (T, lengths), gpu_source, scope, gpu_alloc=alloc,
-                           scratch=names, T=T, nbuf=na * T, **tree, **fields, **flat_fields)
+    kernel = _gpu_function(key + (lengths,), gpu_source, scope, gpu_alloc=alloc,
+                           scratch=names, nbuf=na * T, **tree, **fields, **flat_fields)
     per_backend = _CONSTANTS.setdefault(backend, {})
     ticket = per_backend.get(("ticket", key))
     if ticket is None:  # zero between launches: the last block puts it back

@@ -217,6 +217,29 @@ def test_per_patch_reduction_and_domain_pass(backend):
     assert np.array_equal(again, totals)
 
 
+@pytest.mark.parametrize("n, m", [(40, 4), (3, 20)])  # more patches / cells than threads
+def test_per_patch_reduction_gives_the_same_bits_on_both_backends(n, m):
+    """The CPU sums in the GPU block's order, so positivity and the like cannot part
+    the two backends' runs (sequential sums of these data round differently)."""
+    from forestpy.backend import get_backend
+
+    rng = np.random.default_rng(5)
+    q0 = rng.random((n, 3, m + 4, m + 4)) * 10.0 ** rng.integers(-8, 8, (n, 3, m + 4, m + 4))
+    out = []
+    for name in ("cpu", "gpu"):
+        be = get_backend(name)
+        q = be.to_device(q0.copy())
+        totals = be.to_host(for_each_patch(CENTRE, n, m, m, 2, q, backend=be, nall=n))
+        out.append((totals, be.to_host(q)))
+    assert np.array_equal(out[0][0], out[1][0])
+    assert np.array_equal(out[0][1], out[1][1])
+    h = q0[:, 0, 2:-2, 2:-2]
+    sequential = [math.fsum(h[k].ravel().tolist()) for k in range(n)]  # exact
+    naive = np.array([sum(h[k].ravel().tolist()) for k in range(n)])
+    assert not np.array_equal(naive, np.array(sequential))  # the order matters here
+    np.testing.assert_allclose(out[0][0][2], math.fsum(sequential), rtol=1e-13)
+
+
 @numba.njit
 def _shift(q, v, k, j, i, mbc, s):
     s[0] = q[k, 0, mbc + j, mbc + i] + v
