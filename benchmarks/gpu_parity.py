@@ -1,14 +1,13 @@
 """Every demo of the Clawpack solver on the CPU and on the GPU backend, compared.
 
-For each demo (at its default size unless ``--small``): the final interior states of
-the two backends (max |difference| relative to max |q|), steps, regrids, forests
-(identical or not), conserved totals; then the radial dam break with float32 storage
-on the GPU against float64 (max and L1 difference of the depth, and each one's L1
-depth error along y = 0 against the radial reference solution).  One JSON record each.
-
-``--geoclaw`` compares the GeoClaw demos instead (``demos/geoclaw``, their defaults,
-each with local time stepping on and off: the same setting on both backends): forests,
-steps, regrids, states, and the gauge series and fgmax maxima of their callbacks.
+For each demo (at its default size unless ``--small``), with local time stepping on and
+off (the same setting on both backends): forests (identical or not), steps, level
+steps, regrids, the final interior states (max |difference| relative to max |q|),
+conserved totals, and the gauge series and fgmax maxima of its callbacks; then the
+radial dam break with float32 storage on the GPU against float64 (max and L1
+difference of the depth, and each one's L1 depth error along y = 0 against the radial
+reference solution).  One JSON record each.  ``--geoclaw`` compares the GeoClaw demos
+(``demos/geoclaw``) instead of the Clawpack ones.
 
     python benchmarks/gpu_parity.py [--small]
     python benchmarks/gpu_parity.py --geoclaw [--demo okushiri] [--subcycle on,off]
@@ -54,27 +53,6 @@ def timed_run(demo, **kw):
     return sim, time.perf_counter() - t0
 
 
-def parity(name, small):
-    demo = load(name)
-    kw = dict(SMALL) if small else {}
-    cpu, t_cpu = timed_run(demo, **kw, backend="cpu")
-    gpu, t_gpu = timed_run(demo, **kw, backend="gpu")
-    same_forest = gpu.forest == cpu.forest
-    rec = {
-        "part": "parity", "demo": name, "options": kw,
-        "steps": [cpu.steps, gpu.steps], "regrids": [cpu.regrids, gpu.regrids],
-        "patches": [int(cpu.geom.npatch), int(gpu.geom.npatch)],
-        "same_forest": bool(same_forest),
-        "wall_s": [round(t_cpu, 3), round(t_gpu, 3)],
-        "totals_cpu": cpu.totals(), "totals_gpu": gpu.totals(),
-    }
-    if same_forest:
-        a, b = interior(cpu), interior(gpu)
-        rec["max_rel_diff"] = float(np.abs(a - b).max() / np.abs(a).max())
-    print(json.dumps(rec), flush=True)
-    return rec
-
-
 def _callback_arrays(sim) -> dict:
     """The gauge series and fgmax maxima of a simulation's callbacks, by name."""
     out = {}
@@ -102,14 +80,17 @@ def _rel_diff(a, b) -> float:
     return float(np.abs(a[both] - b[both]).max() / scale)
 
 
-def geoclaw_parity(name, subcycle: bool):
-    """One GeoClaw demo at its defaults on both backends, the same ``subcycle``."""
+def parity(name, subcycle: bool, small: bool = False):
+    """One demo (its defaults, or :data:`SMALL` for a Clawpack demo with ``small``) on
+    both backends with the same ``subcycle`` (the CPU's default is on, the GPU's off)."""
     demo = load(name)
-    cpu, t_cpu = timed_run(demo, backend="cpu", subcycle=subcycle)
-    gpu, t_gpu = timed_run(demo, backend="gpu", subcycle=subcycle)
+    kw = dict(SMALL) if small and name in DEMOS else {}
+    cpu, t_cpu = timed_run(demo, **kw, backend="cpu", subcycle=subcycle)
+    gpu, t_gpu = timed_run(demo, **kw, backend="gpu", subcycle=subcycle)
     same_forest = gpu.forest == cpu.forest
     rec = {
-        "part": "geoclaw_parity", "demo": name, "subcycle": subcycle,
+        "part": "geoclaw_parity" if name in GEOCLAW_DEMOS else "parity", "demo": name,
+        "options": kw, "subcycle": subcycle,
         "steps": [cpu.steps, gpu.steps], "regrids": [cpu.regrids, gpu.regrids],
         "level_steps": [cpu.level_steps, gpu.level_steps],
         "patches": [int(cpu.geom.npatch), int(gpu.geom.npatch)],
@@ -158,16 +139,15 @@ def main(argv=None):
     ap.add_argument("--small", action="store_true")
     ap.add_argument("--demo", action="append", choices=DEMOS + GEOCLAW_DEMOS)
     ap.add_argument("--geoclaw", action="store_true", help="the GeoClaw demos")
-    ap.add_argument("--subcycle", default="on,off", help="GeoClaw: on, off or both")
+    ap.add_argument("--subcycle", default="on,off", help="on, off or both (on,off)")
+    ap.add_argument("--no-float32", action="store_true", help="skip the float32 record")
     args = ap.parse_args(argv)
-    if args.geoclaw:
-        for name in args.demo or GEOCLAW_DEMOS:
-            for sub in args.subcycle.split(","):
-                geoclaw_parity(name, sub == "on")
-        return
-    for name in args.demo or DEMOS:
-        parity(name, args.small)
-    float32_accuracy(args.small)
+    names = args.demo or (GEOCLAW_DEMOS if args.geoclaw else DEMOS)
+    for name in names:
+        for sub in args.subcycle.split(","):
+            parity(name, sub == "on", args.small)
+    if not args.geoclaw and not args.no_float32:
+        float32_accuracy(args.small)
 
 
 if __name__ == "__main__":
