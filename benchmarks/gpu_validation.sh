@@ -13,6 +13,8 @@ set -u
 OUT=${OUT:-gpu_out}
 mkdir -p "$OUT"
 export NUMBA_ENABLE_CUDASIM=0 PYTHONUNBUFFERED=1
+# a system Open MPI refuses to start as root (the device machines run as root)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 PY=${PYTHON:-python3}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null
 for part in "$@"; do

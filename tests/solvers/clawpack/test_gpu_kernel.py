@@ -25,6 +25,9 @@ if not numba.config.ENABLE_CUDASIM:
 
     if not cuda.is_available():
         pytest.skip("no GPU and the CUDA simulator is off", allow_module_level=True)
+    from forestpy.backend import contract_multiply_add
+
+    contract_multiply_add(False)  # as GPUBackend() does: these kernels are made without one
 
 
 # a user-defined solver in plain Python with no CUDA code (fwave_advection.py): conservative
