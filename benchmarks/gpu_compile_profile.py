@@ -1,6 +1,8 @@
-"""Where the first GPU run of a demo spends its time compiling: every Numba-CUDA kernel
-compilation of one run, timed (the dispatcher's ``compile``), with the run's wall time.
-One JSON record per kernel (largest first), then a summary.
+"""Where a GPU run of a demo spends its time compiling: every Numba-CUDA kernel
+compilation of one run, timed (the dispatcher's ``compile``; kernels loaded from
+forestpy's disk cache, ``forestpy.cuda_cache``, are not compiled), with what keeps a
+kernel out of that cache and the run's wall time.  One JSON record per kernel (largest
+first), then a summary.  Run it twice to see a warm cache.
 
     python benchmarks/gpu_compile_profile.py okushiri [--set key=value ...]
 """
@@ -25,6 +27,7 @@ def main(argv=None):
     from numba.cuda.dispatcher import CUDADispatcher
 
     from benchmarks.gpu_parity import load
+    from forestpy.cuda_cache import uncacheable_reason
 
     records = []
     compile_ = CUDADispatcher.compile
@@ -36,7 +39,8 @@ def main(argv=None):
         finally:
             records.append({"kernel": getattr(self.py_func, "__qualname__", "?"),
                             "module": getattr(self.py_func, "__module__", "?"),
-                            "s": time.perf_counter() - t0})
+                            "s": time.perf_counter() - t0,
+                            "uncacheable": uncacheable_reason(self)})
 
     CUDADispatcher.compile = timed_compile
     kw = {}
@@ -52,9 +56,19 @@ def main(argv=None):
     records.sort(key=lambda r: -r["s"])
     for r in records:
         print(json.dumps(r))
+    import hashlib
+
+    state = hashlib.sha256(sim.backend.to_host(sim.q).tobytes()).hexdigest()[:16]
     print(json.dumps({"demo": args.demo, "wall_s": wall, "setup_s": t_setup,
+                      "state_sha256": state, "cached_kernels_dir": str(_cuda_dir()),
                       "kernels_compiled": len(records),
                       "compile_s": sum(r["s"] for r in records), "steps": sim.steps}))
+
+
+def _cuda_dir():
+    from forestpy.kernel_files import cache_dir
+
+    return cache_dir() / "cuda"
 
 
 if __name__ == "__main__":

@@ -391,12 +391,13 @@ class FastKernel:
     takes Numba's path.  Attributes not defined here are the dispatcher's.
     """
 
-    __slots__ = ("dispatcher", "_compiled", "_configs")
+    __slots__ = ("dispatcher", "_compiled", "_configs", "_fingerprint")
 
     def __init__(self, dispatcher):
         self.dispatcher = dispatcher
         self._compiled: dict = {}
         self._configs: dict = {}
+        self._fingerprint = None  # forestpy.cuda_cache's hash; False: not cacheable
 
     def __getattr__(self, name):
         return getattr(self.dispatcher, name)
@@ -443,10 +444,14 @@ class _FastLaunch:
         k = self.kernel
         key = _signature_key(args)
         entry = k._compiled.get(key) if key is not None else None
+        if entry is None and key is not None:
+            entry = _entry_from_disk(k, args)
+            if entry is not None:
+                k._compiled[key] = entry
         if entry is None:
             k.dispatcher[self.config](*args)
             if key is not None:
-                k._compiled[key] = _compiled_entry(k.dispatcher, args)
+                k._compiled[key] = _compiled_entry(k.dispatcher, args, k)
             return
         if entry is False:  # a signature this launcher does not marshal
             k.dispatcher[self.config](*args)
@@ -486,11 +491,47 @@ def _array_params(a, params):
 _INTEGERS = {f"{s}int{b}" for s in ("", "u") for b in (8, 16, 32, 64)}
 
 
-def _compiled_entry(dispatcher, args):
-    """(compiled function, per-argument converters) of the specialisation Numba chose
-    for ``args``, or False where its marshalling is not this module's."""
+def _argument_kinds(argument_types) -> tuple | None:
+    """How each argument of a compiled kernel is marshalled ("array", a scalar type),
+    or None where its marshalling is not this module's."""
+    kinds = []
+    # by name: numba-cuda has its own ``types`` module beside numba.core's
+    for ty in argument_types:
+        name = str(ty)
+        if all(hasattr(ty, a) for a in ("ndim", "layout", "dtype")):
+            kinds.append("array")
+        elif name in ("float64", "float32") or name in _INTEGERS:
+            kinds.append(name)
+        elif name in ("bool", "boolean"):
+            kinds.append("bool")
+        else:
+            return None
+    return tuple(kinds)
+
+
+def _converters(kinds) -> tuple:
     import ctypes
 
+    out = []
+    for kind in kinds:
+        if kind == "array":
+            out.append(_array_params)
+        elif kind == "float64":
+            out.append(lambda v, p: p.append(ctypes.c_double(v)))
+        elif kind == "float32":
+            out.append(lambda v, p: p.append(ctypes.c_float(v)))
+        elif kind == "bool":
+            out.append(lambda v, p: p.append(bool(v)))
+        else:
+            ctype = getattr(ctypes, f"c_{kind}")
+            out.append(lambda v, p, c=ctype: p.append(c(v)))
+    return tuple(out)
+
+
+def _compiled_entry(dispatcher, args, kernel=None):
+    """(compiled function, per-argument converters) of the specialisation Numba chose
+    for ``args``, or False where its marshalling is not this module's; kept on disk
+    for later processes (:mod:`forestpy.cuda_cache`) when ``kernel`` is given."""
     try:
         argtypes = tuple(dispatcher.typeof_pyval(a) for a in args)
         compiled = dispatcher.overloads.get(argtypes)
@@ -499,28 +540,70 @@ def _compiled_entry(dispatcher, args):
         if compiled is None or getattr(compiled, "cooperative", False) or \
                 getattr(compiled, "debug", False) or getattr(compiled, "extensions", None):
             return False
-        converters = []
-        # by name: numba-cuda has its own ``types`` module beside numba.core's
-        for ty in compiled.argument_types:
-            name = str(ty)
-            if all(hasattr(ty, a) for a in ("ndim", "layout", "dtype")):
-                converters.append(_array_params)
-            elif name == "float64":
-                converters.append(lambda v, p: p.append(ctypes.c_double(v)))
-            elif name == "float32":
-                converters.append(lambda v, p: p.append(ctypes.c_float(v)))
-            elif name in ("bool", "boolean"):
-                converters.append(lambda v, p: p.append(bool(v)))
-            elif name in _INTEGERS:
-                ctype = getattr(ctypes, f"c_{name}")
-                converters.append(lambda v, p, c=ctype: p.append(c(v)))
-            else:
-                return False
-        if len(converters) != len(args):
+        kinds = _argument_kinds(compiled.argument_types)
+        if kinds is None or len(kinds) != len(args):
             return False
-        return compiled._codelibrary.get_cufunc().kernel, tuple(converters)
+        library = compiled._codelibrary
+        entry = library.get_cufunc().kernel, _converters(kinds)
+        if kernel is not None and not library._setup_functions:
+            _entry_to_disk(kernel, argtypes, library, kinds)
+        return entry
     except Exception:  # noqa: BLE001 - any surprise: Numba's own launch path
         return False
+
+
+def _cache_key(kernel: FastKernel, argtypes):
+    """(fingerprint, argument types, compute capability) of a launch, or None when the
+    disk cache is off or the kernel cannot be fingerprinted."""
+    from forestpy import cuda_cache
+
+    if not cuda_cache.enabled():
+        return None
+    if kernel._fingerprint is None:
+        kernel._fingerprint = cuda_cache.kernel_fingerprint(kernel.dispatcher) or False
+    if not kernel._fingerprint:
+        return None
+    from numba import cuda
+
+    cc = tuple(cuda.get_current_device().compute_capability)
+    return kernel._fingerprint, tuple(str(t) for t in argtypes), cc
+
+
+def _entry_from_disk(kernel: FastKernel, args):
+    """The launch entry of a kernel compiled by an earlier process, or None."""
+    try:
+        argtypes = tuple(kernel.dispatcher.typeof_pyval(a) for a in args)
+        key = _cache_key(kernel, argtypes)
+        if key is None:
+            return None
+        from forestpy import cuda_cache
+
+        got = cuda_cache.load(*key)
+        if got is None:
+            return None
+        entry_name, kinds, cubin = got
+        if len(kinds) != len(args):
+            return None
+        from numba.cuda.cudadrv import devices
+
+        try:
+            from cuda.core import ObjectCode
+        except ImportError:
+            from cuda.core.experimental import ObjectCode
+        module = devices.get_context().create_module_image(ObjectCode.from_cubin(cubin))
+        return module.get_function(entry_name).kernel, _converters(kinds)
+    except Exception:  # noqa: BLE001 - a bad cache entry: compile instead
+        return None
+
+
+def _entry_to_disk(kernel: FastKernel, argtypes, library, kinds) -> None:
+    key = _cache_key(kernel, argtypes)
+    if key is None:
+        return
+    from forestpy import cuda_cache
+
+    cubin = library.get_cubin()  # a cuda.core ObjectCode (its bytes: ``code``)
+    cuda_cache.store(*key, library._entry_name, kinds, getattr(cubin, "code", cubin))
 
 
 def _core_launch_config(launch: _FastLaunch):

@@ -43,6 +43,8 @@ def _code_fingerprint(code: types.CodeType, h) -> None:
     for c in code.co_consts:
         if isinstance(c, types.CodeType):
             _code_fingerprint(c, h)
+        elif isinstance(c, frozenset):  # ``x in {...}``: its order varies by process
+            h.update(repr(sorted(map(repr, c))).encode())
         else:
             h.update(repr(c).encode())
 
