@@ -39,7 +39,7 @@ import numpy as np
 
 from . import kernels as K
 from .mesh import TriMesh, hilbert_keys
-from .solver import TwoLayerSolver, advance_clock
+from .solver import TwoLayerSolver, advance_clock, layer_fields
 
 __all__ = ["DistributedSolver", "RankLayout", "partition_cells"]
 
@@ -293,10 +293,22 @@ class DistributedSolver:
         sim.t, sim.steps, sim.mass0 = float(c["t"]), int(c["steps"]), c["mass0"]
         return sim
 
-    def gather(self):
-        """The global state ``(6, cells)`` on rank 0 (``None`` elsewhere); collective."""
+    def sync(self):
+        """Copy the rank's GPU state to ``W`` (no-op on the CPU)."""
         if self._dev is not None:
             self.W = self._dev.W.copy_to_host()
+
+    def fields(self) -> dict:
+        """The output fields (:func:`~forestpy.solvers.tworoe.solver.layer_fields`) of
+        the rank's own cells, in local order (global indices ``layout.cells[:n_owned]``);
+        not collective."""
+        self.sync()
+        n = self.layout.n_owned
+        return layer_fields(self.W[:, :n], self.H[:n])
+
+    def gather(self):
+        """The global state ``(6, cells)`` on rank 0 (``None`` elsewhere); collective."""
+        self.sync()
         lay = self.layout
         mine = (lay.cells[:lay.n_owned], self.W[:, :lay.n_owned])
         parts = [mine] if self.comm is None else self.comm.gather(mine, root=0)

@@ -26,7 +26,7 @@ import numpy as np
 from . import kernels as K
 from .mesh import TriMesh
 
-__all__ = ["DepthError", "TwoLayerSolver"]
+__all__ = ["DepthError", "TwoLayerSolver", "layer_fields"]
 
 
 class DepthError(ValueError):
@@ -273,9 +273,16 @@ class TwoLayerSolver:
 
     def fields(self) -> dict:
         """Per-cell output fields: depths, velocities, interface and surface elevation."""
-        W = self.W.astype(np.float64)
-        H = self.H.astype(np.float64)
-        return {"h1": W[0], "h2": W[3],
-                "u1": np.stack([W[1] / W[0], W[2] / W[0]], 1),
-                "u2": np.stack([W[4] / W[3], W[5] / W[3]], 1),
-                "interface": W[3] - H, "surface": W[0] + W[3] - H, "bottom": -H}
+        return layer_fields(self.W, self.H)
+
+
+def layer_fields(W, H) -> dict:
+    """The output fields of the state ``W (6, n)`` over the bottom depth ``H (n,)`` (in
+    FP64): ``h1``, ``h2``, velocities ``u1``, ``u2`` ``(n, 2)``, ``interface`` (``h2 -
+    H``), ``surface`` (``h1 + h2 - H``) and ``bottom`` (``-H``)."""
+    W = np.asarray(W).astype(np.float64)  # a copy: the fields outlive the step
+    H = np.asarray(H).astype(np.float64)
+    return {"h1": W[0], "h2": W[3],
+            "u1": np.stack([W[1] / W[0], W[2] / W[0]], 1),
+            "u2": np.stack([W[4] / W[3], W[5] / W[3]], 1),
+            "interface": W[3] - H, "surface": W[0] + W[3] - H, "bottom": -H}
