@@ -183,6 +183,7 @@ class DistributedSolver:
         self.steps = 0
         self.wall_seconds = 0.0
         self.exchange_seconds = 0.0
+        self.gauges = None
 
     # --- one step -------------------------------------------------------------------
 
@@ -258,7 +259,21 @@ class DistributedSolver:
         dt = float(cells(self._out, self._ce, self._cs, self._area, self._gamma, self._M))
         dt = self._global_dt(dt, t_end)
         self._check(update(self.W, self._M, self._area, dt))
+        if self.gauges is not None:
+            self.gauges.record(self.W, self.t)
         return dt
+
+    def add_gauges(self, points):
+        """Gauges at ``points`` (as :meth:`TwoLayerSolver.add_gauges`), each sampled by
+        the rank owning its cell; every rank passes the same points (collective only in
+        :meth:`~forestpy.solvers.tworoe.gauges.TriangleGauges.write`)."""
+        from .gauges import TriangleGauges
+
+        if self.gauges is not None:
+            raise RuntimeError("this solver has its gauges already (one set per solver)")
+        self.sync()
+        self.gauges = TriangleGauges(self, points)
+        return self.gauges
 
     def run(self, t_final: float) -> dict:
         t0 = time.perf_counter()
@@ -329,7 +344,7 @@ class _DeviceRank:
     def __init__(self, ds: DistributedSolver, scheme: str):
         from numba import cuda
 
-        from .gpu import DTMIN, HMIN, TPB, gpu_kernels
+        from .gpu import DTMIN, HMIN, TPB, gpu_kernels, sample_kernel
 
         self.ds = ds
         self.tpb = TPB
@@ -353,6 +368,8 @@ class _DeviceRank:
                          for q, b in ds._recvbuf.items()}
         self.copy = cuda.stream()
         self.work = cuda.stream()
+        self.sample = sample_kernel()
+        self.gcells = None
 
     def _grid(self, n):
         return max(1, (n + self.tpb - 1) // self.tpb)
@@ -394,8 +411,20 @@ class _DeviceRank:
         self.work.synchronize()
         dt = ds._global_dt(float(c[self.DTMIN]), t_end)
         c[1] = dt  # DT
+        c[0] = ds.t  # T and STEPS after this step: the gauges' row
+        c[4] = ds.steps + 1
         self.ctl.copy_to_device(c, stream=self.work)
         ku[self._grid(lay.n_owned), tpb, self.work](self.W, self.M, self.area, self.ctl)
+        g = ds.gauges
+        if g is not None and len(g.local):
+            buf, times, _ = g.device_buffers(ds.steps + 2 - g.base)
+            if self.gcells is None:
+                from numba import cuda
+
+                self.gcells = cuda.to_device(g.local)
+            self.sample[self._grid(len(g.local)), tpb, self.work](
+                self.W, self.gcells, buf, times, self.ctl, g.base)
+            g.device_rows(ds.steps + 2 - g.base)
         self.ctl.copy_to_host(c, stream=self.work)
         self.work.synchronize()
         ds._check(float(c[self.HMIN]))

@@ -134,6 +134,7 @@ class TwoLayerSolver:
         self.wall_seconds = 0.0
         self._sync_every = sync_every
         self._gpu = None
+        self.gauges = None
         if backend == "cpu":
             self._kernels = K.cpu_kernels(scheme, dtype)
             self._out = np.empty((K.NOUT, mesh.num_edges), dtype=dtype)
@@ -188,6 +189,8 @@ class TwoLayerSolver:
         dt, self.t = advance_clock(self.t, dt, t_end)
         hmin = update(W, self._M, self._area, dt)
         self.steps += 1
+        if self.gauges is not None:
+            self.gauges.record(W, self.t)
         if not (hmin >= self.h_min):
             self._check_depth(self.steps)
         return dt
@@ -213,6 +216,18 @@ class TwoLayerSolver:
                 self.W = self._gpu.to_host()
         self.wall_seconds += time.perf_counter() - t0
         return self.stats()
+
+    def add_gauges(self, points):
+        """Gauges at ``points`` (``[(x, y), ...]`` or ``{id: (x, y)}``), sampled now and
+        after every step (:mod:`~forestpy.solvers.tworoe.gauges`); returns them (also
+        ``self.gauges``; one set per solver)."""
+        from .gauges import TriangleGauges
+
+        if self.gauges is not None:
+            raise RuntimeError("this solver has its gauges already (one set per solver)")
+        self.sync()
+        self.gauges = TriangleGauges(self, points)
+        return self.gauges
 
     def save_checkpoint(self, path):
         """Write the state, time and parameters (:mod:`.checkpoint`); returns the path."""

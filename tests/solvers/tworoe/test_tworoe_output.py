@@ -1,7 +1,9 @@
 """solvers/tworoe/output.py: frames of a distributed run, a ``.pvtu`` and one ``.vtu``
 piece per rank, read back (VTK's readers) equal bitwise to the serial run's ``.vtu``;
-the ``.pvd`` names the ``.pvtu`` files."""
+the ``.pvd`` names the ``.pvtu`` files.  The same mpirun run's gauges
+(solvers/tworoe/gauges.py): the file of 2 ranks is the serial one, byte for byte."""
 
+import json
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -13,6 +15,11 @@ from forestpy.solvers.tworoe import TwoLayerSolver, disc_in_square
 from forestpy.solvers.tworoe.distributed import partition_cells
 from forestpy.solvers.tworoe.output import FrameWriter, write_piece, write_pvtu
 from testsupport import mpirun
+
+from forestpy.callbacks import read_gauges
+
+GAUGES = {"centre": (0.0, 0.0), "dam": (1.5, 0.01), "inside": (0.3, -1.2),
+          "corner": (-4.9, 4.9)}
 
 pytest.importorskip("vtk")
 
@@ -88,13 +95,15 @@ def test_two_ranks_write_pieces_equal_to_the_serial_frames(small, tmp_path):
     mesh, h1 = small
     ser = tmp_path / "serial"
     sim = TwoLayerSolver(mesh, h1, 5.0 - h1, 5.0, r=0.9)
+    gauges = sim.add_gauges(GAUGES)
     w = FrameWriter(ser)
     w.write(sim)
     sim.run(0.05)
     w.write(sim)
+    gauges.write(ser / "gauges.csv")
     dist = tmp_path / "dist"
     subprocess.run([launcher, "-n", "2", sys.executable, str(SCRIPT), str(tmp_path / "w.npz"),
-                    "cpu", "200", "sfc", str(dist)], check=True, timeout=600)
+                    "cpu", "200", "sfc", str(dist), json.dumps(GAUGES)], check=True, timeout=600)
     pvd = ET.parse(dist / "frame.pvd").getroot()
     files = [d.get("file") for d in pvd.iter("DataSet")]
     assert files == ["frame_0000.pvtu", "frame_0001.pvtu"]
@@ -105,3 +114,8 @@ def test_two_ranks_write_pieces_equal_to_the_serial_frames(small, tmp_path):
         got = read_frame(dist / f"frame_000{k}.pvtu")
         assert set(np.unique(got["rank"])) == {0, 1}
         assert_same_frame(got, read_frame(ser / f"frame_000{k}.vtu"))
+    # gauges on both ranks (rank 0 owns the centre, rank 1 the corner): the same file
+    owner = partition_cells(mesh, 2, "sfc")[gauges.cells]
+    assert set(owner.tolist()) == {0, 1}
+    assert (dist / "gauges.csv").read_text() == (ser / "gauges.csv").read_text()
+    assert len(read_gauges(dist / "gauges.csv")["dam"]["t"]) == sim.steps + 1
