@@ -308,6 +308,28 @@ class DistributedSolver:
         sim.t, sim.steps, sim.mass0 = float(c["t"]), int(c["steps"]), c["mass0"]
         return sim
 
+    @property
+    def owned_cells(self) -> np.ndarray:
+        """The global indices of the rank's own cells, in local order."""
+        return self.layout.cells[:self.layout.n_owned]
+
+    def masses(self) -> tuple[float, float]:
+        """Volume of each layer over all ranks (FP64; collective)."""
+        self.sync()
+        n = self.layout.n_owned
+        a = self.mesh.area[self.owned_cells]
+        m = np.array([np.dot(a, self.W[0, :n].astype(np.float64)),
+                      np.dot(a, self.W[3, :n].astype(np.float64))])
+        if self.comm is not None:
+            from mpi4py import MPI
+
+            m = self.comm.allreduce(m, op=MPI.SUM)
+        return float(m[0]), float(m[1])
+
+    def prepare(self):
+        """Nothing to do: the device arrays are made with the solver (the serial
+        solver's interface)."""
+
     def sync(self):
         """Copy the rank's GPU state to ``W`` (no-op on the CPU)."""
         if self._dev is not None:
