@@ -76,15 +76,17 @@ def _k_cells(out, ce, cs, area, gamma, M, ctl):
 
 
 def _k_advance(ctl):
+    """The clock, as :func:`~forestpy.solvers.tworoe.solver.advance_clock` (the same
+    comparisons: bitwise the CPU's times); ``dt = 0`` once ``t_end`` is reached."""
     if cuda.grid(1) == 0:
         t = ctl[T]
-        left = ctl[TEND] - t
+        tend = ctl[TEND]
         dt = ctl[DTMIN]
-        if left <= 0.0:
+        if t >= tend:
             dt = 0.0
-        if dt >= left:
-            dt = left
-            ctl[T] = ctl[TEND]
+        elif t + dt >= tend:
+            dt = tend - t
+            ctl[T] = tend
         else:
             ctl[T] = t + dt
         if dt > 0.0:

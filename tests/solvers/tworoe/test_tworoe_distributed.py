@@ -86,14 +86,19 @@ def _serial(cells):
 
 
 def test_device_path_of_one_rank_is_the_serial_solver():
-    """The GPU step of the distributed solver (pack, streams, host dt) in the CUDA
-    simulator: bitwise the CPU's."""
+    """The GPU step of the distributed solver (streams ordered by events, the clock on
+    the device) in the CUDA simulator: bitwise the CPU's; the host waits on the device
+    once per step (the local dt, for the Allreduce), once per depth check (every
+    ``sync_every`` steps and at the end) and once to write the clock of a run."""
     mesh, h1 = _serial(200)
     a = TwoLayerSolver(mesh, h1, 5.0 - h1, 5.0, r=0.9)
-    b = DistributedSolver(mesh, h1, 5.0 - h1, 5.0, r=0.9, backend="gpu")
+    b = DistributedSolver(mesh, h1, 5.0 - h1, 5.0, r=0.9, backend="gpu", sync_every=2)
     a.run(0.05)
     b.run(0.05)
-    assert a.steps == b.steps
+    assert a.steps == b.steps == 3
+    assert b._dev.host_syncs == 1 + 3 + 2  # clock; dt of steps 1-3; checks at 2 and 3
+    ctl = b._dev.ctl.copy_to_host()
+    assert ctl[0] == b.t == a.t and ctl[4] == b.steps  # the device's clock: T, STEPS
     if cuda_simulator_enabled():
         assert np.array_equal(b.gather(), a.W)
     else:
