@@ -7,6 +7,8 @@
 #   bash benchmarks/gpu_validation.sh parity         # GeoClaw demos, CPU vs GPU (one dt)
 #   bash benchmarks/gpu_validation.sh kernel         # step kernel, unfused vs fused
 #   bash benchmarks/gpu_validation.sh tworoe codecs lbm   # the new solvers' self-checking timings
+#   bash benchmarks/gpu_validation.sh tworoe_gauges       # two-layer gauges: overhead, vs CPU
+#   NRANKS=2 bash benchmarks/gpu_validation.sh tworoe_mpi # 2 or 4 GPUs: two-layer across ranks
 #
 # Python must import forestpy (an installed checkout, or PYTHONPATH set to the root).
 set -u
@@ -42,6 +44,25 @@ tworoe)
   timeout 580 $PY benchmarks/tworoe.py --cells 1001898 3000948 --budget-s 500 \
     > "$OUT/tworoe.jsonl" 2> "$OUT/tworoe.err"
   tail -c 1500 "$OUT/tworoe.jsonl" ;;
+tworoe_gauges)
+  for g in 0 16; do
+    timeout 280 $PY benchmarks/tworoe.py --cells 3000948 --schemes irroe --precisions float64 \
+      --devices gpu --check-steps 3 --gauges $g > "$OUT/tworoe_gauges$g.jsonl" \
+      2> "$OUT/tworoe_gauges$g.err"
+    grep -o '"wall_s": [0-9.e-]*\|"gauge_rows": [0-9]*\|"max_abs_diff[a-z_]*": [0-9.e-]*' \
+      "$OUT/tworoe_gauges$g.jsonl" | paste -s -d' ' | sed "s/^/gauges=$g /"
+  done ;;
+tworoe_mpi)
+  NR=${NRANKS:-2}
+  MPIRUN=${MPIRUN:-mpirun}
+  timeout 250 $MPIRUN -n "$NR" $PY benchmarks/tworoe_mpi.py --cells 1001898 --check \
+    > "$OUT/tworoe_mpi_$NR.jsonl" 2> "$OUT/tworoe_mpi_$NR.err"
+  timeout 200 $MPIRUN -n "$NR" $PY benchmarks/tworoe_mpi.py --cells 3000948 \
+    >> "$OUT/tworoe_mpi_$NR.jsonl" 2>> "$OUT/tworoe_mpi_$NR.err"
+  timeout 120 $MPIRUN -n "$NR" $PY -m forestpy.cli run demos/tworoe/circular_dam.py \
+    --set cells=1001898 --set backend=gpu --set frames=1 --quiet \
+    --out "$OUT/tworoe_mpi_run_$NR" > "$OUT/tworoe_mpi_run_$NR.log" 2>&1
+  tail -c 2500 "$OUT/tworoe_mpi_$NR.jsonl"; tail -3 "$OUT/tworoe_mpi_run_$NR.log" ;;
 codecs)
   timeout 580 $PY benchmarks/compression.py --gpu --no-rd --no-cpu --data radial_dam --quick \
     > "$OUT/compression_gpu.jsonl" 2> "$OUT/compression_gpu.err"
@@ -52,6 +73,7 @@ lbm)
   timeout 400 $PY benchmarks/lbm.py --backend gpu --n 128,256 --steps 200 \
     > "$OUT/lbm_gpu.jsonl" 2> "$OUT/lbm_gpu.err"
   tail -c 1500 "$OUT/lbm_check.jsonl" "$OUT/lbm_gpu.jsonl" ;;
-*) echo "unknown part $part (tests parity kernel tworoe codecs lbm)" >&2; exit 2 ;;
+*) echo "unknown part $part (tests parity kernel tworoe tworoe_gauges tworoe_mpi codecs" \
+     "lbm)" >&2; exit 2 ;;
 esac
 done

@@ -17,6 +17,11 @@ the same state and the record gives ``max_abs_diff_vs_cpu`` (relative to the lar
 value of each field), the step counts of both, and the relative change of each
 layer's volume of the full run (``mass_rel_change``).
 
+``--gauges N`` adds N gauges (on the x axis, r = 0 ... 4.5) to every run: the GPU
+samples them into a device buffer each step (the record's ``gauge_rows``; compare
+``wall_s`` with a run without), and the check compares the GPU's samples with the
+CPU's (``max_abs_diff_gauges_vs_cpu``, relative as above).
+
 Run it with ``NUMBA_ENABLE_CUDASIM`` unset (or 0) on the GPU machine; the CUDA
 simulator (``=1``) only checks that the script works, on tiny meshes.
 ``--budget-s`` stops starting new runs after that long.
@@ -64,18 +69,30 @@ def device_name() -> str | None:
     return None
 
 
-def check(mesh, scheme, dtype, steps):
+def gauge_points(n):
+    return [(4.5 * k / max(1, n - 1), 0.0) for k in range(n)]
+
+
+def check(mesh, scheme, dtype, steps, gauges=0):
     """GPU vs CPU after ``steps`` steps from the same state: the largest difference of
-    each field relative to its largest value."""
+    each field relative to its largest value (and of the gauges' samples)."""
     cpu = dam(mesh, scheme=scheme, dtype=dtype)
+    gpu = dam(mesh, scheme=scheme, dtype=dtype, backend="gpu", sync_every=1)
+    if gauges:
+        gc, gg = cpu.add_gauges(gauge_points(gauges)), gpu.add_gauges(gauge_points(gauges))
     for _ in range(steps):
         cpu.step()
-    gpu = dam(mesh, scheme=scheme, dtype=dtype, backend="gpu", sync_every=1)
     gpu.run(cpu.t)
     scale = np.abs(cpu.W).max(axis=1, keepdims=True)
     diff = float((np.abs(gpu.W.astype(np.float64) - cpu.W) / np.where(scale > 0, scale, 1)
                   ).max())
-    return diff, cpu.steps, gpu.steps
+    gdiff = None
+    if gauges:
+        (tc, vc), (tg, vg) = gc.samples(), gg.samples()
+        sc = np.abs(vc).max(axis=(0, 2), keepdims=True)
+        gdiff = (float((np.abs(vg.astype(np.float64) - vc) / np.where(sc > 0, sc, 1)).max())
+                 if tc.shape == tg.shape else float("inf"))
+    return diff, cpu.steps, gpu.steps, gdiff
 
 
 def main(argv=None):
@@ -91,6 +108,7 @@ def main(argv=None):
     p.add_argument("--check-steps", type=int, default=5)
     p.add_argument("--sync-every", type=int, default=16)
     p.add_argument("--budget-s", type=float, default=float("inf"))
+    p.add_argument("--gauges", type=int, default=0, help="gauges per run (0: none)")
     a = p.parse_args(argv)
     if a.cpu_threads:
         numba.set_num_threads(a.cpu_threads)
@@ -123,6 +141,8 @@ def main(argv=None):
                                    scheme=scheme, precision=prec, mesh_s=mesh_s, **host)
                         sim = dam(mesh, scheme=scheme, dtype=dtype, backend=dev,
                                   sync_every=a.sync_every)
+                        if a.gauges:
+                            g = sim.add_gauges(gauge_points(a.gauges))
                         if dev == "gpu":
                             sim.prepare()  # the host-to-device copies: not timed
                             t1 = time.perf_counter()
@@ -138,10 +158,15 @@ def main(argv=None):
                                        graph=sim._gpu.use_graph,
                                        graph_error=sim._gpu.graph_error,
                                        mass_rel_change=sim.stats()["mass_rel_change"])
+                            if a.gauges:
+                                rec.update(gauges=a.gauges, gauge_rows=len(g.samples()[0]))
                             if a.check_steps:
-                                diff, sc, sg = check(mesh, scheme, dtype, a.check_steps)
+                                diff, sc, sg, gd = check(mesh, scheme, dtype, a.check_steps,
+                                                         a.gauges)
                                 rec.update(max_abs_diff_vs_cpu=diff, check_steps_cpu=sc,
                                            check_steps_gpu=sg)
+                                if a.gauges:
+                                    rec["max_abs_diff_gauges_vs_cpu"] = gd
                         else:
                             sim.step()  # first step outside the timing
                             n = a.cpu_steps

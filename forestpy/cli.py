@@ -62,6 +62,7 @@ import argparse
 import contextlib
 import importlib.util
 import inspect
+import io
 import json
 import os
 import re
@@ -442,14 +443,14 @@ def cmd_run(args, argv: list[str]) -> int:
             "simulation_options": None if sim is None else sim.options,
         }
 
-    if is_standalone(module):
-        return _run_standalone(module, args, out, base, overrides, in_effect, fail,
-                               usage_error, vtk_kind, output_times)
-
     if nranks > 1 and in_effect.get("backend") == "gpu":
         from forestpy.parallel import select_device
 
         select_device()
+
+    if is_standalone(module):
+        return _run_standalone(module, args, out, base, overrides, in_effect, fail,
+                               usage_error, vtk_kind, output_times, rank)
 
     t0 = time.perf_counter()
     build = contextlib.nullcontext()
@@ -562,10 +563,12 @@ def _no_write(path, data) -> None:
 
 
 def _run_standalone(module, args, out, base, overrides, in_effect, fail, usage_error,
-                    vtk_kind, output_times) -> int:
+                    vtk_kind, output_times, rank: int = 0) -> int:
     """Run a demo that is not a Simulation: ``main(out=..., **overrides) -> dict``.  Its
     solvers report their steps (progress) and, with ``--vtk``, give the frames of their
-    uniform grid (:class:`forestpy.io.vtk.GridOutput`)."""
+    uniform grid (:class:`forestpy.io.vtk.GridOutput`).  Under ``mpirun`` every rank
+    calls ``main`` (the demo distributes its own solver); rank 0 writes the report,
+    the summary and the options and prints."""
     from forestpy.callbacks import Progress, progress_scope
     from forestpy.errors import InputFileError
     from forestpy.io.summary import to_jsonable, write_json_atomic
@@ -583,11 +586,13 @@ def _run_standalone(module, args, out, base, overrides, in_effect, fail, usage_e
     if unsupported:
         raise CLIError(f"{', '.join(unsupported)}: not available for {base['demo']!r}, "
                        "which runs its own solver (main(out, ...)), not a Simulation")
-    write_json_atomic(out / "options_used.json",
+    write_json = write_json_atomic if rank == 0 else _no_write  # rank 0 writes the files
+    write_json(out / "options_used.json",
                       {**base, "overrides": overrides, "demo_options": in_effect})
     t0 = time.perf_counter()
-    watch = CompileWatch(sys.stderr, label=f"demo {base['demo']}")
-    observers = [Progress(sys.stderr, every=0.1 if args.quiet else None, compile_watch=watch)]
+    err = sys.stderr if rank == 0 else io.StringIO()  # progress from rank 0
+    watch = CompileWatch(err, label=f"demo {base['demo']}")
+    observers = [Progress(err, every=0.1 if args.quiet else None, compile_watch=watch)]
     if vtk_kind is not None:  # frames of the uniform grid, whichever kind was asked for
         from forestpy.io.vtk import GridOutput
 
@@ -604,9 +609,11 @@ def _run_standalone(module, args, out, base, overrides, in_effect, fail, usage_e
         return fail(None, e, "run", time.perf_counter() - t0)
     wall = time.perf_counter() - t0
     result = to_jsonable(result if result is not None else {})
-    write_json_atomic(out / "report.json", result)
-    write_json_atomic(out / "summary.json", {**base, "status": "ok", "wall_s": wall,
+    write_json(out / "report.json", result)
+    write_json(out / "summary.json", {**base, "status": "ok", "wall_s": wall,
                                              "compile_s": watch.seconds, "report": result})
+    if rank != 0:
+        return 0
     print(json.dumps(result, indent=1))
     compiling = f", of which compiling {watch.seconds:.1f} s" if watch.seconds >= 0.05 else ""
     print(f"wrote {out / 'report.json'} and {out / 'summary.json'} ({wall:.3g} s{compiling})")

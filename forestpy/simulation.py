@@ -610,7 +610,8 @@ class Simulation:
                           backend=self.backend, sides=self.layout.owned_sides)
         fill_ghosts_surface(self.layout.ghost_plan if plan is None else plan, q, self.aux,
                             i, j, self._surface_dry_tolerance(), self.riemann.positive,
-                            backend=self.backend, timers=self.timers)
+                            backend=self.backend, timers=self.timers,
+                            velocity=self.riemann.surface_velocity)
 
     def _surface_dry_tolerance(self) -> float:
         """The depth at or below which a cell is dry for the surface rules (the solver

@@ -97,6 +97,14 @@ class RiemannSolver:
         of the stencil; :mod:`forestpy.patches.surface_ghosts`), so a lake at rest
         with dry land stays at rest across coarse-fine interfaces; interior cells are
         never modified by a ghost fill.
+    surface_velocity : tuple of int or None
+        The components that are momenta of the depth ``q[i]`` of ``surface_interp``:
+        at interpolated ghost cells their velocity is kept within the sources' (see
+        :mod:`forestpy.patches.surface_ghosts`).  ``None`` (default): every component
+        but the depth.  A two-layer solver whose ``surface_interp`` is its lower layer
+        names that layer's momenta; its upper layer's depth and momenta are then
+        interpolated as they are (at rest: a constant depth, exact).  Only with
+        ``surface_interp``.
     surface_dry : str or None
         Name of the parameter (in ``param_names``) holding the depth at or below which
         a cell is dry (e.g. ``"dry_tolerance"``); ``None``: dry means ``h == 0``.
@@ -132,6 +140,7 @@ class RiemannSolver:
     description: str = ""
     derived_fields: Mapping[str, Callable] = field(default_factory=dict)
     surface_interp: tuple[int, int] | None = None
+    surface_velocity: tuple[int, ...] | None = None
     surface_dry: str | None = None
     surface_regrid: str = "conserve"
 
@@ -165,6 +174,15 @@ class RiemannSolver:
                     f"0 <= depth index < num_eqn={self.num_eqn} and 0 <= bottom index < "
                     f"num_aux={self.num_aux}"
                 )
+        if self.surface_velocity is not None:
+            bad = [m for m in self.surface_velocity
+                   if not 0 <= m < self.num_eqn or self.surface_interp is None
+                   or m == self.surface_interp[0]]
+            if bad:
+                raise ValueError(
+                    f"Riemann solver {self.name!r}: surface_velocity={self.surface_velocity} "
+                    f"needs surface_interp and components in 0..{self.num_eqn - 1} other "
+                    "than the depth")
         if self.surface_regrid not in ("conserve", "rest"):
             raise ValueError(
                 f"Riemann solver {self.name!r}: surface_regrid={self.surface_regrid!r}; "

@@ -107,8 +107,8 @@ def _average_surface_entry(q, aux, dst, src, ih, ib, drytol, k):
 
 
 @numba.njit(inline="always")
-def _interpolate_surface_entry(q, aux, dst, center, nbr, valid, offset, positive, ih, ib,
-                               drytol, k):
+def _interpolate_surface_entry(q, aux, dst, center, nbr, valid, offset, positive, bounded,
+                               ih, ib, drytol, k):
     """Interpolation entry ``k``: as the plain entry (limited-linear from the coarse
     cell and its neighbours), the depth through the rest surface."""
     c0, c1, c2 = center[k, 0], center[k, 1], center[k, 2]
@@ -149,12 +149,13 @@ def _interpolate_surface_entry(q, aux, dst, center, nbr, valid, offset, positive
         elif positive[m] and v < 0.0 <= vc:
             v = 0.0
         q[p, m, y, x] = v
-    _bound_ghost_velocity(q, dst, center, nbr, valid, ih, drytol, k)
+    _bound_ghost_velocity(q, dst, center, nbr, valid, bounded, ih, drytol, k)
 
 
 @numba.njit(inline="always")
-def _bound_ghost_velocity(q, dst, center, nbr, valid, ih, drytol, k):
-    """The other components of a surface solver are depth-weighted (momenta): a ghost
+def _bound_ghost_velocity(q, dst, center, nbr, valid, bounded, ih, drytol, k):
+    """The components ``bounded`` (a mask; by default all but the depth) are momenta
+    of the depth ``q[ih]`` (``RiemannSolver.surface_velocity``): a ghost
     whose interpolated velocity falls outside the velocities of its wet sources (the
     coarse cell and the means of its neighbour blocks) gets the coarse cell's velocity
     (0 if that cell is dry), as GeoClaw's ``filval`` does for new fine cells.  Otherwise
@@ -167,7 +168,7 @@ def _bound_ghost_velocity(q, dst, center, nbr, valid, ih, drytol, k):
         return
     hc = q[c0, ih, c1, c2]
     for m in range(q.shape[1]):
-        if m == ih:
+        if m == ih or not bounded[m]:
             continue
         uc = q[c0, m, c1, c2] / hc if hc > drytol else 0.0
         lo = uc
@@ -192,16 +193,16 @@ def _fill_average_surface(q, aux, dst, src, ih, ib, drytol):
 
 
 @numba.njit(parallel=True, cache=True)
-def _fill_interpolate_surface(q, aux, dst, center, nbr, valid, offset, positive, ih, ib,
-                              drytol):
+def _fill_interpolate_surface(q, aux, dst, center, nbr, valid, offset, positive, bounded,
+                              ih, ib, drytol):
     for k in numba.prange(dst.shape[0]):
-        _interpolate_surface_entry(q, aux, dst, center, nbr, valid, offset, positive, ih, ib,
-                                   drytol, k)
+        _interpolate_surface_entry(q, aux, dst, center, nbr, valid, offset, positive,
+                                   bounded, ih, ib, drytol, k)
 
 
 @numba.njit(inline="always")
 def _surface_plan_entry(q, aux, copy_dst, copy_src, avg_dst, avg_src, interp_dst, center,
-                        nbr, valid, offset, positive, ih, ib, drytol, k):
+                        nbr, valid, offset, positive, bounded, ih, ib, drytol, k):
     """Entry ``k`` of the whole plan, copies first, then averages, then interpolations
     (as ``ghost_plan._plan_entry``: every kind reads interior cells, and the ghost
     cell's own bottom, only)."""
@@ -214,30 +215,35 @@ def _surface_plan_entry(q, aux, copy_dst, copy_src, avg_dst, avg_src, interp_dst
     if k < navg:
         _average_surface_entry(q, aux, avg_dst, avg_src, ih, ib, drytol, k)
         return
-    _interpolate_surface_entry(q, aux, interp_dst, center, nbr, valid, offset, positive, ih,
-                               ib, drytol, k - navg)
+    _interpolate_surface_entry(q, aux, interp_dst, center, nbr, valid, offset, positive,
+                               bounded, ih, ib, drytol, k - navg)
 
 
-def _fill_gpu(plan, q, aux, ih, ib, drytol, positive, backend) -> None:
+def _fill_gpu(plan, q, aux, ih, ib, drytol, positive, bounded, backend) -> None:
     """The GPU twin of :func:`fill_ghosts_surface`'s loops: one launch, one thread per
     plan entry."""
     from forestpy.patches.launch import component_mask, launch
 
     if not _is_mask(positive, q.shape[1]):
         positive = component_mask(backend, q.shape[1], positive)
+    bounded = component_mask(backend, q.shape[1], bounded)
     launch(_surface_plan_entry, plan_entries(plan), q, aux, plan.copy_dst, plan.copy_src,
            plan.avg_dst, plan.avg_src, plan.interp_dst, plan.interp_center, plan.interp_nbr,
-           plan.interp_valid, plan.interp_offset, positive, ih, ib, drytol, backend=backend)
+           plan.interp_valid, plan.interp_offset, positive, bounded, ih, ib, drytol,
+           backend=backend)
 
 
 def fill_ghosts_surface(plan, q, aux, depth: int, bottom: int, dry_tolerance: float = 0.0,
-                        positive=(), backend=None, timers=None) -> None:
+                        positive=(), backend=None, timers=None, velocity=None) -> None:
     """Fill every in-domain ghost cell of ``q`` in place, the depth ``q[:, depth]``
     through the rest surface over ``aux[:, bottom]`` (see the module docstring).
 
     ``aux`` must hold the bottom in every ghost cell (``setaux`` evaluates it there;
     physical sides are the caller's business).  Interior cells are not modified.
     ``positive``: other components clipped at zero when interpolated (tuple or mask).
+    ``velocity``: the components that are momenta of the depth, whose interpolated
+    ghost velocity is bounded by the sources' (default: all but the depth; a
+    two-layer solver names its lower layer's, ``RiemannSolver.surface_velocity``).
     ``backend``/``timers`` as in :func:`~forestpy.patches.ghost_plan.fill_ghosts`.
     """
     meqn = q.shape[1]
@@ -245,8 +251,10 @@ def fill_ghosts_surface(plan, q, aux, depth: int, bottom: int, dry_tolerance: fl
         raise ValueError(f"fill_ghosts_surface: depth index {depth} (num_eqn={meqn}) or "
                          f"bottom index {bottom} (num_aux={aux.shape[1]}) out of range")
     ih, ib, drytol = int(depth), int(bottom), float(dry_tolerance)
+    bounded = (tuple(m for m in range(meqn) if m != ih) if velocity is None
+               else tuple(int(m) for m in velocity))
     if backend is not None and backend.is_gpu:
-        _fill_gpu(plan, q, aux, ih, ib, drytol, positive, backend)
+        _fill_gpu(plan, q, aux, ih, ib, drytol, positive, bounded, backend)
         return
     run_fill(
         plan, timers,
@@ -255,5 +263,5 @@ def fill_ghosts_surface(plan, q, aux, depth: int, bottom: int, dry_tolerance: fl
         interpolate=lambda *entries: _fill_interpolate_surface(
             q, aux, *entries,
             positive if _is_mask(positive, meqn) else positive_mask(meqn, positive),
-            ih, ib, drytol),
+            positive_mask(meqn, bounded), ih, ib, drytol),
     )

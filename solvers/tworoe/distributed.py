@@ -26,9 +26,15 @@ the edges without a halo cell, wait, evaluate the halo edges, gather the owned c
 per rank, e.g. ``cuda.select_device(local_rank)``, before building the solver).  The
 send cells are packed on the device and copied to the host on a copy stream while the
 inner edges run on the work stream; the halo comes back the same way before the halo
-edges.  The host reads the local dt back each step for the ``Allreduce`` (the MPI
-library need not be CUDA-aware).  In the CUDA simulator the same path runs as Python
-(tests).
+edges (the streams wait on each other through events, not through the host).  The
+clock is on the device as in the serial GPU solver: the cells kernel reduces the local
+dt on the device, the host copies those 8 bytes back for the ``Allreduce(MIN)`` (the MPI
+library need not be CUDA-aware) and writes the global dt back (8 bytes, no wait); the
+device's ``k_advance`` moves ``t`` and the step count, which the update and the gauges
+read.  The host waits on its GPU twice per step (the send cells, with neighbours; the
+local dt) and once per depth check (every ``sync_every`` steps and at the end of a run:
+a depth below ``h_min`` is found up to that many steps late, as in the serial GPU
+solver).  In the CUDA simulator the same path runs as Python (tests).
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ import numpy as np
 
 from . import kernels as K
 from .mesh import TriMesh, hilbert_keys
-from .solver import TwoLayerSolver, advance_clock
+from .solver import TwoLayerSolver, advance_clock, layer_fields
 
 __all__ = ["DistributedSolver", "RankLayout", "partition_cells"]
 
@@ -178,11 +184,12 @@ class DistributedSolver:
         self._recvbuf = {q: np.empty((6, b - a), dtype=self.dtype)
                          for q, (a, b) in lay.recv.items()}
         if self.backend == "gpu":
-            self._dev = _DeviceRank(self, glob.scheme)
+            self._dev = _DeviceRank(self, glob.scheme, glob._sync_every)
         self.t = 0.0
         self.steps = 0
         self.wall_seconds = 0.0
         self.exchange_seconds = 0.0
+        self.gauges = None
 
     # --- one step -------------------------------------------------------------------
 
@@ -228,6 +235,9 @@ class DistributedSolver:
 
     def _check(self, hmin):
         self.steps += 1
+        self._check_depth(hmin)
+
+    def _check_depth(self, hmin):
         bad = not (hmin >= self.h_min)
         if self.comm is not None:
             from mpi4py import MPI
@@ -236,7 +246,7 @@ class DistributedSolver:
         if bad:
             from .solver import DepthError
 
-            raise DepthError(f"a layer depth fell below h_min = {self.h_min:g} after step "
+            raise DepthError(f"a layer depth fell below h_min = {self.h_min:g} by step "
                              f"{self.steps} (t = {self.t:.6g}); wet/dry fronts are not "
                              f"handled by this solver")
 
@@ -258,7 +268,21 @@ class DistributedSolver:
         dt = float(cells(self._out, self._ce, self._cs, self._area, self._gamma, self._M))
         dt = self._global_dt(dt, t_end)
         self._check(update(self.W, self._M, self._area, dt))
+        if self.gauges is not None:
+            self.gauges.record(self.W, self.t)
         return dt
+
+    def add_gauges(self, points):
+        """Gauges at ``points`` (as :meth:`TwoLayerSolver.add_gauges`), each sampled by
+        the rank owning its cell; every rank passes the same points (collective only in
+        :meth:`~forestpy.solvers.tworoe.gauges.TriangleGauges.write`)."""
+        from .gauges import TriangleGauges
+
+        if self.gauges is not None:
+            raise RuntimeError("this solver has its gauges already (one set per solver)")
+        self.sync()
+        self.gauges = TriangleGauges(self, points)
+        return self.gauges
 
     def run(self, t_final: float) -> dict:
         t0 = time.perf_counter()
@@ -293,10 +317,44 @@ class DistributedSolver:
         sim.t, sim.steps, sim.mass0 = float(c["t"]), int(c["steps"]), c["mass0"]
         return sim
 
-    def gather(self):
-        """The global state ``(6, cells)`` on rank 0 (``None`` elsewhere); collective."""
+    @property
+    def owned_cells(self) -> np.ndarray:
+        """The global indices of the rank's own cells, in local order."""
+        return self.layout.cells[:self.layout.n_owned]
+
+    def masses(self) -> tuple[float, float]:
+        """Volume of each layer over all ranks (FP64; collective)."""
+        self.sync()
+        n = self.layout.n_owned
+        a = self.mesh.area[self.owned_cells]
+        m = np.array([np.dot(a, self.W[0, :n].astype(np.float64)),
+                      np.dot(a, self.W[3, :n].astype(np.float64))])
+        if self.comm is not None:
+            from mpi4py import MPI
+
+            m = self.comm.allreduce(m, op=MPI.SUM)
+        return float(m[0]), float(m[1])
+
+    def prepare(self):
+        """Nothing to do: the device arrays are made with the solver (the serial
+        solver's interface)."""
+
+    def sync(self):
+        """Copy the rank's GPU state to ``W`` (no-op on the CPU)."""
         if self._dev is not None:
             self.W = self._dev.W.copy_to_host()
+
+    def fields(self) -> dict:
+        """The output fields (:func:`~forestpy.solvers.tworoe.solver.layer_fields`) of
+        the rank's own cells, in local order (global indices ``layout.cells[:n_owned]``);
+        not collective."""
+        self.sync()
+        n = self.layout.n_owned
+        return layer_fields(self.W[:, :n], self.H[:n])
+
+    def gather(self):
+        """The global state ``(6, cells)`` on rank 0 (``None`` elsewhere); collective."""
+        self.sync()
         lay = self.layout
         mine = (lay.cells[:lay.n_owned], self.W[:, :lay.n_owned])
         parts = [mine] if self.comm is None else self.comm.gather(mine, root=0)
@@ -309,19 +367,30 @@ class DistributedSolver:
 
 
 class _DeviceRank:
-    """A rank's arrays on its GPU and the step of the seed's Algorithm 2: the send cells
-    packed and copied to the host on a copy stream while the inner edges run on the work
-    stream; the messages; the halo copied in and unpacked; the halo edges; the cells;
-    ``Allreduce`` of dt on the host; the update."""
+    """A rank's arrays on its GPU and the step of the seed's Algorithm 2 with the clock
+    on the device (see the module): the send cells packed and copied to the host on a
+    copy stream while the inner edges run on the work stream; the messages; the halo
+    copied in and unpacked; the halo edges; the cells (the local dt, a block minimum
+    and an atomic minimum on the device); the local dt to the host and
+    ``Allreduce(MIN)``; the global dt back to ``ctl``; the device's ``k_advance`` (the
+    clock: ``T``, ``DT``, ``STEPS``); the update; the gauges.  The streams are ordered
+    by events, not by the host.
 
-    def __init__(self, ds: DistributedSolver, scheme: str):
+    Host synchronisations per step: (1) with neighbours, the copy stream once the send
+    cells are on the host (the MPI library need not be CUDA-aware), then the messages;
+    (2) the work stream once the local dt (8 bytes) is on the host, for the
+    ``Allreduce``.  Host-to-device copies (no wait): the received halo, the global dt
+    (8 bytes).  Every ``check_every`` steps and at ``t_end``: the smallest depth since
+    the last check (8 bytes) and an ``Allreduce(LOR)`` of the depth check."""
+
+    def __init__(self, ds: DistributedSolver, scheme: str, check_every: int = 16):
         from numba import cuda
 
-        from .gpu import DTMIN, HMIN, TPB, gpu_kernels
+        from .gpu import DTMIN, HMIN, STEPS, TEND, TPB, T, gpu_kernels, sample_kernel
 
         self.ds = ds
         self.tpb = TPB
-        self.DTMIN, self.HMIN = DTMIN, HMIN
+        self.T, self.DTMIN, self.TEND, self.STEPS, self.HMIN = T, DTMIN, TEND, STEPS, HMIN
         self.k = gpu_kernels(scheme, ds.dtype)
         dev = cuda.to_device
         self.W, self.H = dev(ds.W), dev(ds.H)
@@ -330,9 +399,12 @@ class _DeviceRank:
         self.ce, self.cs, self.area = dev(ds._ce), dev(ds._cs), dev(ds._area)
         self.out = cuda.device_array(ds._out.shape, dtype=ds.dtype)
         self.M = cuda.device_array(ds._M.shape, dtype=ds.dtype)
-        # T = 0 < TEND = inf: the edge and cell kernels never skip; DT is the host's dt
-        self._ctl = np.array([0.0, 0.0, np.inf, np.inf, 0.0, np.inf])
-        self.ctl = dev(self._ctl)
+        self.ctl = dev(np.array([0.0, 0.0, np.inf, np.inf, 0.0, np.inf]))
+        self._clock = None  # (t, steps, t_end) the device holds; None: not written yet
+        self._one = cuda.pinned_array(1, dtype=np.float64)   # the local dt, hmin
+        self._gdt = cuda.pinned_array(1, dtype=np.float64)   # the global dt
+        self.check_every = max(1, int(check_every))
+        self.host_syncs = 0  # waits of the host on a stream (tests count them)
         lay = ds.layout
         self.send_idx = {q: dev(ix.astype(np.int32)) for q, ix in lay.send.items()}
         self.send_dev = {q: cuda.device_array(b.shape, dtype=ds.dtype)
@@ -341,18 +413,38 @@ class _DeviceRank:
                          for q, b in ds._recvbuf.items()}
         self.copy = cuda.stream()
         self.work = cuda.stream()
+        self.updated = cuda.event()  # on work: the step's update is done
+        self.halo_in = cuda.event()  # on copy: the halo is unpacked
+        self.sample = sample_kernel()
+        self.gcells = None
 
     def _grid(self, n):
         return max(1, (n + self.tpb - 1) // self.tpb)
 
+    def _sync(self, stream):
+        stream.synchronize()
+        self.host_syncs += 1
+
+    def _write_clock(self, t_end):
+        """Give the device the host's clock (first step, a restart, a new ``t_end``)."""
+        ds = self.ds
+        if self._clock == (ds.t, ds.steps, t_end):
+            return
+        self._sync(self.work)  # the update before reads ctl: overwrite it only now
+        c = self.ctl.copy_to_host()
+        c[self.T], c[self.STEPS], c[self.TEND] = ds.t, float(ds.steps), t_end
+        self.ctl.copy_to_device(c, stream=self.work)
+        self._clock = (ds.t, ds.steps, t_end)
+
     def step(self, t_end):
         ds = self.ds
         lay = ds.layout
-        ke, kc, _, ku, kp, kq = self.k
+        ke, kc, ka, ku, kp, kq = self.k
         tpb = self.tpb
+        self._write_clock(t_end)
         exchange = ds.comm is not None and bool(lay.recv)
-        self.work.synchronize()  # the previous update is done before W is read
-        if exchange:
+        if exchange:  # after the previous update: packed on the copy stream
+            self.updated.wait(self.copy)
             for q, idx in self.send_idx.items():
                 kp[self._grid(len(idx)), tpb, self.copy](self.W, idx, self.send_dev[q])
                 self.send_dev[q].copy_to_host(ds._sendbuf[q], stream=self.copy)
@@ -362,29 +454,57 @@ class _DeviceRank:
         if ni and ds.overlap:
             ke[self._grid(ni), tpb, self.work](*args, 0, ni)  # meanwhile: the messages
         if exchange:
-            self.copy.synchronize()
+            self._sync(self.copy)  # (1) the send cells on the host
             ds._exchange_host()
             for q, (a, b) in lay.recv.items():
                 self.recv_dev[q].copy_to_device(ds._recvbuf[q], stream=self.copy)
                 kq[self._grid(b - a), tpb, self.copy](self.W, a, self.recv_dev[q])
-            self.copy.synchronize()
+            self.halo_in.record(self.copy)
+            self.halo_in.wait(self.work)
         if ni and not ds.overlap:
             ke[self._grid(ni), tpb, self.work](*args, 0, ni)
         if ne > ni:
             ke[self._grid(ne - ni), tpb, self.work](*args, ni, ne)
-        c = self._ctl
-        c[self.DTMIN] = np.inf
-        c[self.HMIN] = np.inf
-        self.ctl.copy_to_device(c, stream=self.work)
         kc[self._grid(lay.n_owned), tpb, self.work](self.out, self.ce, self.cs, self.area,
                                                     ds._gamma, self.M, self.ctl)
-        self.ctl.copy_to_host(c, stream=self.work)
-        self.work.synchronize()
-        dt = ds._global_dt(float(c[self.DTMIN]), t_end)
-        c[1] = dt  # DT
-        self.ctl.copy_to_device(c, stream=self.work)
+        d = self.DTMIN
+        self.ctl[d:d + 1].copy_to_host(self._one, stream=self.work)
+        self._sync(self.work)  # (2) the local dt on the host
+        gdt = float(self._one[0])
+        if ds.comm is not None:
+            from mpi4py import MPI
+
+            gdt = ds.comm.allreduce(gdt, op=MPI.MIN)
+        dt, t = advance_clock(ds.t, gdt, t_end)  # the device's k_advance does the same
+        self._gdt[0] = gdt
+        self.ctl[d:d + 1].copy_to_device(self._gdt, stream=self.work)
+        ka[1, 1, self.work](self.ctl)
         ku[self._grid(lay.n_owned), tpb, self.work](self.W, self.M, self.area, self.ctl)
-        self.ctl.copy_to_host(c, stream=self.work)
-        self.work.synchronize()
-        ds._check(float(c[self.HMIN]))
+        g = ds.gauges
+        if g is not None and len(g.local):
+            buf, times, _ = g.device_buffers(ds.steps + 2 - g.base)
+            if self.gcells is None:
+                from numba import cuda
+
+                self.gcells = cuda.to_device(g.local)
+            self.sample[self._grid(len(g.local)), tpb, self.work](
+                self.W, self.gcells, buf, times, self.ctl, g.base)
+            g.device_rows(ds.steps + 2 - g.base)
+        self.updated.record(self.work)
+        ds.t = t
+        ds.steps += 1
+        self._clock = (ds.t, ds.steps, t_end)
+        if ds.steps % self.check_every == 0 or t >= t_end:
+            self.check_depth()
         return dt
+
+    def check_depth(self):
+        """The smallest depth since the last check to the host, the check on every
+        rank (collective), the minimum reset."""
+        h = self.HMIN
+        self.ctl[h:h + 1].copy_to_host(self._one, stream=self.work)
+        self._sync(self.work)
+        hmin = float(self._one[0])
+        self._gdt[0] = np.inf
+        self.ctl[h:h + 1].copy_to_device(self._gdt, stream=self.work)
+        self.ds._check_depth(hmin)

@@ -14,7 +14,9 @@ steps of the last batch cost a launch each, no work).
 * ``k_advance`` (one thread): ``dt = min(dtmin, t_end - t)`` (zero once ``t_end`` is
   reached, so surplus steps change nothing), ``t += dt``, step count;
 * ``k_update`` (a thread per cell): :func:`~forestpy.solvers.tworoe.kernels.update_row`
-  with the device's dt, and the block's smallest depth into ``ctl[HMIN]``.
+  with the device's dt, and the block's smallest depth into ``ctl[HMIN]``;
+* with gauges (:mod:`~forestpy.solvers.tworoe.gauges`), ``k_sample``: the gauges'
+  cells into row ``steps`` of a device buffer (no host copy per step).
 
 The host reads ``ctl`` back every ``sync_every`` steps.  On a GPU the launches of
 ``sync_every`` steps are captured once into a CUDA graph
@@ -74,15 +76,17 @@ def _k_cells(out, ce, cs, area, gamma, M, ctl):
 
 
 def _k_advance(ctl):
+    """The clock, as :func:`~forestpy.solvers.tworoe.solver.advance_clock` (the same
+    comparisons: bitwise the CPU's times); ``dt = 0`` once ``t_end`` is reached."""
     if cuda.grid(1) == 0:
         t = ctl[T]
-        left = ctl[TEND] - t
+        tend = ctl[TEND]
         dt = ctl[DTMIN]
-        if left <= 0.0:
+        if t >= tend:
             dt = 0.0
-        if dt >= left:
-            dt = left
-            ctl[T] = ctl[TEND]
+        elif t + dt >= tend:
+            dt = tend - t
+            ctl[T] = tend
         else:
             ctl[T] = t + dt
         if dt > 0.0:
@@ -128,6 +132,31 @@ def _k_unpack(W, start, buf):
     if i < buf.shape[1]:
         for k in range(6):
             W[k, start + i] = buf[k, i]
+
+
+def _k_sample(W, cells, buf, times, ctl, base):
+    """Gauges: ``buf[row, :, i] = W[:, cells[i]]``, ``times[row] = t`` with ``row`` the
+    device's step count less ``base``, after a step that advanced the clock (surplus
+    steps of the last batch sample nothing)."""
+    i = cuda.grid(1)
+    if ctl[DT] > 0.0:
+        row = int(ctl[STEPS]) - base
+        if row < buf.shape[0]:
+            if i < cells.shape[0]:
+                for k in range(6):
+                    buf[row, k, i] = W[k, cells[i]]
+            if i == 0:
+                times[row] = ctl[T]
+
+
+_SAMPLE: list = []
+
+
+def sample_kernel():
+    """The gauges' sampling kernel (:func:`_k_sample`; any dtype)."""
+    if not _SAMPLE:
+        _SAMPLE.append(cuda.jit(_k_sample))
+    return _SAMPLE[0]
 
 
 # placeholders the specialisation replaces
@@ -181,6 +210,8 @@ class GPUStepper:
         self._batches = 0
         ne = len(s._el)
         nc = s.mesh.num_cells
+        self._gauges = None  # (values, times, cells, base) on the device
+        self._gcells = None
         self._ge = (ne + TPB - 1) // TPB
         self._gc = (nc + TPB - 1) // TPB
 
@@ -194,6 +225,9 @@ class GPUStepper:
                                   self.ctl)
         ka[1, 1, stream](self.ctl)
         ku[self._gc, TPB, stream](self.W, self.M, self.area, self.ctl)
+        if self._gauges is not None:
+            buf, times, cells, base = self._gauges
+            sample_kernel()[self._gg, TPB, stream](self.W, cells, buf, times, self.ctl, base)
 
     def _capture(self):
         try:
@@ -211,7 +245,17 @@ class GPUStepper:
         ctl[HMIN] = np.inf
         self.ctl.copy_to_device(ctl)
         s = self.solver
+        steps = int(ctl[STEPS])
         while True:
+            if s.gauges is not None:  # room for this batch's samples
+                g = s.gauges
+                if self._gcells is None:
+                    self._gcells = cuda.to_device(g.local)
+                    self._gg = (len(g.local) + TPB - 1) // TPB
+                buf, times, grown = g.device_buffers(steps - g.base + 1 + self.sync_every)
+                if grown:  # new arrays: a captured graph must be captured again
+                    self._gauges = (buf, times, self._gcells, g.base)
+                    self._graph = None
             # the first batch runs plain launches (they compile and load the kernels,
             # which a stream capture may not do); later batches replay the graph
             if self.use_graph and self._graph is None and self._batches > 0:
@@ -225,6 +269,9 @@ class GPUStepper:
                     self._launch()
             self._batches += 1
             ctl = self.ctl.copy_to_host()
+            steps = int(ctl[STEPS])
+            if s.gauges is not None:
+                s.gauges.device_rows(steps - s.gauges.base + 1)
             if ctl[HMIN] < s.h_min or ctl[T] >= t_end:
                 return float(ctl[T]), int(ctl[STEPS]), float(ctl[HMIN])
 

@@ -26,7 +26,7 @@ import numpy as np
 from . import kernels as K
 from .mesh import TriMesh
 
-__all__ = ["DepthError", "TwoLayerSolver"]
+__all__ = ["DepthError", "TwoLayerSolver", "layer_fields"]
 
 
 class DepthError(ValueError):
@@ -134,6 +134,7 @@ class TwoLayerSolver:
         self.wall_seconds = 0.0
         self._sync_every = sync_every
         self._gpu = None
+        self.gauges = None
         if backend == "cpu":
             self._kernels = K.cpu_kernels(scheme, dtype)
             self._out = np.empty((K.NOUT, mesh.num_edges), dtype=dtype)
@@ -188,6 +189,8 @@ class TwoLayerSolver:
         dt, self.t = advance_clock(self.t, dt, t_end)
         hmin = update(W, self._M, self._area, dt)
         self.steps += 1
+        if self.gauges is not None:
+            self.gauges.record(W, self.t)
         if not (hmin >= self.h_min):
             self._check_depth(self.steps)
         return dt
@@ -213,6 +216,18 @@ class TwoLayerSolver:
                 self.W = self._gpu.to_host()
         self.wall_seconds += time.perf_counter() - t0
         return self.stats()
+
+    def add_gauges(self, points):
+        """Gauges at ``points`` (``[(x, y), ...]`` or ``{id: (x, y)}``), sampled now and
+        after every step (:mod:`~forestpy.solvers.tworoe.gauges`); returns them (also
+        ``self.gauges``; one set per solver)."""
+        from .gauges import TriangleGauges
+
+        if self.gauges is not None:
+            raise RuntimeError("this solver has its gauges already (one set per solver)")
+        self.sync()
+        self.gauges = TriangleGauges(self, points)
+        return self.gauges
 
     def save_checkpoint(self, path):
         """Write the state, time and parameters (:mod:`.checkpoint`); returns the path."""
@@ -273,9 +288,16 @@ class TwoLayerSolver:
 
     def fields(self) -> dict:
         """Per-cell output fields: depths, velocities, interface and surface elevation."""
-        W = self.W.astype(np.float64)
-        H = self.H.astype(np.float64)
-        return {"h1": W[0], "h2": W[3],
-                "u1": np.stack([W[1] / W[0], W[2] / W[0]], 1),
-                "u2": np.stack([W[4] / W[3], W[5] / W[3]], 1),
-                "interface": W[3] - H, "surface": W[0] + W[3] - H, "bottom": -H}
+        return layer_fields(self.W, self.H)
+
+
+def layer_fields(W, H) -> dict:
+    """The output fields of the state ``W (6, n)`` over the bottom depth ``H (n,)`` (in
+    FP64): ``h1``, ``h2``, velocities ``u1``, ``u2`` ``(n, 2)``, ``interface`` (``h2 -
+    H``), ``surface`` (``h1 + h2 - H``) and ``bottom`` (``-H``)."""
+    W = np.asarray(W).astype(np.float64)  # a copy: the fields outlive the step
+    H = np.asarray(H).astype(np.float64)
+    return {"h1": W[0], "h2": W[3],
+            "u1": np.stack([W[1] / W[0], W[2] / W[0]], 1),
+            "u2": np.stack([W[4] / W[3], W[5] / W[3]], 1),
+            "interface": W[3] - H, "surface": W[0] + W[3] - H, "bottom": -H}

@@ -56,6 +56,16 @@ def cli_report(out, request):
     return {"argv": ["run", str(demo), *CLI_REPORT, "--out", str(out / "par")]}
 
 
+TWOROE = ROOT / "demos" / "tworoe" / "circular_dam.py"
+# the two-layer dam break on the seed's smallest mesh, a few steps, one frame
+TWOROE_RUN = ["--set", "cells=4016", "--set", "t_final=0.02", "--set", "frames=1",
+              "--quiet"]
+
+
+def tworoe_cli(out, request):
+    return {"argv": ["run", str(TWOROE), *TWOROE_RUN, "--out", str(out / "par")]}
+
+
 def scenario(ranks, mode="run", after=None, prepare=None, **opts):
     return dict(ranks=ranks, mode=mode, after=after, prepare=prepare, opts=opts)
 
@@ -89,6 +99,7 @@ SCENARIOS = {
     "gauges_checkpoint_every_3": scenario(3, gauges=True, checkpoint_every=3, **AMR),
     "cli_run_2": scenario(2, "cli", prepare=cli_run),
     "cli_report_3": scenario(3, "cli", prepare=cli_report),
+    "tworoe_cli_2": scenario(2, "cli", prepare=tworoe_cli),
     # the GPU backend (in Numba's CUDA simulator unless NUMBA_ENABLE_CUDASIM=0)
     "gpu_level_1_2": scenario(2, mx=8, min_level=1, max_level=1, t_final=0.1, backend="gpu"),
     "gpu_level_2_2": scenario(2, mx=4, min_level=2, max_level=2, t_final=0.5, backend="gpu",

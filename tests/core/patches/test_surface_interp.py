@@ -237,6 +237,9 @@ def test_surface_dry_names_the_dry_tolerance():
     (dict(surface_interp=(0, 0), surface_dry="drytol"), "surface_dry"),
     (dict(surface_dry="grav"), "need surface_interp"),
     (dict(surface_regrid="rest"), "need surface_interp"),
+    (dict(surface_velocity=(1, 2)), "surface_velocity.*needs surface_interp"),
+    (dict(surface_interp=(0, 0), surface_velocity=(0, 1)), "other than the depth"),
+    (dict(surface_interp=(0, 0), surface_velocity=(3,)), "components in 0..2"),
 ])
 def test_surface_fields_are_checked(kwargs, match):
     base = dataclasses.replace(get_riemann("shallow_roe"), name="x", num_aux=1)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from forestpy.solvers.tworoe import TwoLayerSolver, disc_in_square
+from forestpy.solvers.tworoe import DepthError, TwoLayerSolver, disc_in_square, strip
 from forestpy.solvers.tworoe.distributed import DistributedSolver, RankLayout, partition_cells
 from testsupport import mpirun
 
@@ -86,14 +86,19 @@ def _serial(cells):
 
 
 def test_device_path_of_one_rank_is_the_serial_solver():
-    """The GPU step of the distributed solver (pack, streams, host dt) in the CUDA
-    simulator: bitwise the CPU's."""
+    """The GPU step of the distributed solver (streams ordered by events, the clock on
+    the device) in the CUDA simulator: bitwise the CPU's; the host waits on the device
+    once per step (the local dt, for the Allreduce), once per depth check (every
+    ``sync_every`` steps and at the end) and once to write the clock of a run."""
     mesh, h1 = _serial(200)
     a = TwoLayerSolver(mesh, h1, 5.0 - h1, 5.0, r=0.9)
-    b = DistributedSolver(mesh, h1, 5.0 - h1, 5.0, r=0.9, backend="gpu")
+    b = DistributedSolver(mesh, h1, 5.0 - h1, 5.0, r=0.9, backend="gpu", sync_every=2)
     a.run(0.05)
     b.run(0.05)
-    assert a.steps == b.steps
+    assert a.steps == b.steps == 3
+    assert b._dev.host_syncs == 1 + 3 + 2  # clock; dt of steps 1-3; checks at 2 and 3
+    ctl = b._dev.ctl.copy_to_host()
+    assert ctl[0] == b.t == a.t and ctl[4] == b.steps  # the device's clock: T, STEPS
     if cuda_simulator_enabled():
         assert np.array_equal(b.gather(), a.W)
     else:
@@ -120,3 +125,19 @@ def test_ranks_give_bitwise_the_serial_result(tmp_path, ranks, backend, cells):
         assert np.allclose(got["W"], ref.W, rtol=1e-12, atol=1e-12)
     else:
         assert np.array_equal(got["W"], ref.W)
+
+
+@pytest.mark.parametrize("every", [1, 3])
+def test_device_path_reports_a_depth_below_h_min_at_its_next_check(every):
+    """The device path checks the smallest depth every ``sync_every`` steps (and at the
+    end of a run): upper-layer water pulled apart at x = 0.6 is below h_min after the
+    first step, found at step ``sync_every``."""
+    mesh = strip(12, 2, length=1.2, width=0.2)
+    x = mesh.centroid[:, 0]
+    q1 = np.zeros((mesh.num_cells, 2))
+    q1[:, 0] = np.where(x < 0.6, -0.3, 0.3)
+    sim = DistributedSolver(mesh, 0.3, 0.7, 1.0, q1=q1, r=0.9, backend="gpu",
+                            sync_every=every, h_min=0.29)
+    with pytest.raises(DepthError, match=rf"below h_min = 0.29 by step {every} "):
+        sim.run(1.0)
+    assert sim.steps == every
