@@ -1,9 +1,10 @@
 """Compression of forestpy's own patch data: rate-distortion and throughput; JSON lines.
 
 Data: frames of short runs of the radial dam (``demos/radial_dam.py``, depth and
-momenta) and of Okushiri (``demos/geoclaw/okushiri.py``, coded as the surface
-elevation ``h + b`` and the momenta, as compressed checkpoints store it), the patch
-interiors ``[npatch, 3, mx, mx]`` in float64.
+momenta), of Okushiri (``demos/geoclaw/okushiri.py``) and of the Merewether urban flood
+at 600 s (``demos/geoclaw/merewether.py``; 150 s with ``--quick``), the GeoClaw ones
+coded as the surface elevation ``h + b`` and the momenta, as compressed checkpoints
+store it; the patch interiors ``[npatch, 3, mx, mx]`` in float64.
 
 Records (one JSON object per line, ``"kind"`` says which):
 
@@ -27,7 +28,7 @@ Records (one JSON object per line, ``"kind"`` says which):
   patches must equal the CPU encoder's and the device decode must equal the CPU
   decode (``same_bytes``, ``max_decode_diff``).
 
-    python benchmarks/compression.py                       # radial dam + Okushiri, CPU
+    python benchmarks/compression.py                       # all three, CPU
     python benchmarks/compression.py --data radial_dam --quick
     python benchmarks/compression.py --gpu --data radial_dam   # on a machine with a GPU
 """
@@ -68,6 +69,10 @@ def frames(data: str, quick: bool, okushiri_dx: float | None = None) -> dict:
         demo = _load(ROOT / "demos" / "geoclaw" / "okushiri.py", "okushiri")
         dx = okushiri_dx or (0.112 if quick else 0.056)
         opts = dict(mx=16, dx_finest=dx, t_final=16.0, gauges=False)
+        sim = demo.setup(**opts)
+    elif data == "merewether":  # the urban flood mid-way, buildings and dry streets
+        demo = _load(ROOT / "demos" / "geoclaw" / "merewether.py", "merewether")
+        opts = dict(t_final=150.0 if quick else 600.0)
         sim = demo.setup(**opts)
     else:
         raise SystemExit(f"unknown data {data!r}")
@@ -241,7 +246,8 @@ def gpu_records(d: dict, repeat: int, npatch: int, ncheck: int):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", choices=("radial_dam", "okushiri", "all"), default="all")
+    ap.add_argument("--data", choices=("radial_dam", "okushiri", "merewether", "all"),
+                    default="all")
     ap.add_argument("--quick", action="store_true", help="smaller runs")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-rd", action="store_true", help="skip rate-distortion")
@@ -252,7 +258,7 @@ def main(argv=None):
     ap.add_argument("--okushiri-dx", type=float, default=None,
                     help="finest cell size of the Okushiri run (default 0.056, quick 0.112)")
     args = ap.parse_args(argv)
-    datas = ("radial_dam", "okushiri") if args.data == "all" else (args.data,)
+    datas = ("radial_dam", "okushiri", "merewether") if args.data == "all" else (args.data,)
     for data in datas:
         d = frames(data, args.quick, args.okushiri_dx)
         print(json.dumps({"kind": "frame", "data": data, "options": d["options"],
