@@ -244,9 +244,10 @@ def block_origin(b, nby, nbz, bx, by, bz):
 def field_sizes3(mode, width, nnz, ncell, ncoarse, nbitmap):
     if mode == RAW:
         return 1 + ncell, HEADER
+    nbm = nbitmap if nnz > 0 else 0  # no bitmap when no detail is kept
     if mode == FLOAT:
-        return 1 + ncoarse + nnz, HEADER + nbitmap
-    return 1 + ncoarse, HEADER + nbitmap + nnz * width
+        return 1 + ncoarse + nnz, HEADER + nbm
+    return 1 + ncoarse, HEADER + nbm + nnz * width
 
 
 @numba.njit
@@ -296,6 +297,8 @@ def pack_field3(coef, meta, total, b, m, fout, bout, fo, bo, px, py, pz, nlev, n
         fout[fo + 1 + c] = coef[b, m, (ci * h * py + cj * h) * pz + ck * h]
     fv = fo + 1 + cx * cy * cz
     bv = bo + HEADER + nbitmap
+    if nnz == 0:
+        return
     for q8 in range(r0, nbitmap, rstep):
         byte = 0
         n = cnt[q8]
@@ -339,9 +342,10 @@ def read_header3(bin_, bo, bend, fo, fend, ncell, ncoarse, nbitmap):
 
 @numba.njit
 def unpack_field3(fin, bin_, fo, bo, mode, width, e, w, px, py, pz, nlev, nbitmap, cnt,
-                  r0, rstep):
+                  has_bm, r0, rstep):
     """Stored coefficients of one field into ``w`` (dequantised); 1 where the bitmap
-    marks a coarse coefficient or a padding bit."""
+    marks a coarse coefficient or a padding bit.  ``has_bm``: the field has a bitmap
+    (it has none when no detail is kept)."""
     npos = px * py * pz
     h = 1 << nlev
     cy = (py - 1) // h + 1
@@ -351,7 +355,7 @@ def unpack_field3(fin, bin_, fo, bo, mode, width, e, w, px, py, pz, nlev, nbitma
     fv = fo + 1 + ((px - 1) // h + 1) * cy * cz
     bv = bo + HEADER + nbitmap
     for q8 in range(r0, nbitmap, rstep):
-        byte = bin_[bo + HEADER + q8]
+        byte = bin_[bo + HEADER + q8] if has_bm else 0
         n = cnt[q8]
         for q in range(8):
             p = 8 * q8 + q
@@ -382,9 +386,9 @@ def unpack_field3(fin, bin_, fo, bo, mode, width, e, w, px, py, pz, nlev, nbitma
 
 
 @numba.njit
-def popcounts3(bin_, bo, nbitmap, cnt, r0, rstep):
+def popcounts3(bin_, bo, nbitmap, cnt, has_bm, r0, rstep):
     for q8 in range(r0, nbitmap, rstep):
-        cnt[q8] = popcount8(bin_[bo + HEADER + q8])
+        cnt[q8] = popcount8(bin_[bo + HEADER + q8]) if has_bm else 0
 
 
 # ================================================================== CPU drivers
@@ -567,7 +571,7 @@ def decode_cpu3(fin, bin_, foff, boff, out, bx, by, bz, nlev, errs):
                     for k in range(bz):
                         out[m, i0 + i, j0 + j, k0 + k] = fin[fo + 1 + r * bz + k]
             else:
-                popcounts3(bin_, bo, nbitmap, cnt, 0, 1)
+                popcounts3(bin_, bo, nbitmap, cnt, nnz > 0, 0, 1)
                 s = 0
                 for q8 in range(nbitmap):
                     s += cnt[q8]
@@ -577,7 +581,7 @@ def decode_cpu3(fin, bin_, foff, boff, out, bx, by, bz, nlev, errs):
                     break
                 exclusive_scan(cnt, nbitmap)
                 if unpack_field3(fin, bin_, fo, bo, mode, width, e, w, px, py, pz, nlev,
-                                 nbitmap, cnt, 0, 1):
+                                 nbitmap, cnt, nnz > 0, 0, 1):
                     errs[b, 0] = E_COARSE
                     errs[b, 1] = m
                     break
@@ -604,8 +608,9 @@ def sizes_of3(meta: np.ndarray, block, nlev: int):
     mode, width, nnz = meta[..., 0], meta[..., 1], meta[..., 3]
     nf = np.where(mode == RAW, 1 + bx * by * bz,
                   np.where(mode == FLOAT, 1 + ncoarse + nnz, 1 + ncoarse))
+    nbm = np.where(nnz > 0, nbitmap, 0)
     nb = np.where(mode == RAW, HEADER,
-                  np.where(mode == FLOAT, HEADER + nbitmap, HEADER + nbitmap + nnz * width))
+                  np.where(mode == FLOAT, HEADER + nbm, HEADER + nbm + nnz * width))
     return nf.sum(axis=1), nb.sum(axis=1)
 
 

@@ -258,7 +258,7 @@ def _kernels(block, nlev):
                     for k in range(bz):
                         out[m, i0 + i, j0 + j, k0 + k] = fin[fo + 1 + r * bz + k]
             else:
-                _popc(bin_, bo, NBM, cnt, tid, nt)
+                _popc(bin_, bo, NBM, cnt, nnz > 0, tid, nt)
                 if tid == 0:
                     ired[1] = 0
                 cuda.syncthreads()
@@ -274,7 +274,7 @@ def _kernels(block, nlev):
                     field = m
                     break
                 bad = _unpack(fin, bin_, fo, bo, mode, width, e, w, px, py, pz, nlev, NBM,
-                              cnt, tid, nt)
+                              cnt, nnz > 0, tid, nt)
                 if bad:
                     ired[1] = 1
                 cuda.syncthreads()
