@@ -28,7 +28,8 @@ field of a block in turn.  Per block field, exactly as the 2D codec
   per block.
 
 Every floating-point operation is an addition, a subtraction or a product by a power of
-two, so the CPU drivers here (``prange`` over blocks) and the CUDA kernels of
+two, so the CPU drivers here (``prange`` over blocks, in parallel from
+:data:`PARALLEL_MIN_BLOCKS` blocks) and the CUDA kernels of
 :mod:`.dwt53_3d_gpu` (one CUDA block per block, the workspace in shared memory), which
 compile the same bodies, give the same bytes.
 
@@ -491,7 +492,7 @@ def _encode_field(x, b, m, i0, j0, k0, w, w2, rows, coef, meta, total, px, py, p
         store_lines(w2, x, m, i0, j0, k0, px, py, pz, 0, 1)
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(cache=True)
 def analyse_cpu3(x, coef, meta, total, bx, by, bz, nlev, tau, e0, tries, tol, write_back):
     """Phase 1 of encoding: block ``b`` per ``prange`` iteration."""
     meqn, nx, ny, nz = x.shape
@@ -508,7 +509,7 @@ def analyse_cpu3(x, coef, meta, total, bx, by, bz, nlev, tau, e0, tries, tol, wr
                           nlev, tau, e0[m], tries, tol[m], write_back)
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(cache=True)
 def pack_cpu3(coef, meta, total, foff, boff, fout, bout, bx, by, bz, nlev):
     nblock, meqn = meta.shape[0], meta.shape[1]
     px, py, pz = bx + 1, by + 1, bz + 1
@@ -532,7 +533,7 @@ def pack_cpu3(coef, meta, total, foff, boff, fout, bout, bx, by, bz, nlev):
             bo += nb
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(cache=True)
 def decode_cpu3(fin, bin_, foff, boff, out, bx, by, bz, nlev, errs):
     """Decode every block into ``out[meqn, nx, ny, nz]``; ``errs[b] = (code, field)``."""
     meqn, nx, ny, nz = out.shape
@@ -595,6 +596,22 @@ def decode_cpu3(fin, bin_, foff, boff, out, bx, by, bz, nlev, errs):
         if errs[b, 0] == OK and (fo != fend or bo != bend):
             errs[b, 0] = E_SIZE
             errs[b, 1] = meqn - 1
+
+
+#: blocks from which the CPU drivers run their ``prange`` in parallel (a variant compiled
+#: on first use: a parallel compilation costs seconds, which small arrays and the tests
+#: do not pay)
+PARALLEL_MIN_BLOCKS = 64
+_PARALLEL: dict = {}
+
+
+def _driver(fn, nblock: int):
+    """``fn`` (serial, cached) or its ``parallel=True`` twin for ``nblock`` blocks."""
+    if nblock < PARALLEL_MIN_BLOCKS or numba.get_num_threads() < 2:
+        return fn
+    if fn not in _PARALLEL:
+        _PARALLEL[fn] = numba.njit(parallel=True)(fn.py_func)
+    return _PARALLEL[fn]
 
 
 # ================================================================== host API
@@ -711,10 +728,15 @@ class DWT53Blocks:
                 raise CodecError(f"dwt53 3D: {a} extent {n} is not a multiple of the block "
                                  f"edge {b}")
 
-    def encode(self, x, write_back: bool = False, timings=None) -> Encoded3D:
+    def encode(self, x, write_back: bool = False, timings=None, device=None,
+               alloc=None) -> Encoded3D:
         """Encode ``x[meqn, nx, ny, nz]`` (float32/float64; NumPy on the CPU, CuPy or a
         Numba device array on the GPU, where the streams stay on the device).
-        ``write_back``: overwrite ``x`` with the decoded values."""
+        ``write_back``: overwrite ``x`` with the decoded values.  ``device``: run the
+        CUDA kernels (default: when ``x`` is not a NumPy array; ``True`` with NumPy
+        arrays in the CUDA simulator).  ``alloc(nf, nb)``: where the streams go (two
+        arrays of ``nf`` float64 and ``nb`` uint8, e.g. views of a ring buffer; default
+        new arrays)."""
         shape = tuple(int(s) for s in x.shape)
         self.check_shape(shape)
         dtype = np.dtype(x.dtype)
@@ -722,10 +744,12 @@ class DWT53Blocks:
             raise CodecError(f"dwt53 3D: float32 or float64 data, not {dtype}")
         meqn = shape[0]
         tol, e0 = self.plan(meqn)
-        if not isinstance(x, np.ndarray):
+        if device is None:
+            device = not isinstance(x, np.ndarray)
+        if device:
             from . import dwt53_3d_gpu
 
-            return dwt53_3d_gpu.encode(self, x, tol, e0, write_back, timings)
+            return dwt53_3d_gpu.encode(self, x, tol, e0, write_back, timings, alloc)
         if write_back and not x.flags.writeable:
             raise CodecError("dwt53 3D: write_back needs a writeable array")
         nblock = int(np.prod([n // b for n, b in zip(shape[1:], self.block)]))
@@ -734,26 +758,33 @@ class DWT53Blocks:
         coef = np.empty((nblock, meqn, npos))
         meta = np.empty((nblock, meqn, 4), np.int64)
         total = np.empty((nblock, meqn))
-        analyse_cpu3(x, coef, meta, total, bx, by, bz, self.nlev, self.tau, e0,
+        _driver(analyse_cpu3, nblock)(x, coef, meta, total, bx, by, bz, self.nlev, self.tau, e0,
                      self.tries, tol, bool(write_back))
         nf, nb = sizes_of3(meta, self.block, self.nlev)
         foff = K.offsets(nf).astype(np.int64)
         boff = K.offsets(nb).astype(np.int64)
-        fdata = np.empty(int(foff[-1]))
-        bdata = np.empty(int(boff[-1]), np.uint8)
-        pack_cpu3(coef, meta, total, foff, boff, fdata, bdata, bx, by, bz, self.nlev)
+        if alloc is None:
+            fdata = np.empty(int(foff[-1]))
+            bdata = np.empty(int(boff[-1]), np.uint8)
+        else:
+            fdata, bdata = alloc(int(foff[-1]), int(boff[-1]))
+        _driver(pack_cpu3, nblock)(coef, meta, total, foff, boff, fdata, bdata, bx, by, bz,
+                                   self.nlev)
         return Encoded3D(fdata, bdata, foff, boff, shape, dtype, self.block, self.nlev,
                          meta[..., 0].copy())
 
-    def decode(self, enc: Encoded3D, out=None, timings=None):
+    def decode(self, enc: Encoded3D, out=None, timings=None, device=None):
         """Decode into ``out`` (an array of ``enc.shape``; default a new NumPy array of
         ``enc.dtype``, or on the device when the streams are device arrays)."""
-        return decode(enc, out, timings)
+        return decode(enc, out, timings, device)
 
 
-def decode(enc: Encoded3D, out=None, timings=None):
-    """See :meth:`DWT53Blocks.decode`; inconsistent data raise :class:`CodecError`."""
-    if not isinstance(enc.fdata, np.ndarray):
+def decode(enc: Encoded3D, out=None, timings=None, device=None):
+    """See :meth:`DWT53Blocks.decode`; inconsistent data raise :class:`CodecError`.
+    ``device``: run the CUDA kernel (default: when the streams are not NumPy arrays)."""
+    if device is None:
+        device = not isinstance(enc.fdata, np.ndarray)
+    if device:
         from . import dwt53_3d_gpu
 
         return dwt53_3d_gpu.decode(enc, out, timings)
@@ -764,7 +795,8 @@ def decode(enc: Encoded3D, out=None, timings=None):
     nblock = enc.foff.size - 1
     errs = np.zeros((nblock, 2), np.int64)
     bx, by, bz = enc.block
-    decode_cpu3(enc.fdata, enc.bdata, enc.foff, enc.boff, out, bx, by, bz, enc.nlev, errs)
+    _driver(decode_cpu3, nblock)(enc.fdata, enc.bdata, enc.foff, enc.boff, out, bx, by, bz,
+                                 enc.nlev, errs)
     raise_errors(errs)
     return out
 

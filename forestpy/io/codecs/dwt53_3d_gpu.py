@@ -319,13 +319,17 @@ def _elapsed(timings, key, a, b):
         timings[key] = timings.get(key, 0.0) + a.elapsed_time(b) / 1e3
 
 
-def _as_device(a):
-    if isinstance(a, np.ndarray):  # the simulator, or a host array
-        return cuda.to_device(a) if not SIM else a
+def _arg(a):
+    """A kernel argument: in the simulator a NumPy array (a strided view of the LBM's
+    work buffer) is wrapped as it is, so the kernel writes through to it."""
+    if SIM and isinstance(a, np.ndarray):
+        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+        return FakeCUDAArray(a)
     return a
 
 
-def encode(codec, x, tol, e0, write_back, timings=None):
+def encode(codec, x, tol, e0, write_back, timings=None, alloc=None):
     """Encode the device array ``x`` with ``codec`` (:class:`.dwt53_3d.DWT53Blocks`);
     the streams stay on the device (Numba device arrays)."""
     shape = tuple(int(s) for s in x.shape)
@@ -341,18 +345,23 @@ def encode(codec, x, tol, e0, write_back, timings=None):
     d_e0 = cuda.to_device(np.asarray(e0, np.int64))
     d_tol = cuda.to_device(np.asarray(tol, np.float64))
     t0 = _mark(timings)
-    analyse[nblock, tpb](x, coef, meta, total, float(codec.tau), d_e0, int(codec.tries),
+    analyse[nblock, tpb](_arg(x), coef, meta, total, float(codec.tau), d_e0, int(codec.tries),
                          d_tol, bool(write_back))
     h_meta = meta.copy_to_host()
     nf, nb = D.sizes_of3(h_meta, codec.block, codec.nlev)
     foff = K.offsets(nf).astype(np.int64)
     boff = K.offsets(nb).astype(np.int64)
-    fout = cuda.device_array(max(int(foff[-1]), 1), np.float64)
-    bout = cuda.device_array(max(int(boff[-1]), 1), np.uint8)
-    pack[nblock, tpb](coef, meta, total, cuda.to_device(foff), cuda.to_device(boff), fout,
-                      bout)
+    nf, nb = int(foff[-1]), int(boff[-1])
+    if alloc is None:
+        fout = cuda.device_array(max(nf, 1), np.float64)
+        bout = cuda.device_array(max(nb, 1), np.uint8)
+    else:
+        fout, bout = alloc(nf, nb)
+    if nf and nb:
+        pack[nblock, tpb](coef, meta, total, cuda.to_device(foff), cuda.to_device(boff),
+                          _arg(fout), _arg(bout))
     _elapsed(timings, "encode_s", t0, _mark(timings))
-    return D.Encoded3D(fout[:int(foff[-1])], bout[:int(boff[-1])], foff, boff, shape,
+    return D.Encoded3D(fout[:nf], bout[:nb], foff, boff, shape,
                        np.dtype(x.dtype), codec.block, codec.nlev, h_meta[..., 0].copy())
 
 
@@ -368,11 +377,12 @@ def decode(enc, out=None, timings=None):
 
         raise CodecError(f"dwt53 3D: output of shape {out.shape}, the data are {enc.shape}")
     errs = cuda.device_array((nblock, 2), np.int64)
-    fin = enc.fdata if enc.fdata.shape[0] else cuda.to_device(np.zeros(1))
-    bin_ = enc.bdata if enc.bdata.shape[0] else cuda.to_device(np.zeros(1, np.uint8))
+    if not (enc.fdata.shape[0] and enc.bdata.shape[0]):
+        D.raise_errors(np.array([[K.E_SIZE, 0]] * max(nblock, 1)))
+    fin, bin_ = _arg(enc.fdata), _arg(enc.bdata)
     t0 = _mark(timings)
     unpack[nblock, threads_per_block(enc.block)](fin, bin_, cuda.to_device(enc.foff),
-                                                 cuda.to_device(enc.boff), out, errs)
+                                                 cuda.to_device(enc.boff), _arg(out), errs)
     _elapsed(timings, "decode_s", t0, _mark(timings))
     D.raise_errors(errs.copy_to_host())
     return out
