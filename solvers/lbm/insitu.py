@@ -29,10 +29,12 @@ AA step pair moves information two cells (the odd step pulls from ``x - c`` and 
 to ``x + c``), so ``K`` steps need ghost width ``G = K`` rounded up to even.  After its
 ``K`` steps a subgrid writes the ``G`` layers next to each of its faces along the split
 axes to the interface buffers; its neighbours read them for their ghosts (faces, edges
-and corners: a ghost cell lies in one of the owning neighbour's face slabs).  As in the
-seed there are two sets of interface buffers, read from one and written to the other,
-swapped after each sweep, so a subgrid processed later in a sweep sees its neighbours
-at the time it is at itself.
+and corners: a ghost cell lies in one of the owning neighbour's face slabs).  A
+subgrid processed later in a sweep must see its neighbours at the time it is at itself:
+the seed keeps two sets of interface buffers (read one, write the other, swap); here one
+set is kept and a subgrid's new slabs wait as pending copies until the neighbours that
+come after it in the sweep (periodic wrap included) have read the old ones -- with one
+split axis at most two subgrids' slabs are pending, so the interfaces cost half.
 
 **Consistency with the lossy store.**  The encoder overwrites the stepped subgrid with
 its decoded values (``write_back``, the same bits the decoder gives) before the edges are
@@ -93,7 +95,7 @@ class Ring:
 
     def __init__(self, xp, capacity: int, grow: bool = False):
         self.xp = xp
-        self.capacity = _align(max(int(capacity), 8))
+        self.capacity = max(int(capacity) // 8 * 8, 8)
         self.arena = xp.empty(self.capacity, np.uint8)
         self.recs: deque = deque()  # [start, size, payload]
         self.grow = grow
@@ -293,11 +295,12 @@ class InSituLBM:
         self.interior = (slice(None),) + tuple(slice(o, o + s) for o, s in zip(self.off,
                                                                             self.sub))
         self.nsubgrids = int(np.prod(nsub))
-        self._slabs = [[xp.zeros((self.nsubgrids, 2, Q) + tuple(
-            G if b == a else self.sub[b] for b in range(3)), self.dtype)
-            for a in self.split] for _ in range(2)]
-        self._cur = 0  # the interface set that holds the current time
+        self._slab_shapes = [(2, Q) + tuple(G if b == a else self.sub[b] for b in range(3))
+                             for a in self.split]
+        self._slabs = [xp.zeros((self.nsubgrids, *shape), self.dtype)
+                       for shape in self._slab_shapes]
         self._plan_ghosts()
+        self._plan_commits()
         self._flags = {}
         self._zero_flags = None
         for s in range(self.nsubgrids):
@@ -323,7 +326,7 @@ class InSituLBM:
         for s in range(self.nsubgrids):
             self._init_subgrid(s, rho, u, state)
             self._compress(s)
-            self._write_slabs(s, self._cur)
+            self._write_slabs(s)
         self.ratio_history.append((0, self.ratio))
 
     # ------------------------------------------------------------------ set-up
@@ -422,8 +425,8 @@ class InSituLBM:
 
     def working_bytes(self) -> int:
         """Bytes held besides the ring: the decompressed subgrid with ghosts, the codec
-        scratch (float64 coefficients and per-field metadata of one chunk), the two
-        sets of interface buffers and the flags."""
+        scratch (float64 coefficients and per-field metadata of one chunk), the
+        interface slabs with the most pending copies at once, and the flags."""
         item = self.dtype.itemsize
         e = Q * self.ncell_ext * item
         scratch = 0
@@ -432,7 +435,8 @@ class InSituLBM:
             nblock = int(np.prod(self.sub)) // (bx * by * bz)
             width = max(m1 - m0 for m0, m1 in self.chunks)
             scratch = nblock * width * ((bx + 1) * (by + 1) * (bz + 1) * 8 + 40)
-        slabs = sum(int(a.size) * item for sset in self._slabs for a in sset)
+        per_sub = sum(int(np.prod(shape)) for shape in self._slab_shapes) * item
+        slabs = per_sub * (self.nsubgrids + self.max_pending)
         flags = (self.ncell_ext * (1 if self._solid is None else len(self._flags) or 1))
         return e + scratch + slabs + flags
 
@@ -497,17 +501,61 @@ class InSituLBM:
 
     def _fill_ghosts(self, s):
         idx = self._index(s)
-        slabs = self._slabs[self._cur]
+        slabs = self._slabs
         for d, ia, side, src, dst in self._ghost_plan:
             nb = np.ravel_multi_index(tuple((i + di) % n for i, di, n in
                                             zip(idx, d, self.nsub)), self.nsub)
             self.E4[dst] = slabs[ia][nb, side][src]
 
-    def _write_slabs(self, s, which):
-        slabs = self._slabs[which]
+    def _write_slabs(self, s, pending=False):
+        """Subgrid ``s``'s edge layers to its interface slabs, or (``pending``) to a
+        pending copy that :meth:`_commit` moves there once every neighbour processed
+        later in the sweep has read the old ones."""
+        if pending and self._later[s]:
+            self._pending[s] = ([self.E4[lo].copy() for _, lo, _ in self._slab_plan],
+                                [self.E4[hi].copy() for _, _, hi in self._slab_plan],
+                                set(self._later[s]))
+            return
         for ia, lo, hi in self._slab_plan:
-            slabs[ia][s, 0] = self.E4[lo]
-            slabs[ia][s, 1] = self.E4[hi]
+            self._slabs[ia][s, 0] = self.E4[lo]
+            self._slabs[ia][s, 1] = self.E4[hi]
+
+    def _commit(self, n):
+        """Subgrid ``n`` has filled its ghosts: commit the pending slabs that waited
+        for it."""
+        for p in list(self._pending):
+            lows, highs, waiting = self._pending[p]
+            waiting.discard(n)
+            if not waiting:
+                for ia in range(len(self._slab_plan)):
+                    self._slabs[ia][p, 0] = lows[ia]
+                    self._slabs[ia][p, 1] = highs[ia]
+                del self._pending[p]
+
+    def _neighbours(self, s):
+        idx = self._index(s)
+        return {int(np.ravel_multi_index(tuple((i + di) % n for i, di, n in
+                                               zip(idx, d, self.nsub)), self.nsub))
+                for d, *_ in self._ghost_plan}
+
+    def _plan_commits(self):
+        """One set of interface slabs (the seed keeps two): a subgrid's new slabs wait,
+        as pending copies, until its neighbours that come later in the sweep (those that
+        still need the old ones, periodic wrap included) have filled their ghosts.
+        ``max_pending``: the most pending copies at once (counted in the memory)."""
+        self._pending = {}
+        self._later = [{n for n in self._neighbours(s) if n > s}
+                       for s in range(self.nsubgrids)]
+        live, peak = {}, 0
+        for s in range(self.nsubgrids):
+            for p in list(live):
+                live[p].discard(s)
+                if not live[p]:
+                    del live[p]
+            if self._later[s]:
+                live[s] = set(self._later[s])
+            peak = max(peak, len(live))
+        self.max_pending = peak
 
     def _step(self, s):
         args = (self.omega_plus, self.omega_minus, *map(float, self.force),
@@ -539,20 +587,20 @@ class InSituLBM:
             raise ValueError(f"steps must be a non-negative multiple of steps_per_cycle="
                              f"{self.K}, got {steps}")
         for _ in range(steps // self.K):
-            new = 1 - self._cur
             for s in range(self.nsubgrids):
                 t0 = time.perf_counter()
                 self._decompress(s)
                 t0 = self._tick("decompress", t0)
                 self._fill_ghosts(s)
+                self._commit(s)
                 t0 = self._tick("sync", t0)
                 self._step(s)
                 t0 = self._tick("lbm", t0)
                 self._compress(s)
                 t0 = self._tick("compress", t0)
-                self._write_slabs(s, new)
+                self._write_slabs(s, pending=True)
                 self._tick("sync", t0)
-            self._cur = new
+            assert not self._pending
             self.t += self.K
             self.ratio_history.append((self.t, self.ratio))
 
