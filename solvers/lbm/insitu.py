@@ -192,7 +192,8 @@ class InSituLBM:
     block : int or 3 ints
         Codec block edges (powers of two dividing the subgrid).
     chunk : int or None
-        Fields coded per call (default all 27; fewer need less codec scratch).
+        Fields coded per call (default 9; the codec scratch is 1.4 float64 per cell and
+        field of a chunk: 1 for the least memory, 27 for the fewest launches).
     startup : None or ``(steps, factor)``
         Gradual start-up of the tolerance.
     memory_limit : bytes or None
@@ -266,7 +267,9 @@ class InSituLBM:
             self.block = self._codec.block
         else:
             self.block = None
-        chunk = Q if chunk is None or name == "none" else int(chunk)
+        if name == "none":
+            chunk = Q
+        chunk = 9 if chunk is None else int(chunk)
         if not 1 <= chunk <= Q:
             raise ValueError(f"chunk must be in 1..27, got {chunk}")
         self.chunks = [(m, min(Q, m + chunk)) for m in range(0, Q, chunk)]
