@@ -79,6 +79,20 @@ def run_insitu(shape, tau, force, body, u, dtype, backend, steps, a, codec, limi
     return sim, seconds, m0
 
 
+def plain_density(sim):
+    """``1 + sum_q h_q`` of the plain solver at even ``t`` (its natural layout; solid
+    cells hold ``h = 0``), summed on its backend: ``LBM.density`` would build float64
+    copies of all 27 fields on the host."""
+    assert sim.t % 2 == 0
+    h = sim._h.reshape(27, -1)
+    return np.asarray(sim.backend.to_host(1.0 + h.sum(axis=0, dtype=np.float64))
+                      ).reshape(sim.shape)
+
+
+#: largest grid (cells) whose full states are compared on the host
+HOST_COMPARE = 1 << 24
+
+
 def _ratios(sim):
     r = [x for _, x in sim.ratio_history]
     step = max(1, len(sim.ratio_history) // 40)
@@ -150,6 +164,8 @@ def main(argv=None):
                        .split(","))
     steps = a.steps or (400 if a.gpu else 40)
     steps = max(2 * a.K, steps // a.K * a.K)
+    if steps % 2:  # densities are compared in the natural (even-step) layout
+        steps += a.K
     a.startup = (tuple(float(v) for v in a.startup.split(",")) if a.startup else None)
     if a.startup:
         a.startup = (int(a.startup[0]), a.startup[1])
@@ -168,8 +184,8 @@ def main(argv=None):
                       "mlups": ncell * steps / seconds / 1e6,
                       "shares": {"lbm": 1.0, "compress": 0.0, "decompress": 0.0,
                                  "sync": 0.0}}), flush=True)
-    rho_ref = plain.density()
-    h_ref = plain.raw()
+    rho_ref = plain_density(plain)
+    h_ref = plain.raw() if ncell <= HOST_COMPARE else None
     for codec in codecs:
         sim, secs, m0 = run_insitu(shape, a.tau, force, body, u, a.dtype, backend, steps, a,
                                    codec)
@@ -180,13 +196,15 @@ def main(argv=None):
                "seconds": secs, "mlups": ncell * (steps - a.K) / secs / 1e6,
                "shares": {k: v / total for k, v in sim.timings.items()},
                "nmse_density": nmse(rho_ref, sim.density()),
-               "max_abs_h_diff": float(np.abs(sim.state().astype(np.float64)
-                                              - h_ref).max()),
+               "max_abs_h_diff": (None if h_ref is None else float(np.abs(
+                   sim.state().astype(np.float64) - h_ref).max())),
                "mass_drift_rel": (sim.mass() - m0) / m0, "memory": sim.memory(),
                **_ratios(sim)}
         if codec == "none":
-            rec["same_bits_as_plain"] = bool(rec["max_abs_h_diff"] == 0.0)
-            ok &= rec["same_bits_as_plain"]
+            rec["same_bits_as_plain"] = (None if h_ref is None else
+                                         bool(rec["max_abs_h_diff"] == 0.0))
+            ok &= rec["same_bits_as_plain"] is not False
+            ok &= rec["nmse_density"] == 0.0
         print(json.dumps(rec), flush=True)
         del sim
     if a.memory_factor:
