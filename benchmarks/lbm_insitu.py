@@ -4,9 +4,11 @@ synchronisation; ratio) for the plain solver, the subgrid workflow without compr
 and with the 3D ``dwt53`` codec, plus ratio over time, NMSE(density) against the
 uncompressed run, mass drift and memory; self-checking; JSON lines.
 
-The flow: a periodic box elongated along x with a sphere (diameter ``ny/4``) at a
-quarter of its length, driven by a body force along x, started impulsively from a
-uniform velocity ``--u0`` (the start-up transient of the seed's section 4.4).
+The flow (``--flow sphere``): a periodic box elongated along x with a sphere (diameter
+``ny/4``) at a quarter of its length, driven by a body force along x, started
+impulsively from a uniform velocity ``--u0`` (the start-up transient of the seed's
+section 4.4); ``--flow wave``: no obstacle, a density wave and a shear wave along z
+(smooth, compresses well: the case for the memory-limit run).
 
 Records (``"kind"``):
 
@@ -28,8 +30,9 @@ The script exits with status 1 when a check fails.
 
     python benchmarks/lbm_insitu.py                         # CPU, 64 x 32 x 32, 40 steps
     python benchmarks/lbm_insitu.py --gpu                   # 512 x 128 x 128, 400 steps
-    python benchmarks/lbm_insitu.py --gpu --grid 1024,256,256 --subgrids 16,1,1 \\
-        --steps 1000 --memory-factor 10
+    python benchmarks/lbm_insitu.py --gpu --flow wave --dtype float64 --grid 16,16,262144 \\
+        --subgrids 1,1,64 --tol 1e-8 --force 0 --u0 0.01 --startup '' --chunk 1 --steps 100 \\
+        --memory-factor 10
 """
 
 from __future__ import annotations
@@ -44,17 +47,27 @@ from forestpy.solvers.lbm import LBM, sphere
 from forestpy.solvers.lbm.insitu import InSituLBM, StoreFull, nmse
 
 
-def case(shape, u0):
+def case(shape, u0, flow="sphere"):
+    """``(solid, rho, u)``: the sphere flow, or (``wave``) no obstacle, a density wave
+    along z (one wavelength) and a shear wave ``u_x = u0 cos(8 pi z / nz)`` (smooth:
+    the case of the 10x-memory test)."""
     nx, ny, nz = shape
+    if flow == "wave":
+        z = np.arange(nz)
+        rho = 1.0 + 1e-3 * np.sin(2 * np.pi * z / nz)[None, None, :] * np.ones(shape)
+        u = np.zeros((3, *shape))
+        u[0] = u0 * np.cos(8 * np.pi * z / nz)[None, None, :]
+        return None, rho, u
     body = sphere(shape, (nx / 4 - 0.5, ny / 2 - 0.5, nz / 2 - 0.5), ny / 8)
     u = np.zeros((3, *shape))
     u[0] = u0
     u[:, body] = 0.0
-    return body, u
+    return body, 1.0, u
 
 
-def run_plain(shape, tau, force, body, u, dtype, backend, steps):
-    sim = LBM(shape, tau, force=force, solid=body, u=u, dtype=dtype, backend=backend)
+def run_plain(shape, tau, force, body, rho, u, dtype, backend, steps):
+    sim = LBM(shape, tau, force=force, solid=body, rho=rho, u=u, dtype=dtype,
+              backend=backend)
     sim.backend.synchronize()
     t0 = time.perf_counter()
     sim.run(steps)
@@ -62,8 +75,10 @@ def run_plain(shape, tau, force, body, u, dtype, backend, steps):
     return sim, time.perf_counter() - t0
 
 
-def run_insitu(shape, tau, force, body, u, dtype, backend, steps, a, codec, limit=None):
-    sim = InSituLBM(shape, tau, force=force, solid=body, u=u, dtype=dtype, backend=backend,
+def run_insitu(shape, tau, force, body, rho, u, dtype, backend, steps, a, codec,
+               limit=None):
+    sim = InSituLBM(shape, tau, force=force, solid=body, rho=rho, u=u, dtype=dtype,
+                    backend=backend,
                     subgrids=a.subgrids, steps_per_cycle=a.K, codec=codec, block=a.block,
                     chunk=a.chunk, startup=a.startup if codec != "none" else None,
                     memory_limit=limit)
@@ -104,7 +119,7 @@ def _ratios(sim):
 def checks(a, backend):
     ok = True
     shape = (16, 8, 8)
-    body, u = case(shape, a.u0)
+    body, _, u = case(shape, a.u0)
     kw = dict(force=(a.force, 0.0, 0.0), solid=body, u=u, dtype=a.dtype)
     plain = LBM(shape, a.tau, backend=backend, **kw)
     sub = InSituLBM(shape, a.tau, backend=backend, subgrids=(2, 1, 1), steps_per_cycle=2,
@@ -136,6 +151,7 @@ def checks(a, backend):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--gpu", action="store_true", help="run on the GPU (default: CPU)")
+    p.add_argument("--flow", choices=("sphere", "wave"), default="sphere")
     p.add_argument("--grid", default=None, help="nx,ny,nz (default 64,32,32 on the CPU, "
                    "512,128,128 on the GPU)")
     p.add_argument("--subgrids", default=None, help="per axis (default 4,1,1 / 8,1,1)")
@@ -173,11 +189,12 @@ def main(argv=None):
     ok = True
     if not a.no_check:
         ok &= checks(a, backend)
-    body, u = case(shape, a.u0)
+    body, rho, u = case(shape, a.u0, a.flow)
     force = (a.force, 0.0, 0.0)
     ncell = int(np.prod(shape))
-    plain, seconds = run_plain(shape, a.tau, force, body, u, a.dtype, backend, steps)
-    base = {"backend": backend, "grid": list(shape), "dtype": a.dtype, "tau": a.tau,
+    plain, seconds = run_plain(shape, a.tau, force, body, rho, u, a.dtype, backend, steps)
+    base = {"backend": backend, "flow": a.flow, "grid": list(shape), "dtype": a.dtype,
+            "tau": a.tau,
             "u0": a.u0, "steps": steps,
             "device": plain.backend.describe().get("device")}
     print(json.dumps({"kind": "plain", **base, "seconds": seconds,
@@ -187,8 +204,8 @@ def main(argv=None):
     rho_ref = plain_density(plain)
     h_ref = plain.raw() if ncell <= HOST_COMPARE else None
     for codec in codecs:
-        sim, secs, m0 = run_insitu(shape, a.tau, force, body, u, a.dtype, backend, steps, a,
-                                   codec)
+        sim, secs, m0 = run_insitu(shape, a.tau, force, body, rho, u, a.dtype, backend,
+                                   steps, a, codec)
         total = sum(sim.timings.values())
         rec = {"kind": "insitu", **base, "subgrids": list(a.subgrids), "K": a.K,
                "codec": codec, "block": a.block,
@@ -214,8 +231,8 @@ def main(argv=None):
         rec = {"kind": "memory_limit", **base, "codec": codec, "factor": a.memory_factor,
                "limit": limit}
         try:
-            sim, secs, m0 = run_insitu(shape, a.tau, force, body, u, a.dtype, backend,
-                                       steps, a, codec, limit=limit)
+            sim, secs, m0 = run_insitu(shape, a.tau, force, body, rho, u, a.dtype,
+                                       backend, steps, a, codec, limit=limit)
             rec.update(finished=True, seconds=secs, memory=sim.memory(),
                        mlups=ncell * (steps - a.K) / secs / 1e6,
                        nmse_density=nmse(rho_ref, sim.density()),

@@ -123,8 +123,8 @@ class Ring:
         if start is None:
             raise StoreFull(f"the compressed subgrids need more than the ring buffer's "
                             f"{self.capacity} bytes ({self.live} live, {a} more asked): "
-                            "raise the memory limit, loosen the tolerance or use a gradual "
-                            "start-up")
+                            "raise the memory limit or loosen the tolerance (a gradual "
+                            "start-up tightens it at first)")
         return start
 
     def _regrow(self, capacity: int) -> None:
