@@ -1,5 +1,5 @@
 """The 3D block codec (:mod:`.dwt53_3d`) on the GPU: one CUDA block per data block, its
-padded samples in shared memory, the bodies of :mod:`.dwt53_3d` compiled by
+padded samples in shared memory, the bodies of :mod:`.dwt53_3d_kernels` compiled by
 :func:`forestpy.cuda_device.cuda_device` (the CPU's bytes).
 
 Encoding: ``analyse`` (load and pad by z-lines, line totals, lifting level by level and
@@ -18,7 +18,7 @@ from numba import cuda, float64, int64
 from forestpy.backend import cuda_simulator_enabled
 from forestpy.cuda_device import cuda_device
 
-from . import dwt53_3d as D
+from . import dwt53_3d_kernels as D
 from . import dwt53_kernels as K
 
 __all__ = ["encode", "decode"]
