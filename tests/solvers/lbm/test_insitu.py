@@ -199,3 +199,23 @@ def test_grid_ten_times_the_memory_limit():
     plain = LBM(shape, 0.8, rho=rho(*np.ogrid[:8, :8, :nz]), u=u(*np.ogrid[:8, :8, :nz]))
     plain.run(10)
     assert nmse(plain.density(), sim.density()) < 1e-7  # 1.0e-8 measured
+
+
+@pytest.mark.slow
+def test_gpu_simulator_with_dwt53_equals_cpu():
+    """The compressed workflow on the GPU backend (CUDA simulator): the dwt53 kernels
+    encode strided views of the work buffer into the ring's device views, write the
+    decoded values back and decode into the work buffer -- the CPU's bits and bytes."""
+    shape = (8, 4, 4)
+    rng = np.random.default_rng(2)
+    kw = dict(rho=1.0 + 0.01 * rng.standard_normal(shape),
+              u=0.01 * rng.standard_normal((3, *shape)), subgrids=(2, 1, 1),
+              steps_per_cycle=2, block=4, codec="dwt53:tol=1e-6",
+              solid=sphere(shape, (3.5, 1.5, 1.5), 1.2))
+    cpu = InSituLBM(shape, 0.8, **kw)
+    gpu = InSituLBM(shape, 0.8, backend="gpu", **kw)
+    assert gpu.ring.live == cpu.ring.live
+    cpu.run(2)
+    gpu.run(2)
+    np.testing.assert_array_equal(gpu.state(), cpu.state())
+    assert gpu.ring.live == cpu.ring.live
