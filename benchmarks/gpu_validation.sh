@@ -9,6 +9,7 @@
 #   bash benchmarks/gpu_validation.sh tworoe codecs lbm   # the new solvers' self-checking timings
 #   bash benchmarks/gpu_validation.sh tworoe_gauges       # two-layer gauges: overhead, vs CPU
 #   NRANKS=2 bash benchmarks/gpu_validation.sh tworoe_mpi # 2 or 4 GPUs: two-layer across ranks
+#   bash benchmarks/gpu_validation.sh insitu insitu10x    # LBM on compressed subgrids
 #
 # Python must import forestpy (an installed checkout, or PYTHONPATH set to the root).
 set -u
@@ -24,7 +25,8 @@ case $part in
 tests)
   timeout 580 $PY -m pytest -q -p no:cacheprovider tests/solvers/clawpack/test_gpu_kernel.py \
     tests/extensions/geoclaw/test_geoclaw_gpu.py tests/driver/io/test_codecs_gpu.py \
-    tests/solvers/lbm tests/solvers/tworoe -k "gpu or device or Gpu or GPU" \
+    tests/solvers/lbm tests/solvers/tworoe tests/driver/io/test_codec3d.py \
+    -k "gpu or device or Gpu or GPU" \
     > "$OUT/tests.log" 2>&1
   tail -3 "$OUT/tests.log" ;;
 parity)
@@ -73,7 +75,18 @@ lbm)
   timeout 400 $PY benchmarks/lbm.py --backend gpu --n 128,256 --steps 200 \
     > "$OUT/lbm_gpu.jsonl" 2> "$OUT/lbm_gpu.err"
   tail -c 1500 "$OUT/lbm_check.jsonl" "$OUT/lbm_gpu.jsonl" ;;
+insitu)
+  timeout 580 $PY benchmarks/lbm_insitu.py --gpu --steps 200 \
+    --codecs none,dwt53:tol=1e-6,dwt53:tol=1e-5 \
+    > "$OUT/lbm_insitu_gpu.jsonl" 2> "$OUT/lbm_insitu_gpu.err"
+  tail -c 3000 "$OUT/lbm_insitu_gpu.jsonl" ;;
+insitu10x)
+  timeout 580 $PY benchmarks/lbm_insitu.py --gpu --no-check --flow wave --dtype float64 \
+    --grid 16,16,262144 --subgrids 1,1,64 --tol 1e-8 --force 0 --u0 0.01 --startup '' \
+    --chunk 1 --steps 100 --codecs dwt53:tol=1e-8 --memory-factor 10 \
+    > "$OUT/lbm_insitu_10x.jsonl" 2> "$OUT/lbm_insitu_10x.err"
+  tail -c 3000 "$OUT/lbm_insitu_10x.jsonl" ;;
 *) echo "unknown part $part (tests parity kernel tworoe tworoe_gauges tworoe_mpi codecs" \
-     "lbm)" >&2; exit 2 ;;
+     "lbm insitu insitu10x)" >&2; exit 2 ;;
 esac
 done
