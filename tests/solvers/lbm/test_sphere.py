@@ -157,3 +157,23 @@ def test_report_takes_whatever_records_exist():
     assert r["vs_uncompressed"]["rel_diff_St"] == 0.0
     low = demo.report({"analysis": dict(CD=1.6), "re": 50})
     assert low["rel_diff_CD"] == pytest.approx(1.6 / drag_correlation(50) - 1)
+
+
+@pytest.mark.slow  # 92k lattice updates x 1200 steps: 20-30 s on 2 cores
+def test_steady_drag_at_re50_against_the_correlation():
+    """Re = 50 (steady, axisymmetric wake): D = 8 cells, channel 6 x 5 x 5 D (periodic
+    sides: 3.1 % blockage), inlet 2 D upstream, U = 0.1, TRT (magic 3/16), 15 D/U.  The
+    drag coefficient over the last fifth against Clift, Grace & Weber's 1.574: measured
+    1.79, +13.8 %.  That excess is the coarse grid and the small channel (the same run
+    with a 4 D channel gives +18 %, with 3 D +26 %; with the magic parameter 1/12 +20 %,
+    with BGK more: docs/lbm.md), so the tolerance is 15 %, one-sided."""
+    flow = SphereFlow(re=50, diameter=8, size=(6, 5, 5), center=2, speed=0.1, magic=3 / 16)
+    flow.run(int(15 * flow.time_unit))
+    res = flow.analyse(0.2)
+    ref = drag_correlation(50)
+    assert 0 < res["CD"] / ref - 1 < 0.15
+    c = flow.coefficients()[:, 0]
+    n = len(c) // 10
+    assert abs(c[-n:].mean() / c[-2 * n:-n].mean() - 1) < 0.01  # steady
+    # what is left moving is acoustic (measured std 1.9 % of the mean)
+    assert res["CL"] < 0.03 and res["CD_std"] < 0.03 * res["CD"]
