@@ -154,6 +154,21 @@ class SphereFlow:
         """Steps per convective time ``D / U``."""
         return self.diameter / self.speed
 
+    def frame_fields(self) -> dict:
+        """The mid-plane through the sphere's centre (normal to z) as a 2D frame for
+        ``forestpy run --vtk`` (:class:`forestpy.io.vtk.GridOutput`): velocity magnitude,
+        vorticity magnitude and z-vorticity, density; lattice units, ``(ny, nx)``."""
+        from .output import flow_fields
+
+        f = flow_fields(self.sim)
+        k = int(round(self.center[2]))
+        return {"fields": {"speed": f["speed"][:, :, k].T,
+                           "vorticity_magnitude": f["vorticity_magnitude"][:, :, k].T,
+                           "vorticity_z": f["vorticity"][2][:, :, k].T,
+                           "density": f["density"][:, :, k].T},
+                "lower": (0.0, 0.0), "spacing": (1.0, 1.0), "block": "mid-plane z",
+                "units": {"x": "cells", "t": "D/U"}}
+
     def coefficient_scale(self) -> float:
         """``rho U^2 pi D^2 / 8``: force -> coefficient."""
         return self.speed**2 * math.pi * self.diameter**2 / 8.0
