@@ -120,8 +120,8 @@ def main(argv=None):
            "window": o["window"], "seconds": seconds,
            "mlups": cells * (steps - 2) / seconds / 1e6,
            "blockage": float(np.pi / 4 / (size[1] * size[2])),
-           **{k: res[k] for k in ("CD", "CD_std", "CL", "CL_amplitude", "St",
-                                  "St_zero_crossings")},
+           **{k: res.get(k) for k in ("CD", "CD_std", "CL", "CL_amplitude", "St",
+                                      "St_zero_crossings", "St_halves", "periodic")},
            "reference": ref, "rel_diff_CD": rel(res["CD"], ref["CD"]),
            "rel_diff_St": rel(res["St"], ref["St"]) if ref["St"] else None,
            "cpu_count": os.cpu_count()}

@@ -86,7 +86,7 @@ def report(records: dict) -> dict:
         return (x - y) / y
 
     out = {k: a.get(k) for k in ("CD", "CD_std", "CL", "CL_amplitude", "St",
-                                 "St_zero_crossings", "window_convective")}
+                                 "St_zero_crossings", "periodic", "window_convective")}
     out["reference"] = ref
     out["rel_diff_CD"] = rel(out["CD"], ref["CD"])
     out["rel_diff_St"] = rel(out["St"], ref["St"])

@@ -210,7 +210,9 @@ class SphereFlow:
 
     def analyse(self, fraction: float = 0.5) -> dict:
         """Mean ``C_D``, mean ``|C_L|`` (of the mean transverse force), its oscillation,
-        and ``St`` over the last ``fraction`` of the run."""
+        and ``St`` over the last ``fraction`` of the run; ``periodic``: whether the two
+        halves of that window agree (St within 2 %, lift amplitude within 10 %, an
+        amplitude above 1e-3 C_D), i.e. the window is in the periodic regime."""
         c = self.coefficients()
         if len(c) < 16:
             raise ValueError("analyse needs a force history of at least 16 steps")
@@ -223,4 +225,16 @@ class SphereFlow:
         st = strouhal(lift, 1.0, self.diameter, self.speed)
         out.update(St=st["St"], St_zero_crossings=st["St_zero_crossings"],
                    CL_amplitude=st["amplitude"])
+        # periodic regime: both halves of the window shed at the same frequency (2 %)
+        # with the same lift amplitude (10 %), and the amplitude is not round-off
+        half = len(lift) // 2
+        if half >= 8:
+            a, b = (strouhal(lift[:half], 1.0, self.diameter, self.speed),
+                    strouhal(lift[half:], 1.0, self.diameter, self.speed))
+            out["St_halves"] = [a["St"], b["St"]]
+            out["periodic"] = bool(
+                abs(a["St"] - b["St"]) <= 0.02 * max(a["St"], b["St"])
+                and abs(a["amplitude"] - b["amplitude"]) <= 0.1 * max(a["amplitude"],
+                                                                       b["amplitude"])
+                and st["amplitude"] > 1e-3 * abs(out["CD"]))
         return out

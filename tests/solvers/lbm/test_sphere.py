@@ -65,6 +65,27 @@ def test_strouhal_recovers_known_frequencies():
         strouhal(np.zeros(4), 1.0, 1.0, 1.0)
 
 
+def test_analyse_on_a_synthetic_force_history():
+    flow = SphereFlow(**SMALL)  # time unit D / U = 60 steps
+    t = np.arange(6000.0)
+    scale = flow.coefficient_scale()
+    st = 0.137
+    osc = np.sin(2 * np.pi * st / flow.time_unit * t)
+    flow.force_history = scale * np.column_stack([0.66 + 0.001 * osc, 0.07 + 0.02 * osc,
+                                                  0 * t])
+    r = flow.analyse(0.5)
+    # (means over a window that is not a whole number of periods)
+    assert r["CD"] == pytest.approx(0.66, abs=1e-4) and r["CL"] == pytest.approx(0.07, 1e-2)
+    assert r["St"] == pytest.approx(st, rel=5e-3) and r["periodic"]
+    assert r["CL_amplitude"] == pytest.approx(0.02, rel=0.02)
+    # a growing oscillation (the transient) is not the periodic regime
+    flow.force_history[:, 1] = scale * (0.07 + 0.02 * np.exp(t / 1500) * osc)
+    assert not flow.analyse(0.5)["periodic"]
+    flow.force_history = flow.force_history[:10]
+    with pytest.raises(ValueError, match="at least 16"):
+        flow.analyse()
+
+
 def test_drag_correlation():
     assert drag_correlation(100) == pytest.approx(1.087, abs=2e-3)
     assert drag_correlation(300) == pytest.approx(REFERENCE_RE300["CD"], rel=0.01)
