@@ -47,7 +47,7 @@ _POW2 = np.array([2.0 ** (e - 25) for e in range(32)])
 @numba.njit(cache=True, inline="always")
 def _round_even(y):
     """``y >= 0`` rounded to the nearest integer, ties to even (an int)."""
-    i = math.floor(y)
+    i = int(math.floor(y))  # (math.floor is a float in CUDA)
     d = y - i
     if d > 0.5 or (d == 0.5 and (i & 1) == 1):
         i += 1

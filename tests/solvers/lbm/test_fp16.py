@@ -139,3 +139,44 @@ def test_fp16_gpu_equals_cpu_bit_for_bit():
 def test_bad_dtype():
     with pytest.raises(ValueError, match="float16, float32 or float64"):
         LBM((4, 4, 4), tau=0.6, dtype="int16")
+
+
+_PTX = r'''
+import sys, types
+import numba.cuda.dispatcher as disp
+from numba import cuda, types as T
+try:
+    from numba.cuda.cudadrv import nvvm
+    nvvm.NVVM()
+except Exception as e:  # no libNVVM: nothing to compile with
+    print(e)
+    sys.exit(77)
+# device functions ask the current device for its compute capability: there is none
+disp.get_current_device = lambda: types.SimpleNamespace(compute_capability=(9, 0))
+from forestpy.solvers.lbm import fp16, gpu
+i8, f8 = T.int64, T.float64
+for k, dt in ((gpu.gpu_step_kernel(), T.float32), (gpu.gpu_step_kernel(), T.float64),
+              (fp16.gpu_step_kernel16(), T.uint16)):
+    sig = (T.Array(dt, 2, "C"), T.Array(T.uint8, 1, "C"), i8, i8, i8, i8, f8, f8, f8, f8,
+           f8, f8, f8, f8, f8, f8, i8, i8, i8)
+    ptx, _ = cuda.compile_ptx(k.py_func, sig, cc=(9, 0))
+    assert ".entry" in ptx
+print("ok")
+'''
+
+
+# the step kernels (FP32, FP64, FP16 store) compiled for sm_90 with NVVM (no GPU needed):
+# the simulator runs them as Python and cannot see a typing error that only the real
+# compiler finds (it found one: math.floor is a float in CUDA); ~30 s
+@pytest.mark.slow
+def test_step_kernels_compile_for_the_device():
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0")
+    r = subprocess.run([sys.executable, "-c", _PTX], env=env, capture_output=True,
+                       text=True, timeout=600)
+    if r.returncode == 77:
+        pytest.skip(f"no libNVVM: {r.stdout.strip()[:200]}")
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-3000:]
