@@ -152,7 +152,7 @@ def main(out=None, **overrides) -> dict:
         try:
             fields = fields or flow_fields(flow.sim)
             wake_png(out / "wake.png", fields, 2, ci[2],
-                     title=f"|u|: Re = {o['re']:g}, t U/D = {rep['t_convective']:.1f}")
+                     title=f"speed, Re = {o['re']:g}, t U/D = {rep['t_convective']:.1f}")
             rep["picture"] = "wake.png"
         except Exception as e:  # noqa: BLE001 - no renderer: the report says why
             rep["picture"] = None
