@@ -5,7 +5,8 @@ number against Johnson & Patel (1999).
 
     forestpy run demos/lbm/sphere.py --backend gpu --out out/sphere
     forestpy run demos/lbm/sphere.py --set re=50 --set diameter=8 --set length=6 \\
-        --set width=3 --set speed=0.1 --set t_final=30 --out out/sphere50    # CPU, ~1 min
+        --set width=5 --set center=2 --set speed=0.1 --set collision=trt \\
+        --set magic=0.1875 --set t_final=15 --out out/sphere50          # CPU, ~30 s
 
 Writes into the output folder: ``wake.pvd`` with ``frames`` frames (``wake_NNNN.vtm``:
 slices of the velocity magnitude, vorticity, velocity and density through the sphere's
@@ -36,7 +37,8 @@ OPTIONS = dict(
     speed=Option(0.08, "inflow speed U (lattice units; Mach U sqrt 3)", min=0.005, max=0.2),
     t_final=Option(150.0, "run length in convective times D / U", min=0.1),
     window=Option(0.4, "share of the run (its end) for the means and St", min=0.05, max=1.0),
-    collision=Option("trt", "collision operator", choices=("bgk", "trt")),
+    collision=Option("bgk", "collision operator (BGK: the most stable near tau = 1/2)",
+                     choices=("bgk", "trt")),
     magic=Option(1.0 / 12.0, "TRT magic parameter (3/16: more accurate walls, less stable "
                  "below tau = 0.53)", min=0.0, min_inclusive=False),
     dtype=Option("float32", "storage of the distributions",

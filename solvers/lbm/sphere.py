@@ -83,10 +83,10 @@ class SphereFlow:
         Distance of the sphere's centre from the inlet, in diameters.
     speed : float
         Inflow speed ``U`` (lattice units; Mach ``U sqrt(3)``).
-    collision, magic, dtype, backend : as :class:`.solver.LBM`; default TRT with the magic
-        parameter 1/12 and FP32 storage (docs/lbm.md: the drag depends on the magic
-        parameter at coarse diameters, BGK gives the most; 3/16 went unstable at the
-        inlet at tau = 0.524, 1/12 ran at tau = 0.519).
+    collision, magic, dtype, backend : as :class:`.solver.LBM`; default BGK and FP32
+        storage (docs/lbm.md: BGK is the most stable near tau = 1/2 -- it ran at
+        tau = 0.512, where TRT with the magic 1/12 blew up, and TRT 3/16 blew up at
+        0.524 -- but it gives the most drag on coarse spheres; TRT 3/16 the least).
     eps : float
         Transverse share of the initial velocity (``U (1, eps, 0)``).
     offset : float
@@ -94,7 +94,7 @@ class SphereFlow:
     """
 
     def __init__(self, re=300.0, diameter=24, size=(10.0, 5.0, 5.0), center=3.0, speed=0.08,
-                 collision="trt", magic=1.0 / 12.0, dtype="float32", backend="cpu",
+                 collision="bgk", magic=1.0 / 12.0, dtype="float32", backend="cpu",
                  eps=1e-2, offset=0.1):
         re, speed = float(re), float(speed)
         if not re > 0:
