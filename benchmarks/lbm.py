@@ -14,13 +14,14 @@ Records (one JSON object per line, ``"kind"`` says which):
   records are a share of (``share_of_copy`` in the ``mlups`` records);
 * ``check`` (GPU) -- the GPU state after 1, 2 and 5 steps on a ``--check-n`` cube
   with a sphere, a velocity inlet and a pressure outlet, a body force, BGK and TRT,
-  float32 and float64, against the CPU:
+  float16, float32 and float64, against the CPU:
   ``same_bits`` and ``max_abs_diff`` (fused multiply-adds off, the GPU backend's
   default, gives the same bits; ``FORESTPY_GPU_FMA=1`` does not).
 
     python benchmarks/lbm.py                                   # CPU, 64^3
     python benchmarks/lbm.py --backend gpu --n 128,256 --steps 200
     python benchmarks/lbm.py --backend gpu --check-only
+    python benchmarks/lbm.py --backend gpu --n 256 --dtype float16,float32 --steps 200
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ def copy_bandwidth():
 
 
 def check(n):
-    for dtype in ("float64", "float32"):
+    for dtype in ("float64", "float32", "float16"):
         for collision in ("bgk", "trt"):
             kw = dict(n=n, dtype=dtype, collision=collision, obstacle="sphere",
                       force=(1e-5, 2e-6, 0.0), open_x=True)

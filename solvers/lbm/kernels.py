@@ -95,6 +95,19 @@ def _equilibrium_cell(rho, ux, uy, uz, buf):
         buf[q + 13] = eqp - eqm
 
 
+@numba.njit(cache=True, inline="always")
+def load(h, q, n):
+    """The stored value ``h[q, n]`` (FP16 storage swaps this and :func:`store` for
+    the decoding/encoding versions of :mod:`.fp16`)."""
+    return h[q, n]
+
+
+@numba.njit(cache=True, inline="always")
+def store(h, q, n, v):
+    """``h[q, n] = v``."""
+    h[q, n] = v
+
+
 @numba.njit(cache=True)
 def lbm_cell(h, flags, n, nx, ny, nz, odd, om_p, om_m, fx, fy, fz, rho_in, ux_in, uy_in, uz_in,
              rho_out, ox, oy, oz, buf):
@@ -108,20 +121,20 @@ def lbm_cell(h, flags, n, nx, ny, nz, odd, om_p, om_m, fx, fy, fz, rho_in, ux_in
     r = n - i * nyz
     j = r // nz
     k = r - j * nz
-    buf[0] = h[0, n]
+    buf[0] = load(h, 0, n)
     for q in range(1, 27):
         if odd:
             m = (_wrap(i - CX[q], nx) * ny + _wrap(j - CY[q], ny)) * nz + _wrap(k - CZ[q], nz)
             nb = flags[m]
             if nb == SOLID:
-                buf[q] = h[q, n]
+                buf[q] = load(h, q, n)
             elif nb == VELOCITY:  # moving-wall bounce-back
-                buf[q] = h[q, n] + 6.0 * W[q] * rho_in * (CX[q] * ux_in + CY[q] * uy_in
+                buf[q] = load(h, q, n) + 6.0 * W[q] * rho_in * (CX[q] * ux_in + CY[q] * uy_in
                                                          + CZ[q] * uz_in)
             else:
-                buf[q] = h[OPP[q], m]
+                buf[q] = load(h, OPP[q], m)
         else:
-            buf[q] = h[q, n]
+            buf[q] = load(h, q, n)
     # moments (h = f - w: sum_q w_q = 1, sum_q w_q c_q = 0)
     drho = buf[0]
     jx = 0.0
@@ -176,20 +189,20 @@ def lbm_cell(h, flags, n, nx, ny, nz, odd, om_p, om_m, fx, fy, fz, rho_in, ux_in
             buf[q] = a - dp - dm
             buf[q + 13] = b - dp + dm
     if odd:
-        h[0, n] = buf[0]
+        store(h, 0, n, buf[0])
         for q in range(1, 27):
             m = (_wrap(i + CX[q], nx) * ny + _wrap(j + CY[q], ny)) * nz + _wrap(k + CZ[q], nz)
             nb = flags[m]
             if nb == SOLID:
-                h[OPP[q], n] = buf[q]
+                store(h, OPP[q], n, buf[q])
             elif nb == VELOCITY:
-                h[OPP[q], n] = buf[q] - 6.0 * W[q] * rho_in * (CX[q] * ux_in + CY[q] * uy_in
-                                                              + CZ[q] * uz_in)
+                store(h, OPP[q], n, buf[q] - 6.0 * W[q] * rho_in * (CX[q] * ux_in + CY[q] * uy_in
+                                                                   + CZ[q] * uz_in))
             else:
-                h[q, m] = buf[q]
+                store(h, q, m, buf[q])
     else:
         for q in range(27):
-            h[OPP[q], n] = buf[q]
+            store(h, OPP[q], n, buf[q])
 
 
 @numba.njit(cache=True, parallel=True)

@@ -15,6 +15,7 @@ import numpy as np
 
 from forestpy.backend import get_backend
 
+from . import fp16
 from .kernels import CHUNK, PRESSURE, SOLID, VELOCITY, run_cpu, run_cpu_serial
 from .lattice import CS2, OPP, C, Q, W, equilibrium
 
@@ -68,8 +69,9 @@ class LBM:
         open direction has its inlet on one side and its outlet on the other.
     rho, u : initial density (scalar or ``shape``) and velocity ``(3, *shape)``;
         the distributions start at equilibrium.  Default: rest at ``rho = 1``.
-    dtype : "float64" or "float32"
-        Storage of the distributions (arithmetic is float64).
+    dtype : "float64", "float32" or "float16"
+        Storage of the distributions (arithmetic is float64); float16: binary16 of
+        ``2^15 (f - w)`` (:mod:`.fp16`).
     backend : "cpu", "gpu" or a :class:`forestpy.backend.Backend`
         Where the distributions live and the kernels run.
 
@@ -97,8 +99,8 @@ class LBM:
         if force.shape != (3,) or not np.all(np.isfinite(force)):
             raise ValueError(f"force must be three finite numbers, got {force!r}")
         dtype = np.dtype(dtype)
-        if dtype not in (np.float32, np.float64):
-            raise ValueError(f"dtype must be float32 or float64, got {dtype.name}")
+        if dtype not in (np.float16, np.float32, np.float64):
+            raise ValueError(f"dtype must be float16, float32 or float64, got {dtype.name}")
         masks = {}
         for name, mask in (("solid", solid), ("inlet", inlet), ("outlet", outlet)):
             mask = np.zeros(shape, dtype=bool) if mask is None else np.asarray(mask)
@@ -159,7 +161,9 @@ class LBM:
         h[:, self.walls] = 0.0
         self.ncell = int(np.prod(shape))
         be = self.backend
-        self._h = be.to_device(h.reshape(Q, self.ncell).astype(dtype))
+        h = h.reshape(Q, self.ncell)
+        # FP16: binary16 bits of SCALE * h in a uint16 array (.fp16)
+        self._h = be.to_device(fp16.encode(h) if dtype == np.float16 else h.astype(dtype))
         flags = np.zeros(shape, dtype=np.uint8)
         flags[self.solid] = SOLID
         flags[self.inlet] = VELOCITY
@@ -181,28 +185,33 @@ class LBM:
         if self.backend.is_gpu:
             from .gpu import THREADS, gpu_step_kernel
 
-            kernel = gpu_step_kernel()
+            kernel = fp16.gpu_step_kernel16() if self.dtype == np.float16 else gpu_step_kernel()
             blocks = (self.ncell + THREADS - 1) // THREADS
             for _ in range(steps):
                 kernel[blocks, THREADS](self._h, self._flags, nx, ny, nz, self.t & 1, *args)
                 self.t += 1
         elif steps:
-            run = run_cpu_serial if self.ncell <= CHUNK else run_cpu
+            run, serial = ((run_cpu, run_cpu_serial) if self.dtype != np.float16
+                           else fp16.fp16_kernels()[1:])
+            run = serial if self.ncell <= CHUNK else run
             run(self._h, self._flags, nx, ny, nz, self.t, steps, *args)
             self.t += steps
 
     # ---- host views of the state -------------------------------------------------
     def raw(self) -> np.ndarray:
         """The stored array ``h`` (27, nx, ny, nz) as it is (layout of step parity),
-        copied to the host."""
+        copied to the host; FP16 storage: the stored float16 numbers, ``fp16.SCALE * h``."""
         self.backend.synchronize()
-        return np.array(self.backend.to_host(self._h)).reshape(Q, *self.shape)
+        h = np.array(self.backend.to_host(self._h)).reshape(Q, *self.shape)
+        return h.view(np.float16) if self.dtype == np.float16 else h
 
     def distributions(self) -> np.ndarray:
         """``f_q(x)`` at time ``t`` (after streaming, before collision), float64,
         shape (27, nx, ny, nz); solid and inlet cells hold the rest weights (``rho = 1,
         u = 0``)."""
         h = self.raw().astype(np.float64)
+        if self.dtype == np.float16:
+            h *= 1.0 / fp16.SCALE
         if self.t % 2:
             # after an even step h[OPP[q], x] holds f*_q(x): stream it (numpy, host)
             out = np.empty_like(h)

@@ -217,7 +217,7 @@ def test_bad_input():
     with pytest.raises(ValueError, match="solid must have"):
         LBM((4, 4, 4), tau=0.8, solid=np.zeros((4, 4, 5), bool))
     with pytest.raises(ValueError, match="dtype must be"):
-        LBM((4, 4, 4), tau=0.8, dtype="float16")
+        LBM((4, 4, 4), tau=0.8, dtype="int16")
     with pytest.raises(ValueError, match="force must be"):
         LBM((4, 4, 4), tau=0.8, force=(0, np.nan, 0))
     with pytest.raises(ValueError, match="u must have shape"):
