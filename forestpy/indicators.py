@@ -188,18 +188,26 @@ def indicator_wavelet(field: int = 0, eps: float = 1e-3):
     if int(field) != field or field < 0:
         raise ValueError(f"indicator_wavelet: field must be a non-negative integer, got {field}")
 
-    def tag(q, aux, geom, t):
+    def tag(q, aux, geom, t, ctx=None):
         xp = array_module(q)
         if field >= q.shape[1]:
             raise ValueError(f"indicator_wavelet: field {field} out of range for "
                              f"{q.shape[1]} fields")
         mbc = geom.mbc
         f = q[:, field, mbc:q.shape[2] - mbc, mbc:q.shape[3] - mbc]
-        norm = max(1.0, float(xp.abs(f).max()))
+        biggest = float(xp.abs(f).max()) if f.size else 0.0
+        if ctx is not None:  # the domain's maximum, whichever rank holds it
+            biggest = float(ctx.allreduce(biggest, "max"))
+        norm = max(1.0, biggest)
         top = f.shape[1].bit_length() - 1
         flags = xp.zeros(q.shape[0], dtype=bool)
+        if not q.shape[0]:
+            return flags
         for level, dmax in haar_details(f):
             flags |= dmax > eps * 2.0 ** (level - top) * norm
         return flags
 
+    # called with a HookContext (``ctx``), on every rank of a distributed run, so that
+    # the normalisation is the serial run's
+    tag.takes_context = True
     return tag

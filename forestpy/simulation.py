@@ -112,6 +112,10 @@ class Simulation:
     tag : callable, optional
         ``tag(q, aux, geom, t) -> bool[npatch]`` replacing the default refinement flags
         (then nothing coarsens unless ``coarsen_threshold`` or ``coarsen`` is given).
+        With an attribute ``takes_context = True`` it is called with ``ctx=`` a
+        :class:`~forestpy.hooks.HookContext` too, on every rank of a distributed run
+        (also one owning no patch), so it may reduce over the ranks
+        (``ctx.allreduce``), as :func:`~forestpy.indicators.indicator_wavelet` does.
     coarsen : callable, optional
         ``coarsen(q, aux, geom, t) -> bool[npatch]`` replacing the default coarsening
         flags (see :mod:`forestpy.indicators` for criteria).
@@ -646,7 +650,8 @@ class Simulation:
             bits = vt.tag4regrid(q, aux, patches, t)
         else:
             xp, geom = self.xp, patches.geom
-            bits = xp.asarray(vt.tag4refinement(q, aux, geom, t)).astype(np.uint8)
+            ctx = {"ctx": self.hook_context(t)} if takes_context(vt.tag4refinement) else {}
+            bits = xp.asarray(vt.tag4refinement(q, aux, geom, t, **ctx)).astype(np.uint8)
             if vt.tag4coarsening is not None:
                 bits = bits | (xp.asarray(vt.tag4coarsening(q, aux, geom, t))
                                .astype(np.uint8) << 1)
@@ -675,6 +680,11 @@ class Simulation:
         record, flags = np.zeros(2, dtype=np.int64), None
         memo = self._tag_memo if self._tag_memo and self._tag_memo[0] == frozen_below \
             else None
+        if not L.nown and self.vtable.tag4regrid is None and \
+                takes_context(self.vtable.tag4refinement):
+            # a criterion with a context may reduce over the ranks: every rank calls it
+            self.vtable.tag4refinement(self._owned(self.q), self._owned(self.aux),
+                                       L.owned_geom, self.t, ctx=self.hook_context(self.t))
         if L.nown:
             patches, families = self._tagging()
             flags, change = regrid_flags(

@@ -50,6 +50,27 @@ def test_flags_follow_the_level_scaled_threshold():
     assert indicator_wavelet(0, 1.9e-3)(q, None, geom, 0.0).tolist() == [False, True, True]
 
 
+def test_normalisation_is_the_domain_maximum_under_mpi():
+    """On one rank of a distributed run the largest depth may be on another rank: the
+    criterion takes the maximum over the ranks from its context (``ctx.allreduce``)."""
+
+    class OtherRankHoldsTheMaximum:
+        def allreduce(self, value, op):
+            assert op == "max"
+            return max(value, 4.0)
+
+    spike = np.zeros((8, 8))
+    spike[3, 5] = 0.4
+    q, geom = patches([np.full((8, 8), 0.7), spike])
+    tag = indicator_wavelet(0, 0.19)
+    assert tag.takes_context
+    assert tag(q, None, geom, 0.0, ctx=None).tolist() == [False, True]
+    # normalised by 4 the spike's detail is below the threshold
+    assert tag(q, None, geom, 0.0, ctx=OtherRankHoldsTheMaximum()).tolist() == [False, False]
+    # a rank without patches still takes part in the reduction
+    assert tag(q[:0], None, geom, 0.0, ctx=OtherRankHoldsTheMaximum()).tolist() == []
+
+
 def test_wavelet_tagging_drives_the_forest_to_the_front():
     r0 = 0.5
 

@@ -106,4 +106,6 @@ SCENARIOS = {
                               gauges=True),
     "gpu_amr_2": scenario(2, backend="gpu", **AMR),
     "gpu_bowl_2": scenario(2, demo="bowl", backend="gpu"),
+    # the wavelet criterion normalises by the domain's largest depth (a reduction)
+    "wavelet_amr_2": scenario(2, demo="wavelet_tagging", eps=3e-3, **AMR),
 }

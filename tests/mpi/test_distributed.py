@@ -526,3 +526,16 @@ def test_first_gpu_launch_is_whole_waves():
     assert len(sim.first_rows) == 2016 and not sim._wave_planned
     plan(sim, 5000)  # fewer early patches than one wave: plain split
     assert len(sim.first_rows) == 2016
+
+
+@pytest.mark.mpi("wavelet_amr_2")
+def test_wavelet_criterion_normalises_by_the_global_maximum(mpi):
+    # indicator_wavelet divides by max(1, max|h|) over the domain: each rank's own maximum
+    # would tag differently from the serial run
+    from testsupport import load_demo
+
+    opts = dict(SCENARIOS["wavelet_amr_2"]["opts"])
+    opts.pop("demo")
+    sim = load_demo("wavelet_tagging").setup(**opts).run()
+    assert sim.regrids >= 3
+    assert_same_state(mpi("wavelet_amr_2"), sim)
