@@ -14,6 +14,13 @@ The maxima live where the state does: the points are located once per forest
 :func:`_observe_point`, folds a step into them, run by a Numba loop on the CPU and by
 one kernel launch on the GPU; the host copies them only when they are read (the
 attributes, :meth:`results`, :meth:`state_dict`, :meth:`write`).
+
+In a distributed run (``mpirun``) every rank calls it (``collective``) and folds the
+points its own patches hold; no state is gathered.  :meth:`flush` (collective; called at
+the end of the run and before a checkpoint) merges the ranks' maxima on every rank:
+depth, speed and surface by their maximum over the ranks, the arrival time by the
+earliest, the bed from the rank holding the point now.  Maxima and minima do not depend
+on the order of the samples, so the merged maxima are bitwise the serial run's.
 """
 
 from __future__ import annotations
@@ -105,6 +112,7 @@ class FGMax:
     simulation's coordinates, beside the frames, with the origin and ``crs`` stored."""
 
     timer_phase = "output"
+    collective = True  # distributed: on every rank, each folding its own points
 
     def __init__(self, x, y, topo_index: int | None = 0, dry_tolerance: float = 1e-3,
                  sea_level: float = 0.0, arrival_tol: float = 1e-2,
@@ -144,6 +152,7 @@ class FGMax:
         # the backend whose device holds _maxima (None: the host), and the host copy of
         # device maxima made since the last update (None: none)
         self._backend = self._host = None
+        self._comm = None  # the communicator of a distributed run (set by update)
         if not hasattr(self, "_cells"):
             self._cells = PointCells(self.x, self.y)
 
@@ -172,8 +181,26 @@ class FGMax:
         self.update(sim)
 
     def on_end(self, sim):
-        if self.path is not None:
+        self.flush()
+        if self.path is not None and (self._comm is None or self._comm.rank == 0):
             self.write(self.path)
+        if self._comm is not None:
+            self._comm.Barrier()  # the files exist on return, on every rank
+
+    def flush(self):
+        """Merge the maxima of the ranks of a distributed run, on every rank (see the
+        module docstring; collective); nothing to do on one rank."""
+        comm = self._comm
+        if comm is None:
+            return
+        mine = np.ascontiguousarray(self._host_maxima(), dtype=np.float64)
+        every = np.empty((comm.size,) + mine.shape)
+        comm.Allgather(mine, every)
+        merged = np.maximum.reduce(every[:, :3], axis=0)  # NaN kept, as np.maximum
+        arrival = np.fmin.reduce(every[:, 3], axis=0)  # NaN: not arrived on that rank
+        bed = every[self._cells.owner, 4, np.arange(mine.shape[1])]
+        self._maxima = np.concatenate([merged, arrival[None], bed[None]])
+        self._backend = self._host = None
 
     def update(self, sim):
         """Fold the state of ``sim`` now into the maxima, on its backend: one kernel
@@ -181,6 +208,8 @@ class FGMax:
         forest changed)."""
         cells = self._cells
         cells.update(sim)
+        comm = getattr(sim, "comm", None)
+        self._comm = comm if comm is not None and comm.size > 1 else None
         be = sim.backend
         maxima = self._maxima_on(be)
         q = sim.q

@@ -108,4 +108,6 @@ SCENARIOS = {
     "gpu_bowl_2": scenario(2, demo="bowl", backend="gpu"),
     # the wavelet criterion normalises by the domain's largest depth (a reduction)
     "wavelet_amr_2": scenario(2, demo="wavelet_tagging", eps=3e-3, **AMR),
+    # fgmax on a wet/dry case with regrids and repartitions: the points change ranks
+    "bowl_fgmax_3": scenario(3, demo="bowl", fgmax=True),
 }

@@ -539,3 +539,24 @@ def test_wavelet_criterion_normalises_by_the_global_maximum(mpi):
     sim = load_demo("wavelet_tagging").setup(**opts).run()
     assert sim.regrids >= 3
     assert_same_state(mpi("wavelet_amr_2"), sim)
+
+
+@pytest.mark.mpi("bowl_fgmax_3")
+def test_fgmax_is_folded_where_the_points_lie_and_merged(mpi):
+    # a wet/dry run with regrids: the points change ranks; each rank folds its own, the
+    # end merges them (maxima, earliest arrival, the owner's bed): bitwise the serial
+    # maxima, and the state is never gathered (a rank-0 fgmax gathered it every step)
+    from forestpy.extensions.geoclaw.fgmax import FGMax
+
+    sim = bowl.setup()
+    fg = FGMax.grid(-90.0, 90.0, -90.0, 90.0, 31, 29)
+    sim.callbacks.append(fg)
+    sim.run()
+    par = mpi("bowl_fgmax_3")
+    assert par["gathers"] == 0 and sim.regrids >= 5
+    assert_same_state(par, sim)
+    got = np.load(mpi.out("bowl_fgmax_3") / "fgmax.npz")
+    res = fg.results()
+    assert np.isfinite(res["arrival_time"]).any() and np.isnan(res["arrival_time"]).any()
+    for k in ("max_depth", "max_speed", "max_surface", "arrival_time", "bed"):
+        np.testing.assert_array_equal(got[k], res[k], err_msg=k)

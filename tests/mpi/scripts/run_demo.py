@@ -127,6 +127,7 @@ def run(out, mode, opts):
     vtk = opts.pop("vtk", False)
     opts_whole = opts.pop("whole_range_fraction", 0.25)
     gauges = opts.pop("gauges", False)
+    opts_fgmax = opts.pop("fgmax", False)
     checkpoint_every = opts.pop("checkpoint_every", None)
     recorder = Recorder()
     probe = GlobalProbe()
@@ -164,6 +165,12 @@ def run(out, mode, opts):
         # bit-rounded frames: the ranges behind the relative bound are global
         sim.callbacks.append(VTKOutput(out / "vtk", name="rounded", interval=0.1,
                                        tolerance=1e-3, compression="lz4"))
+    fgmax = None
+    if opts_fgmax:  # maxima folded where the points lie, merged at the end (no gather)
+        from forestpy.extensions.geoclaw.fgmax import FGMax
+
+        fgmax = FGMax.grid(-90.0, 90.0, -90.0, 90.0, 31, 29)
+        sim.callbacks.append(fgmax)
     if checkpoint_every:  # last: the checkpoints hold the gauges' samples of their step
         from forestpy.callbacks import CheckpointEvery
 
@@ -218,6 +225,10 @@ def run(out, mode, opts):
                      totals_initial=np.array(list(sim.totals_initial.values())),
                      build=np.array(build), strips=np.array(strips),
                      centres_made=np.array(centres_made))
+            if fgmax is not None:
+                res = fgmax.results()
+                np.savez(out / "fgmax.npz", **{k: res[k] for k in (
+                    "max_depth", "max_speed", "max_surface", "arrival_time", "bed")})
 
 
 def batch(jobs_file):
