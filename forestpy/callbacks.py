@@ -1011,8 +1011,10 @@ class CheckpointEvery:
     def write(self, sim):
         """Write the checkpoint of the current step now; return its path.  Collective
         (:meth:`forestpy.Simulation.save_checkpoint`: in a distributed run the other
-        callbacks' device samples are flushed on every rank, the state gathered to
-        rank 0, which writes the files)."""
+        callbacks' device samples are flushed on every rank, each rank writes its own
+        patches and rank 0 the index and ``checkpoint_latest.npz``, a link to it)."""
+        from forestpy.io.checkpoint import remove_checkpoint
+
         path = sim.save_checkpoint(self.path_for(sim.steps), meta=self.meta, codec=self.codec)
         writer = sim.exchange.rank == 0
         if writer:
@@ -1033,9 +1035,6 @@ class CheckpointEvery:
         self._last_step = sim.steps
         while len(self.written) > self.keep:
             old = self.written.pop(0)
-            if writer:
-                try:
-                    old.unlink()
-                except FileNotFoundError:
-                    pass
+            if writer:  # a per-rank checkpoint: its rank files too
+                remove_checkpoint(old)
         return path

@@ -378,7 +378,8 @@ def cmd_run(args, argv: list[str]) -> int:
     checkpoint = None
     if args.restart is not None:  # read it before anything is written
         try:
-            checkpoint = read_checkpoint(args.restart)
+            # a per-rank checkpoint: its index; restore() reads this rank's rows
+            checkpoint = read_checkpoint(args.restart, patches=False)
         except CheckpointError as e:
             raise CLIError(f"--restart: {e}") from e
         extra = checkpoint.get("extra") or {}

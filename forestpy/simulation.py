@@ -1277,10 +1277,11 @@ class Simulation:
         """Write the whole state to one ``.npz`` file (atomically); return its path.
         See :mod:`forestpy.io.checkpoint` (``codec``: compress the patch data with a
         codec of :mod:`forestpy.io.codecs`, e.g. ``"lossless"``, ``"dwt53:rtol=1e-6"``).
-        Collective: a distributed state is gathered to rank 0 only (:meth:`root_view`),
-        which writes the checkpoint (readable on any number of ranks); an error on rank
-        0 is raised on every rank."""
-        from forestpy.io.checkpoint import write_checkpoint
+        Collective: a distributed run writes a per-rank checkpoint instead
+        (:func:`~forestpy.io.checkpoint.write_rank_checkpoint`: each rank its own
+        patches, rank 0 the index ``path`` last; nothing is gathered), readable on any
+        number of ranks; an error on any rank is raised on every rank."""
+        from forestpy.io.checkpoint import write_checkpoint, write_rank_checkpoint
 
         for cb in self.callbacks:
             # samples kept on the device (gauges) reach the host here, on every rank: a
@@ -1288,19 +1289,16 @@ class Simulation:
             flush = getattr(cb, "flush", None)
             if callable(flush):
                 flush()
-        out = error = None
-        with self.root_view(0) as root:
-            if root is not None:
-                try:
-                    out = write_checkpoint(root, path, meta=meta, codec=codec)
-                except Exception as e:  # noqa: BLE001 - re-raised below, on every rank
-                    error = e
-        return self.exchange.share_outcome(out, error, f"write the checkpoint {path}")
+        if self.exchange.distributed:
+            return write_rank_checkpoint(self, path, meta=meta, codec=codec)
+        return write_checkpoint(self, path, meta=meta, codec=codec)
+
     def load_checkpoint(self, path) -> Simulation:
-        """Read a checkpoint and :meth:`restore` it; returns ``self``."""
+        """Read a checkpoint and :meth:`restore` it; returns ``self``.  Of a per-rank
+        checkpoint each rank reads only the rank files holding its patches."""
         from forestpy.io.checkpoint import read_checkpoint
 
-        return self.restore(read_checkpoint(path))
+        return self.restore(read_checkpoint(path, patches=False))
 
     def restore(self, data: dict) -> Simulation:
         """Replace forest, patch data, clock, counters, timers and callback state by
@@ -1341,10 +1339,11 @@ class Simulation:
                 f"this simulation {self.min_level} to {self.max_level}"
             )
         naux = self.riemann.num_aux
-        if data["aux"].shape[1] != naux or data["aux_setaux"].shape[1] != naux:
-            raise CheckpointError(
-                f"{where}: aux has {data['aux'].shape[1]} fields, the solver {naux}"
-            )
+        reader = data.get("rank_files") if data.get("q") is None else None
+        stored_naux = ((data["num_aux"], data["num_aux"]) if reader is not None
+                       else (data["aux"].shape[1], data["aux_setaux"].shape[1]))
+        if stored_naux != (naux, naux):
+            raise CheckpointError(f"{where}: aux has {stored_naux[0]} fields, the solver {naux}")
         stateful = [cb for cb in self.callbacks if callable(getattr(cb, "load_state_dict", None))]
         stored = data["callbacks"]
         if [type(cb).__name__ for cb in stateful] != [e["class"] for e in stored]:
@@ -1355,11 +1354,29 @@ class Simulation:
             )
 
         be = self.backend
-        self._set_forest(forest)
-        self.aux_setaux = be.to_device(np.array(data["aux_setaux"]), self.dtype)
-        self.aux = be.to_device(np.array(data["aux"]), self.dtype)
-        self.q = be.to_device(np.array(data["q"]), self.dtype)
-        self._full = not self.layout.whole  # every patch: the next step localises
+        if reader is not None:  # a per-rank checkpoint: this rank's rows alone
+            before = dict(self.__dict__)
+            self._set_forest(forest)
+            ids = np.arange(forest.n) if self.layout.whole else self.layout.l2g
+            rows = error = None
+            try:
+                rows = reader.rows(ids)
+            except CheckpointError as e:
+                error = e
+            try:
+                self.exchange.raise_first(error, CheckpointError)
+            except CheckpointError:
+                self.__dict__.clear()
+                self.__dict__.update(before)
+                raise
+            self.q, self.aux, self.aux_setaux = (be.to_device(a, self.dtype) for a in rows)
+            self._full = False  # the local rows of this layout
+        else:
+            self._set_forest(forest)
+            self.aux_setaux = be.to_device(np.array(data["aux_setaux"]), self.dtype)
+            self.aux = be.to_device(np.array(data["aux"]), self.dtype)
+            self.q = be.to_device(np.array(data["q"]), self.dtype)
+            self._full = not self.layout.whole  # every patch: the next step localises
         self._root_copy = None
         self._spare = self._spare_of = None
         self.t = float(data["t"])

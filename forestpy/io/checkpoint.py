@@ -46,11 +46,16 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import numbers
+import re
+import secrets
 import zipfile
+import zlib
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 from numpy.lib import format as npformat
@@ -59,7 +64,17 @@ from forestpy.errors import MAX_ARRAY_BYTES, InputFileError
 from forestpy.forest import Brick, Forest
 from forestpy.io.summary import open_atomic, to_jsonable
 
-__all__ = ["CheckpointError", "write_checkpoint", "read_checkpoint", "FORMAT", "VERSION"]
+__all__ = [
+    "CheckpointError",
+    "write_checkpoint",
+    "write_rank_checkpoint",
+    "read_checkpoint",
+    "remove_checkpoint",
+    "rank_folder",
+    "RankFiles",
+    "FORMAT",
+    "VERSION",
+]
 
 FORMAT = "forestpy-checkpoint"
 VERSION = 1
@@ -195,17 +210,9 @@ def _shore_patches(depth, q, i, spec: str, be):
     return raw
 
 
-def write_checkpoint(sim, path, meta: dict | None = None, codec=None) -> Path:
-    """Write the state of ``sim`` to ``path`` (one ``.npz`` file) atomically; return
-    the path.  ``meta`` (JSON-able) is stored as is and returned by
-    :func:`read_checkpoint` under ``"extra"``.  ``codec`` (a specification of
-    :mod:`forestpy.io.codecs`, e.g. ``"lossless"`` or ``"dwt53:rtol=1e-6"``) compresses
-    the patch data (see the module docstring)."""
-    path = Path(path)
-    be = sim.backend
-    f = sim.forest
-    spec = _codec_spec(codec)
-    arrays: dict = {
+def _forest_members(f) -> dict:
+    """The format, version and forest members of a checkpoint (or of its index)."""
+    return {
         "format": np.array(FORMAT),
         "version": np.array(VERSION, dtype=np.int64),
         "forest_tree": np.asarray(f.tree),
@@ -213,13 +220,12 @@ def write_checkpoint(sim, path, meta: dict | None = None, codec=None) -> Path:
         "forest_x": np.asarray(f.x),
         "forest_y": np.asarray(f.y),
     }
-    if spec is None:
-        arrays["q"] = np.ascontiguousarray(be.to_host(sim.q))
-        arrays["aux"] = np.ascontiguousarray(be.to_host(sim.aux))
-        arrays["aux_setaux"] = np.ascontiguousarray(be.to_host(sim.aux_setaux))
-        codec_info = None
-    else:
-        codec_info = _encode_state(sim, arrays, spec)
+
+
+def _run_info(sim, arrays: dict, meta) -> dict:
+    """The metadata of a checkpoint (clock, counters, timers, options, callbacks' state;
+    callback arrays go into ``arrays``), without ``"codec"``."""
+    f = sim.forest
     c = f.conn
     info = {
         "t": float(sim.t),
@@ -259,8 +265,29 @@ def write_checkpoint(sim, path, meta: dict | None = None, codec=None) -> Path:
         "options": _options_jsonable(sim.options),
         "callbacks": _callback_states(sim, arrays),
         "extra": to_jsonable(meta) if meta is not None else None,
-        "codec": codec_info,
     }
+    return info
+
+
+def write_checkpoint(sim, path, meta: dict | None = None, codec=None) -> Path:
+    """Write the state of ``sim`` to ``path`` (one ``.npz`` file) atomically; return
+    the path.  ``meta`` (JSON-able) is stored as is and returned by
+    :func:`read_checkpoint` under ``"extra"``.  ``codec`` (a specification of
+    :mod:`forestpy.io.codecs`, e.g. ``"lossless"`` or ``"dwt53:rtol=1e-6"``) compresses
+    the patch data (see the module docstring)."""
+    path = Path(path)
+    be = sim.backend
+    spec = _codec_spec(codec)
+    arrays = _forest_members(sim.forest)
+    if spec is None:
+        arrays["q"] = np.ascontiguousarray(be.to_host(sim.q))
+        arrays["aux"] = np.ascontiguousarray(be.to_host(sim.aux))
+        arrays["aux_setaux"] = np.ascontiguousarray(be.to_host(sim.aux_setaux))
+        codec_info = None
+    else:
+        codec_info = _encode_state(sim, arrays, spec)
+    info = _run_info(sim, arrays, meta)
+    info["codec"] = codec_info
     # float repr round-trips exactly through JSON; inf/nan are written as Infinity/NaN
     arrays["meta_json"] = np.array(json.dumps(info))
 
@@ -269,8 +296,9 @@ def write_checkpoint(sim, path, meta: dict | None = None, codec=None) -> Path:
     return path
 
 
-def read_checkpoint(path) -> dict:
-    """Read a checkpoint written by :func:`write_checkpoint`.
+def read_checkpoint(path, patches: bool = True) -> dict:
+    """Read a checkpoint written by :func:`write_checkpoint` or, its index,
+    :func:`write_rank_checkpoint`.
 
     Returns a dict with ``"path"``, ``"version"``, ``"forest"`` (a :class:`Forest`),
     ``"q"``, ``"aux"``, ``"aux_setaux"`` (host arrays), the scalars and dicts of
@@ -281,6 +309,12 @@ def read_checkpoint(path) -> dict:
     Nothing the file says is trusted: every member's size, array header and dtype is
     checked against the archive before its array is allocated (:func:`_read_members`),
     and every metadata value against its type and range (:func:`_check_meta`).
+
+    A per-rank checkpoint (its index) also returns ``"rank_files"``, a
+    :class:`RankFiles`; with ``patches`` (the default) every rank file is read and
+    ``"q"``, ``"aux"``, ``"aux_setaux"`` hold every patch, as for a single file;
+    with ``patches=False`` they are None and :meth:`forestpy.Simulation.restore` reads
+    only the rows its rank needs.  ``patches`` is ignored for a single file.
 
     Raises
     ------
@@ -302,7 +336,9 @@ def read_checkpoint(path) -> dict:
         for name in ("q", "aux", "aux_setaux"):
             if f"{name}_codec" in raw and name not in raw:
                 raw[name] = None  # decoded below, once the metadata are checked
-    missing = [k for k in _REQUIRED if k not in raw]
+    ranks = not any(k in raw for k in ("q", "aux", "aux_setaux"))
+    required = [k for k in _REQUIRED if not (ranks and k in ("q", "aux", "aux_setaux"))]
+    missing = [k for k in required if k not in raw]
     if missing:
         raise err(f"missing member(s) {missing}: not a forestpy checkpoint")
 
@@ -328,6 +364,8 @@ def read_checkpoint(path) -> dict:
     if missing:
         raise err(f"metadata lacks {missing}")
     _check_meta(info, err)
+    if ranks and info.get("layout") != "ranks":
+        raise err("missing member(s) ['q', 'aux', 'aux_setaux']: not a forestpy checkpoint")
 
     leaves = [raw[k] for k in ("forest_tree", "forest_level", "forest_x", "forest_y")]
     if any(a.ndim != 1 or a.dtype.kind not in "iu" for a in leaves):
@@ -347,17 +385,20 @@ def read_checkpoint(path) -> dict:
 
     mx, my, mbc, meqn = info["mx"], info["my"], info["mbc"], info["num_eqn"]
     shape = (forest.n, meqn, my + 2 * mbc, mx + 2 * mbc)
-    if raw["q"] is None:
+    reader = None
+    if ranks:
+        naux = info.get("num_aux")
+        if not (_is_int(naux) and 0 <= naux <= 1024):
+            raise err(f"metadata num_aux={naux!r:.40} is not an integer in [0, 1024]")
+        reader = RankFiles(path, _rank_entries(info, forest.n, err), forest,
+                           info["token"], shape, naux, info.get("codec"))
+        if patches:
+            raw["q"], raw["aux"], raw["aux_setaux"] = reader.rows(np.arange(forest.n))
+    elif raw["q"] is None:
         _decode_state(raw, info.get("codec"), shape, err)
-    q, aux, aux_setaux = raw["q"], raw["aux"], raw["aux_setaux"]
-    for name, a in (("q", q), ("aux", aux), ("aux_setaux", aux_setaux)):
-        if a.dtype.kind != "f":
-            raise err(f"{name} holds {a.dtype} values, not floating point")
-    if q.shape != shape:
-        raise err(f"q has shape {q.shape}, expected {shape} from the forest and patch size")
-    for name, a in (("aux", aux), ("aux_setaux", aux_setaux)):
-        if a.ndim != 4 or a.shape[0] != forest.n or a.shape[2:] != shape[2:]:
-            raise err(f"{name} has shape {a.shape}, inconsistent with q {q.shape}")
+    q, aux, aux_setaux = (raw.get(k) for k in ("q", "aux", "aux_setaux"))
+    if q is not None:
+        _check_patch_arrays(q, aux, aux_setaux, shape, err)
 
     callbacks = []
     for entry in info["callbacks"]:
@@ -369,7 +410,7 @@ def read_checkpoint(path) -> dict:
             state[key] = raw[member]
         callbacks.append({"index": entry["index"], "class": entry["class"], "state": state})
 
-    out = {k: v for k, v in info.items() if k != "callbacks"}
+    out = {k: v for k, v in info.items() if k not in ("callbacks", "rank_files")}
     out.update(
         path=str(path),
         version=version,
@@ -378,8 +419,20 @@ def read_checkpoint(path) -> dict:
         aux=aux,
         aux_setaux=aux_setaux,
         callbacks=callbacks,
+        rank_files=reader,
     )
     return out
+
+
+def _check_patch_arrays(q, aux, aux_setaux, shape, err) -> None:
+    for name, a in (("q", q), ("aux", aux), ("aux_setaux", aux_setaux)):
+        if a.dtype.kind != "f":
+            raise err(f"{name} holds {a.dtype} values, not floating point")
+    if q.shape != shape:
+        raise err(f"q has shape {q.shape}, expected {shape} from the forest and patch size")
+    for name, a in (("aux", aux), ("aux_setaux", aux_setaux)):
+        if a.ndim != 4 or a.shape[0] != shape[0] or a.shape[2:] != shape[2:]:
+            raise err(f"{name} has shape {a.shape}, inconsistent with q {q.shape}")
 
 
 def _decode_state(raw: dict, cinfo, shape: tuple, err) -> None:
@@ -555,3 +608,237 @@ def _check_meta(info: dict, err) -> None:
         if not ok:
             break
     need(ok, "callbacks", "a list of {index, class, state, arrays}")
+
+
+# ---------------------------------------------------------------- per-rank checkpoints
+#: the ``format`` member of a rank file of a per-rank checkpoint
+RANK_FORMAT = "forestpy-checkpoint-rank"
+_RANK_FILE = re.compile(r"^[0-9a-f]{16}\.r[0-9]{5}\.npz$")
+_CHUNK = 1 << 16  # bytes read at a time for a CRC
+
+
+def rank_folder(path) -> Path:
+    """The folder holding the rank files of the per-rank checkpoint ``path``
+    (``out/ck.npz`` -> ``out/ck.ranks``)."""
+    path = Path(path)
+    return path.with_name(path.stem + ".ranks")
+
+
+def _file_crc(path: Path) -> tuple[int, int]:
+    """(bytes, CRC-32) of the file ``path``, read in chunks."""
+    crc = size = 0
+    buf = bytearray(_CHUNK)
+    view = memoryview(buf)
+    with open(path, "rb") as f:
+        while got := f.readinto(buf):
+            crc = zlib.crc32(view[:got], crc)
+            size += got
+    return size, crc
+
+
+def write_rank_checkpoint(sim, path, meta: dict | None = None, codec=None) -> Path:
+    """Write the state of a distributed ``sim`` as a per-rank checkpoint; return ``path``.
+
+    Collective.  Every rank writes its owned patches (``q``, ``aux``, ``aux_setaux``, each
+    through ``codec`` when one is given, their global patch range and forest leaves) to
+    its own file ``<stem>.ranks/<token>.r<rank>.npz`` beside ``path``, atomically; then
+    rank 0 writes ``path`` itself, the index, atomically and last: the forest, clock,
+    counters, options and callbacks' state as :func:`write_checkpoint` does, the rank
+    count, and every rank file's name, range, size and CRC-32.  The index is the commit
+    point: until it is renamed into place the previous checkpoint of ``path`` (if any)
+    stays whole.  Afterwards rank 0 removes the rank files of earlier checkpoints of
+    ``path``.  No rank gathers the global state.  An error on any rank is raised on
+    every rank."""
+    path = Path(path)
+    ex, L, be = sim.exchange, sim.layout, sim.backend
+    spec = _codec_spec(codec)  # the same on every rank: raises everywhere or nowhere
+    token = ex.bcast(secrets.token_hex(8) if ex.rank == 0 else None, 0)
+    folder = rank_folder(path)
+    name = f"{folder.name}/{token}.r{ex.rank:05d}.npz"
+    lo, hi = int(L.lo), int(L.hi)
+    rows = slice(lo, hi) if sim._full else slice(0, hi - lo)
+    entry = error = None
+    try:
+        f = sim.forest
+        arrays = {
+            "format": np.array(RANK_FORMAT),
+            "version": np.array(VERSION, dtype=np.int64),
+            "forest_tree": np.asarray(f.tree[lo:hi]),
+            "forest_level": np.asarray(f.level[lo:hi]),
+            "forest_x": np.asarray(f.x[lo:hi]),
+            "forest_y": np.asarray(f.y[lo:hi]),
+        }
+        mine = SimpleNamespace(q=sim.q[rows], aux=sim.aux[rows],
+                               aux_setaux=sim.aux_setaux[rows], backend=be,
+                               mbc=sim.mbc, riemann=sim.riemann)
+        if spec is None:
+            for key in ("q", "aux", "aux_setaux"):
+                arrays[key] = np.ascontiguousarray(be.to_host(getattr(mine, key)))
+            codec_info = None
+        else:
+            codec_info = _encode_state(mine, arrays, spec)
+        arrays["meta_json"] = np.array(json.dumps({
+            "token": token, "rank": ex.rank, "nranks": ex.nranks, "lo": lo, "hi": hi,
+            "codec": codec_info}))
+        target = path.parent / name
+        with open_atomic(target, binary=True) as fh:
+            np.savez(fh, **arrays)
+        size, crc = _file_crc(target)
+        entry = {"file": name, "rank": ex.rank, "lo": lo, "hi": hi, "bytes": size,
+                 "crc32": crc}
+    except Exception as e:  # noqa: BLE001 - raised on every rank below
+        error = e
+    ex.raise_first(error, CheckpointError)
+    entries = ex.allgather(entry)  # a few numbers per rank
+    out = error = None
+    if ex.rank == 0:
+        try:
+            arrays = _forest_members(sim.forest)
+            info = _run_info(sim, arrays, meta)
+            info["codec"] = None if spec is None else {"spec": spec}
+            info.update(layout="ranks", token=token, nranks=ex.nranks,
+                        num_aux=int(sim.aux.shape[1]), rank_files=entries)
+            arrays["meta_json"] = np.array(json.dumps(info))
+            with open_atomic(path, binary=True) as fh:
+                np.savez(fh, **arrays)
+            out = path
+            keep = {Path(e["file"]).name for e in entries}
+            for old in folder.iterdir():  # earlier checkpoints of this path
+                if _RANK_FILE.match(old.name) and old.name not in keep:
+                    old.unlink(missing_ok=True)
+        except Exception as e:  # noqa: BLE001 - raised on every rank by share_outcome
+            error = e
+    return ex.share_outcome(out, error, f"write the checkpoint index {path}")
+
+
+def remove_checkpoint(path) -> None:
+    """Remove the checkpoint ``path`` and, for a per-rank one, its rank files."""
+    path = Path(path)
+    path.unlink(missing_ok=True)
+    folder = rank_folder(path)
+    if folder.is_dir():
+        for old in folder.iterdir():
+            if _RANK_FILE.match(old.name):
+                old.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+
+
+class RankFiles:
+    """The rank files of a per-rank checkpoint, read on demand: :meth:`rows` returns
+    the patches asked for, reading only the files that hold them, one file at a time
+    (the memory held: the rows asked for plus one rank file's arrays).  Each file is
+    checked before use: present, of the size and CRC-32 the index records, a rank file
+    of this checkpoint (its token, rank, range and forest leaves), arrays of the shape
+    the index implies.  Any problem raises one :class:`CheckpointError` naming the
+    file."""
+
+    def __init__(self, index: Path, entries: list, forest: Forest, token: str,
+                 shape: tuple, num_aux: int, codec):
+        self.index, self.entries, self.forest = index, entries, forest
+        self.token, self.shape, self.num_aux, self.codec = token, shape, num_aux, codec
+
+    def _err(self, name: str):
+        def err(problem: str) -> CheckpointError:
+            return CheckpointError(f"checkpoint {self.index}: rank file {name}: {problem}")
+        return err
+
+    def read(self, entry: dict) -> dict:
+        """The checked arrays ``q``, ``aux``, ``aux_setaux`` of one rank file."""
+        name = entry["file"]
+        err = self._err(name)
+        path = self.index.parent / name
+        if not path.is_file():
+            raise err("missing")
+        size, crc = _file_crc(path)
+        if size != entry["bytes"]:
+            raise err(f"{size} bytes, the index says {entry['bytes']} (truncated or "
+                      "replaced)")
+        if crc != entry["crc32"]:
+            raise err(f"CRC-32 {crc:08x}, the index says {entry['crc32']:08x} (corrupt, "
+                      "or from another checkpoint)")
+        raw = _read_members(path, err)
+        fmt = raw.get("format")
+        if fmt is None or fmt.shape != () or str(fmt) != RANK_FORMAT:
+            raise err("not a forestpy rank file")
+        if "meta_json" not in raw or raw["meta_json"].dtype.kind != "U":
+            raise err("missing metadata")
+        try:
+            meta = json.loads(str(raw["meta_json"]))
+        except (TypeError, ValueError, RecursionError) as e:
+            raise err(f"corrupt metadata ({type(e).__name__})") from None
+        lo, hi = entry["lo"], entry["hi"]
+        want = {"token": self.token, "rank": entry["rank"], "lo": lo, "hi": hi}
+        if not isinstance(meta, dict) or any(meta.get(k) != v for k, v in want.items()):
+            raise err(f"belongs to another checkpoint ({meta!r:.120}, expected {want})")
+        f = self.forest
+        for key, a in (("tree", f.tree), ("level", f.level), ("x", f.x), ("y", f.y)):
+            got = raw.get(f"forest_{key}")
+            if got is None or not np.array_equal(got, a[lo:hi]):
+                raise err(f"its leaves ({key}) differ from the index's forest")
+        shape = (hi - lo,) + self.shape[1:]
+        if meta.get("codec") is not None:
+            _decode_state(raw, meta["codec"], shape, err)
+        for key in ("q", "aux", "aux_setaux"):
+            a = raw.get(key)
+            if a is None:
+                raise err(f"missing member {key!r}")
+            if a.dtype.kind != "f":
+                raise err(f"{key} holds {a.dtype} values, not floating point")
+            expect = shape if key == "q" else (shape[0], self.num_aux) + shape[2:]
+            if a.shape != expect:
+                raise err(f"{key} has shape {a.shape}, expected {expect}")
+        return raw
+
+    def rows(self, ids) -> tuple:
+        """Host arrays ``(q, aux, aux_setaux)`` of the global patches ``ids``, in that
+        order."""
+        ids = np.asarray(ids, dtype=np.int64)
+        out = None
+        for entry in self.entries:
+            sel = np.flatnonzero((ids >= entry["lo"]) & (ids < entry["hi"]))
+            if not len(sel):
+                continue
+            raw = self.read(entry)
+            if out is None:
+                out = [np.empty((len(ids),) + raw[k].shape[1:], raw[k].dtype)
+                       for k in ("q", "aux", "aux_setaux")]
+            src = ids[sel] - entry["lo"]
+            for o, k in zip(out, ("q", "aux", "aux_setaux")):
+                o[sel] = raw[k][src]
+            del raw
+        if out is None:  # no rows asked for
+            out = [np.empty((0,) + self.shape[1:]),
+                   np.empty((0, self.num_aux) + self.shape[2:]),
+                   np.empty((0, self.num_aux) + self.shape[2:])]
+        return tuple(out)
+
+
+def _rank_entries(info: dict, n: int, err) -> list:
+    """The checked ``rank_files`` of a per-rank index: contiguous ranges covering the
+    ``n`` patches, plain names inside the rank folder."""
+    entries, nranks = info.get("rank_files"), info.get("nranks")
+    token = info.get("token")
+    if not (isinstance(token, str) and re.fullmatch(r"[0-9a-f]{16}", token)):
+        raise err(f"metadata token={token!r:.40} is not 16 hex digits")
+    if not (_is_int(nranks) and 1 <= nranks <= 1 << 20 and isinstance(entries, list)
+            and len(entries) == nranks):
+        raise err("metadata rank_files is not one entry per rank")
+    at = 0
+    for r, e in enumerate(entries):
+        ok = (isinstance(e, dict) and all(_is_int(e.get(k)) and e[k] >= 0 for k in
+                                          ("rank", "lo", "hi", "bytes", "crc32"))
+              and e["rank"] == r and e["lo"] == at and e["hi"] >= e["lo"]
+              and isinstance(e.get("file"), str) and "/" in e["file"])
+        if ok:
+            folder, fname = e["file"].split("/", 1)
+            ok = (not folder.startswith(".") and "\\" not in folder
+                  and _RANK_FILE.match(fname) is not None
+                  and fname.startswith(token) and fname.endswith(f".r{r:05d}.npz"))
+        if not ok:
+            raise err(f"metadata rank_files[{r}] is not a rank file entry "
+                      f"({e!r:.120})")
+        at = e["hi"]
+    if at != n:
+        raise err(f"the rank files hold {at} patches, the forest {n}")
+    return entries

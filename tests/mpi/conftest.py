@@ -59,7 +59,9 @@ class Launches:
             after = SCENARIOS[name].get("after")
             if after and SCENARIOS[after]["ranks"] != ranks:
                 self._launch_group(SCENARIOS[after]["ranks"])
-        names.sort(key=lambda n: SCENARIOS[n].get("after") in names)  # writers first
+        # writers first (a key reading ``names`` itself would see it empty while sorted)
+        launched = set(names)
+        names.sort(key=lambda n: SCENARIOS[n].get("after") in launched)
         jobs = []
         for name in names:
             spec, out = SCENARIOS[name], self.out(name)

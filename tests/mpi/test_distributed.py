@@ -291,16 +291,105 @@ def test_more_ranks_than_patches(mpi, radial_dam, build):
     assert_same_state(par, serial(radial_dam, **ONE_PATCH))
 
 
-@pytest.mark.mpi("checkpoint_save_2", "checkpoint_restore_3")
-def test_checkpoint_written_on_2_ranks_restarts_on_3(mpi, serial_amr):
-    first = mpi("checkpoint_save_2")
-    assert 0 < first["t"] < AMR["t_final"]
-    # the state is gathered to rank 0 only: rank 1 allocates nothing of the global size
+def assert_saved_per_rank(first, nranks, memory=True):
+    # each rank wrote its own patches, rank 0 the index: nobody gathered the state (a
+    # gather to rank 0 counts in exchange.gathers, recorded after the save) or
+    # allocated the global state (NumPy's writer copies the rank's own rows once: in
+    # this small case about 1/nranks of the global state)
+    assert 0 < first["t"] < AMR["t_final"] and len(first["owned"]) == nranks
     _, _, save_peak, global_bytes, _, _ = first["memory"].T
-    assert save_peak[0] > global_bytes[0] and save_peak[1] < 0.5 * global_bytes[1]
+    assert first["gathers"] == 0
+    if memory:  # (a codec's working buffers are not bounded by the state's size here)
+        assert (save_peak < (1 / nranks + 0.2) * global_bytes).all(), (save_peak,
+                                                                       global_bytes)
     assert_no_global_state_in_summary(first)
-    par = mpi("checkpoint_restore_3")
+
+
+def rank_checkpoint(mpi, name):
+    """(index, its rank files) of the scenario ``name``'s checkpoint."""
+    from forestpy.io.checkpoint import rank_folder
+
+    index = mpi.out(name) / "ck.npz"
+    return index, sorted(rank_folder(index).iterdir())
+
+
+@pytest.mark.mpi("checkpoint_save_2", "checkpoint_restore_3", "checkpoint_restore_2")
+@pytest.mark.parametrize("ranks", [3, 2, 1])
+def test_per_rank_checkpoint_of_2_ranks_restarts_on_3_2_and_1(mpi, radial_dam, serial_amr,
+                                                               ranks):
+    first = mpi("checkpoint_save_2")
+    assert_saved_per_rank(first, 2)
+    index, files = rank_checkpoint(mpi, "checkpoint_save_2")
+    assert [f.name[-10:] for f in files] == ["r00000.npz", "r00001.npz"]
+    if ranks == 1:  # a serial run reads both rank files
+        sim = radial_dam.setup(**AMR).load_checkpoint(index)
+        assert sim.steps == 6 and sim.q.shape[0] == sim.forest.n
+        sim.run()
+        par = {"t": sim.t, "steps": sim.steps, "regrids": sim.regrids,
+               "level": sim.forest.level, "q": sim.backend.to_host(sim.q),
+               "totals": list(sim.totals().values())}
+    else:  # each rank reads the rows of its owned and halo patches into its local layout
+        par = mpi(f"checkpoint_restore_{ranks}")
+        assert par["gathers"] == 0
     assert_same_state(par, serial_amr)
+
+
+@pytest.mark.mpi("checkpoint_save_lossless_3")
+def test_per_rank_checkpoint_through_a_codec_restarts_bitwise(mpi, radial_dam, serial_amr):
+    from forestpy.io.checkpoint import read_checkpoint
+
+    assert_saved_per_rank(mpi("checkpoint_save_lossless_3"), 3, memory=False)
+    index, files = rank_checkpoint(mpi, "checkpoint_save_lossless_3")
+    assert len(files) == 3
+    data = read_checkpoint(index)  # every rank file, decoded into the global arrays
+    assert data["codec"] == {"spec": "lossless"} and data["q"].shape[0] == data["forest"].n
+    sim = radial_dam.setup(**AMR).restore(data).run()
+    np.testing.assert_array_equal(sim.backend.to_host(sim.q), serial_amr.backend.to_host(
+        serial_amr.q))
+
+
+@pytest.mark.mpi("checkpoint_save_2", "checkpoint_save_lossless_3")
+@pytest.mark.parametrize("damage", ["flip", "truncate", "missing", "other_run", "index"])
+def test_a_damaged_per_rank_checkpoint_is_one_error_naming_the_file(mpi, radial_dam,
+                                                                    tmp_path, damage):
+    import shutil
+
+    from forestpy.io.checkpoint import CheckpointError, rank_folder, read_checkpoint
+
+    index, files = rank_checkpoint(mpi, "checkpoint_save_2")
+    shutil.copy(index, tmp_path / "ck.npz")
+    shutil.copytree(rank_folder(index), tmp_path / "ck.ranks")
+    index, victim = tmp_path / "ck.npz", tmp_path / "ck.ranks" / files[1].name
+    data = victim.read_bytes()
+    if damage == "flip":  # one byte inside q
+        victim.write_bytes(data[:len(data) // 2] + bytes([data[len(data) // 2] ^ 1])
+                           + data[len(data) // 2 + 1:])
+        problem = "CRC-32"
+    elif damage == "truncate":
+        victim.write_bytes(data[: len(data) - 100])
+        problem = "truncated"
+    elif damage == "missing":
+        victim.unlink()
+        problem = "missing"
+    elif damage == "other_run":  # another checkpoint's rank file under this one's name
+        _, others = rank_checkpoint(mpi, "checkpoint_save_lossless_3")
+        shutil.copy(others[1], victim)
+        problem = "index says"
+    else:  # an index whose rank files are not there: another run's (or one half-written)
+        shutil.copy(mpi.out("checkpoint_save_lossless_3") / "ck.npz", index)
+        victim = tmp_path / "ck.ranks" / rank_checkpoint(mpi, "checkpoint_save_lossless_3")[
+            1][0].name
+        problem = "missing"
+    with pytest.raises(CheckpointError, match=problem) as err:
+        read_checkpoint(index)
+    assert f"rank file ck.ranks/{victim.name}" in str(err.value)
+    # a restore that fails leaves the simulation as it was
+    sim = radial_dam.setup(**AMR)
+    forest, q = sim.forest, sim.q.copy()
+    with pytest.raises(CheckpointError, match=problem):
+        sim.load_checkpoint(index)
+    assert sim.forest is forest and sim.steps == 0
+    np.testing.assert_array_equal(sim.q, q)
 
 
 def _read_amr(path):

@@ -7,7 +7,8 @@ A scenario builds ``demos/radial_dam.py``'s setup with the options in JSON, dist
 it over the ranks and writes rank 0's gathered result to ``OUT/result.npz``.  MODE:
 
 * ``run``     -- run to t_final.
-* ``save``    -- run max_steps steps, write the checkpoint ``OUT/ck.npz``.
+* ``save``    -- run max_steps steps, write the checkpoint ``OUT/ck.npz`` (through the
+  codec ``"checkpoint_codec"`` when given).
 * ``restore`` -- read the checkpoint (``"checkpoint"`` in JSON, else ``OUT/ck.npz``)
   and run to t_final.
 * ``cli``     -- ``forestpy.cli.main(JSON["argv"])`` on every rank (the command line
@@ -121,6 +122,7 @@ def run(out, mode, opts):
 
         select_device()  # one GPU per rank, before any other CUDA call
     max_steps = opts.pop("max_steps", None)
+    codec = opts.pop("checkpoint_codec", None)
     weights = opts.pop("weights", None)
     record = opts.pop("record", False)
     overlap = opts.pop("overlap", True)
@@ -194,7 +196,7 @@ def run(out, mode, opts):
     sim.run(max_steps=max_steps if mode == "save" else None)
     save_peak = 0
     if mode == "save":
-        _, save_peak = traced_peak(lambda: sim.save_checkpoint(checkpoint))
+        _, save_peak = traced_peak(lambda: sim.save_checkpoint(checkpoint, codec=codec))
     gathers = sim.exchange.gathers  # before the gather to rank 0 below
     # patch rows each rank holds (q, aux), against its owned + halo patches
     layout = sim.comm.allgather((sim.q.shape[0], sim.aux.shape[0], sim.aux_setaux.shape[0],
