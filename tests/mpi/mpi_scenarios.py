@@ -51,6 +51,22 @@ def cli_run(out, request):
     return {"argv": ["run", str(DEMO), *CLI_RUN, "--out", str(out / "par")]}
 
 
+# a few more steps, a per-rank checkpoint every 2 (the last two kept)
+CLI_CHECKPOINTED = [*CLI_RUN, "--set", "t_final=0.3"]
+
+
+def cli_checkpoint(out, request):
+    return {"argv": ["run", str(DEMO), *CLI_CHECKPOINTED, "--checkpoint-interval", "2",
+                     "--out", str(out / "par")]}
+
+
+def cli_restart(out, request):
+    """Restart from the oldest checkpoint that cli_checkpoint_2 kept (a per-rank one)."""
+    kept = sorted((out.parent / "cli_checkpoint_2" / "par").glob("checkpoint_0*.npz"))
+    return {"argv": ["run", str(DEMO), *CLI_CHECKPOINTED, "--restart", str(kept[0]),
+                     "--out", str(out / "par")]}
+
+
 def cli_report(out, request):
     demo = demo_file(out, REPORTED_DEMO, name="reported_mpi.py")
     return {"argv": ["run", str(demo), *CLI_REPORT, "--out", str(out / "par")]}
@@ -102,6 +118,8 @@ SCENARIOS = {
     "gauges_checkpoint_every_3": scenario(3, gauges=True, checkpoint_every=3, **AMR),
     "cli_run_2": scenario(2, "cli", prepare=cli_run),
     "cli_report_3": scenario(3, "cli", prepare=cli_report),
+    "cli_checkpoint_2": scenario(2, "cli", prepare=cli_checkpoint),
+    "cli_restart_3": scenario(3, "cli", after="cli_checkpoint_2", prepare=cli_restart),
     "tworoe_cli_2": scenario(2, "cli", prepare=tworoe_cli),
     # the GPU backend (in Numba's CUDA simulator unless NUMBA_ENABLE_CUDASIM=0)
     "gpu_level_1_2": scenario(2, mx=8, min_level=1, max_level=1, t_final=0.1, backend="gpu"),

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from mpi_scenarios import CLI_REPORT, CLI_RUN, DEMO, TWOROE, TWOROE_RUN
+from mpi_scenarios import CLI_CHECKPOINTED, CLI_REPORT, CLI_RUN, DEMO, TWOROE, TWOROE_RUN
 
 from forestpy.cli import main
 
@@ -26,6 +26,29 @@ def test_mpirun_forestpy_run_matches_the_serial_run(mpi, tmp_path):
     assert sum(r["stdout"].count("total wall") for r in ranks) == 1  # rank 0 alone prints
     s, p = _read(serial / "summary.json"), _read(mpi.out("cli_run_2") / "par" / "summary.json")
     assert p["mpi_ranks"] == 2
+    assert p["steps"] == s["steps"] and p["patches_per_level"] == s["patches_per_level"]
+    assert p["totals_final"] == s["totals_final"]  # bitwise
+
+
+@pytest.mark.mpi("cli_checkpoint_2", "cli_restart_3")
+def test_mpirun_restart_on_3_ranks_from_per_rank_checkpoints_of_2(mpi, tmp_path):
+    # cli_checkpoint_2 writes a per-rank checkpoint every 2 steps (the last two kept: the rank
+    # files of the others are removed with them); cli_restart_3 continues from the
+    # oldest kept one on 3 ranks, to the serial run's final totals, bitwise
+    serial = tmp_path / "serial"
+    assert main(["run", str(DEMO), *CLI_CHECKPOINTED, "--out", str(serial)]) == 0
+    par = mpi.out("cli_checkpoint_2") / "par"
+    assert [r["rc"] for r in mpi("cli_checkpoint_2")] == [0, 0]
+    kept = sorted(p.name for p in par.glob("checkpoint_0*.npz"))
+    assert len(kept) == 2
+    assert sorted(p.name for p in par.glob("checkpoint_*.ranks")) == [
+        k.replace(".npz", ".ranks") for k in kept]
+    assert all(len(list((par / k.replace(".npz", ".ranks")).iterdir())) == 2 for k in kept)
+    ranks = mpi("cli_restart_3")
+    assert [r["rc"] for r in ranks] == [0, 0, 0], ranks
+    s, p = _read(serial / "summary.json"), _read(mpi.out("cli_restart_3") / "par" /
+                                                  "summary.json")
+    assert p["mpi_ranks"] == 3 and p["restart"]["file"].endswith(kept[0])
     assert p["steps"] == s["steps"] and p["patches_per_level"] == s["patches_per_level"]
     assert p["totals_final"] == s["totals_final"]  # bitwise
 
