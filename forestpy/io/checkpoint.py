@@ -34,6 +34,13 @@ its volume) to round-off and its error stays within the codec's bound
 (``tol``/``rtol``); the restart continues from data within that bound, not bit for
 bit.  The other lossy codecs clip.  The codec is named in the metadata (``"codec"``).
 
+**Per-rank checkpoints** (a distributed run, :func:`write_rank_checkpoint`): each rank
+writes its own patches to ``<stem>.ranks/<token>.r<rank>.npz`` and rank 0 then writes
+``path``, the index (the metadata above, no patch data, plus each rank file's range,
+size and CRC-32), atomically and last.  :func:`read_checkpoint` reads either form; a
+restore on any number of ranks reads only the rank files holding its patches
+(:class:`RankFiles`).  See docs/mpi.md, "Per-rank checkpoints".
+
 Example::
 
     sim = setup(max_level=3)
