@@ -33,7 +33,7 @@ from forestpy.io.summary import atomic_path, write_text_atomic
 from forestpy.patches.point_samples import PointCells, SampleRows
 
 __all__ = ["Progress", "progress_scope", "report_start", "report_step", "Gauges",
-           "read_gauges", "read_gauge_units",
+           "read_gauges", "read_gauge_units", "gauge_ids",
            "SHALLOW_WATER_SI", "Totals", "OutputTimes", "CheckpointEvery"]
 
 
@@ -270,16 +270,7 @@ class Gauges:
                  units: Mapping[str, str] | None = None, crs: str | None = None,
                  codec: str = "lossless"):
         self.codec = _check_gauge_codec(codec)
-        if isinstance(points, Mapping):
-            ids, xy = list(points.keys()), list(points.values())
-        else:
-            xy = list(points)
-            ids = list(range(len(xy)))
-        for gid in ids:
-            if any(c in str(gid) for c in ',\n\r"'):
-                raise ValueError(f"gauge id {gid!r} may not contain commas, quotes or newlines")
-        if len(set(map(str, ids))) != len(ids):
-            raise ValueError(f"gauge ids must be distinct, got {ids}")
+        ids, xy = gauge_ids(points)
         xy = np.asarray(xy, dtype=np.float64)
         if xy.ndim != 2 or xy.shape[1] != 2 or len(xy) == 0:
             raise ValueError(f"points: expected a non-empty list of (x, y), got shape {xy.shape}")
@@ -624,6 +615,23 @@ class Gauges:
 
 #: the ``format`` of a gauge archive's header (:meth:`Gauges.write_archive`)
 GAUGE_ARCHIVE = "forestpy-gauges"
+
+
+def gauge_ids(points) -> tuple[list, list]:
+    """``(ids, points)`` of gauges given as a mapping ``{id: (x, y)}`` or a sequence of
+    points (ids 0, 1, ...); ids that would break the CSV (commas, quotes, newlines) or
+    repeat are a ``ValueError``."""
+    if isinstance(points, Mapping):
+        ids, xy = list(points.keys()), list(points.values())
+    else:
+        xy = list(points)
+        ids = list(range(len(xy)))
+    for gid in ids:
+        if any(c in str(gid) for c in ',\n\r"'):
+            raise ValueError(f"gauge id {gid!r} may not contain commas, quotes or newlines")
+    if len(set(map(str, ids))) != len(ids):
+        raise ValueError(f"gauge ids must be distinct, got {ids}")
+    return ids, xy
 
 
 def _check_gauge_codec(codec) -> str:

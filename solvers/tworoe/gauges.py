@@ -27,9 +27,9 @@ FP64: velocities are discharge / depth).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import numpy as np
+
+from forestpy.callbacks import gauge_ids
 
 __all__ = ["FIELDS", "TriangleGauges", "locate_points"]
 
@@ -63,16 +63,7 @@ def locate_points(mesh, xy) -> np.ndarray:
 
 
 def _points(points):
-    if isinstance(points, Mapping):
-        ids, xy = list(points.keys()), list(points.values())
-    else:
-        xy = list(points)
-        ids = list(range(len(xy)))
-    for gid in ids:
-        if any(c in str(gid) for c in ',\n\r"'):
-            raise ValueError(f"gauge id {gid!r} may not contain commas, quotes or newlines")
-    if len(set(map(str, ids))) != len(ids):
-        raise ValueError(f"gauge ids must be distinct, got {ids}")
+    ids, xy = gauge_ids(points)
     xy = np.asarray(xy, dtype=np.float64)
     if xy.ndim != 2 or xy.shape[1:] != (2,) or len(xy) == 0 or not np.isfinite(xy).all():
         raise ValueError(f"gauge points: expected a non-empty list of finite (x, y), got "

@@ -52,52 +52,47 @@ def level_of3(p, py, pz, nlev):
     return t
 
 
+@numba.njit(inline="always")
+def level_lines(px, py, pz, t, axis):
+    """Lines along ``axis`` (0 x, 1 y, 2 z) of level ``t``'s grid."""
+    h = 1 << t
+    nx = (px - 1) // h + 1
+    ny = (py - 1) // h + 1
+    nz = (pz - 1) // h + 1
+    return ny * nz if axis == 0 else (nx * nz if axis == 1 else nx * ny)
+
+
+@numba.njit(inline="always")
+def level_line(px, py, pz, t, axis, r):
+    """``(start, stride, length)`` of line ``r`` along ``axis`` of level ``t``'s grid."""
+    h = 1 << t
+    nx = (px - 1) // h + 1
+    ny = (py - 1) // h + 1
+    nz = (pz - 1) // h + 1
+    if axis == 0:
+        j = r // nz
+        return j * h * pz + (r - j * nz) * h, h * py * pz, nx
+    if axis == 1:
+        i = r // nz
+        return i * h * py * pz + (r - i * nz) * h, h * pz, ny
+    i = r // ny
+    return (i * h * py + (r - i * ny) * h) * pz, h, nz
+
+
 @numba.njit
 def lines_forward(w, px, py, pz, t, axis, r0, rstep):
     """Level ``t``: the lifting along ``axis`` (0 x, 1 y, 2 z) on lines ``r0::rstep`` of
     the level's grid."""
-    h = 1 << t
-    nx = (px - 1) // h + 1
-    ny = (py - 1) // h + 1
-    nz = (pz - 1) // h + 1
-    if axis == 0:
-        for r in range(r0, ny * nz, rstep):
-            j = r // nz
-            k = r - j * nz
-            lift_forward(w, j * h * pz + k * h, h * py * pz, nx)
-    elif axis == 1:
-        for r in range(r0, nx * nz, rstep):
-            i = r // nz
-            k = r - i * nz
-            lift_forward(w, i * h * py * pz + k * h, h * pz, ny)
-    else:
-        for r in range(r0, nx * ny, rstep):
-            i = r // ny
-            j = r - i * ny
-            lift_forward(w, (i * h * py + j * h) * pz, h, nz)
+    for r in range(r0, level_lines(px, py, pz, t, axis), rstep):
+        start, stride, n = level_line(px, py, pz, t, axis, r)
+        lift_forward(w, start, stride, n)
 
 
 @numba.njit
 def lines_inverse(w, px, py, pz, t, axis, r0, rstep):
-    h = 1 << t
-    nx = (px - 1) // h + 1
-    ny = (py - 1) // h + 1
-    nz = (pz - 1) // h + 1
-    if axis == 0:
-        for r in range(r0, ny * nz, rstep):
-            j = r // nz
-            k = r - j * nz
-            lift_inverse(w, j * h * pz + k * h, h * py * pz, nx)
-    elif axis == 1:
-        for r in range(r0, nx * nz, rstep):
-            i = r // nz
-            k = r - i * nz
-            lift_inverse(w, i * h * py * pz + k * h, h * pz, ny)
-    else:
-        for r in range(r0, nx * ny, rstep):
-            i = r // ny
-            j = r - i * ny
-            lift_inverse(w, (i * h * py + j * h) * pz, h, nz)
+    for r in range(r0, level_lines(px, py, pz, t, axis), rstep):
+        start, stride, n = level_line(px, py, pz, t, axis, r)
+        lift_inverse(w, start, stride, n)
 
 
 @numba.njit
