@@ -362,7 +362,7 @@ def read_checkpoint(path, patches: bool = True) -> dict:
     if mj.shape != () or mj.dtype.kind != "U":
         raise err(f"corrupt metadata (a {mj.dtype} array of shape {mj.shape})")
     try:
-        info = json.loads(str(mj))
+        info = json.loads(_unicode_member(mj))
     except (TypeError, ValueError, RecursionError) as e:
         raise err(f"corrupt metadata ({type(e).__name__}: {e})") from None
     if not isinstance(info, dict):
@@ -553,6 +553,15 @@ def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, size: int, err) -> 
         if fp.read(1):  # also makes zipfile check the CRC at the member's end
             raise err(f"member {name!r} holds more than its header says")
     return {name[:-4]: arr}
+
+
+def _unicode_member(member: np.ndarray) -> str:
+    """The text of a 0-d unicode member; ``ValueError`` where a damaged file holds code
+    points beyond U+10FFFF, which ``str()`` of the array would turn into a SystemError."""
+    codes = np.frombuffer(member.tobytes(), dtype=member.dtype.byteorder.replace("|", "=") + "u4")
+    if codes.size and int(codes.max()) > 0x10FFFF:
+        raise ValueError(f"code point {int(codes.max()):#x} is not Unicode")
+    return str(member)
 
 
 def _is_int(v) -> bool:
@@ -771,7 +780,7 @@ class RankFiles:
         if "meta_json" not in raw or raw["meta_json"].dtype.kind != "U":
             raise err("missing metadata")
         try:
-            meta = json.loads(str(raw["meta_json"]))
+            meta = json.loads(_unicode_member(raw["meta_json"]))
         except (TypeError, ValueError, RecursionError) as e:
             raise err(f"corrupt metadata ({type(e).__name__})") from None
         lo, hi = entry["lo"], entry["hi"]

@@ -161,6 +161,13 @@ def _corrupt(kind, good: Path, tmp_path: Path) -> Path:
         info[key] = value
         arrays["meta_json"] = np.array(json.dumps(info))
         np.savez(path, **arrays)
+    elif kind == "meta_not_unicode":  # UCS-4 code units beyond U+10FFFF, CRC intact
+        with np.load(good) as z:
+            arrays = {k: z[k] for k in z.files}
+        raw = bytearray(arrays["meta_json"].tobytes())
+        raw[4:8] = (0x110041).to_bytes(4, "little")
+        arrays["meta_json"] = np.frombuffer(bytes(raw), arrays["meta_json"].dtype).reshape(())
+        np.savez(path, **arrays)
     elif kind in ARRAYS:
         with np.load(good) as z:
             arrays = {k: z[k] for k in z.files}
@@ -207,6 +214,7 @@ BAD = {
     "empty": "truncated or corrupt",
     "missing_key": "missing member(s) ['q']",
     "version": "format version 99",
+    "meta_not_unicode": "corrupt metadata (ValueError: code point 0x110041 is not Unicode)",
     "missing": "no such file",
     "npy": "not an npz archive",
     "t_str": "metadata t='abc' is not a finite number",
