@@ -362,7 +362,7 @@ def read_checkpoint(path, patches: bool = True) -> dict:
     if mj.shape != () or mj.dtype.kind != "U":
         raise err(f"corrupt metadata (a {mj.dtype} array of shape {mj.shape})")
     try:
-        info = json.loads(_unicode_member(mj))
+        info = json.loads(text_member(mj))
     except (TypeError, ValueError, RecursionError) as e:
         raise err(f"corrupt metadata ({type(e).__name__}: {e})") from None
     if not isinstance(info, dict):
@@ -555,9 +555,11 @@ def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, size: int, err) -> 
     return {name[:-4]: arr}
 
 
-def _unicode_member(member: np.ndarray) -> str:
-    """The text of a 0-d unicode member; ``ValueError`` where a damaged file holds code
+def text_member(member: np.ndarray) -> str:
+    """``str()`` of an npz member; ``ValueError`` where a damaged unicode member holds code
     points beyond U+10FFFF, which ``str()`` of the array would turn into a SystemError."""
+    if member.dtype.kind != "U":
+        return str(member)
     codes = np.frombuffer(member.tobytes(), dtype=member.dtype.byteorder.replace("|", "=") + "u4")
     if codes.size and int(codes.max()) > 0x10FFFF:
         raise ValueError(f"code point {int(codes.max()):#x} is not Unicode")
@@ -780,7 +782,7 @@ class RankFiles:
         if "meta_json" not in raw or raw["meta_json"].dtype.kind != "U":
             raise err("missing metadata")
         try:
-            meta = json.loads(_unicode_member(raw["meta_json"]))
+            meta = json.loads(text_member(raw["meta_json"]))
         except (TypeError, ValueError, RecursionError) as e:
             raise err(f"corrupt metadata ({type(e).__name__})") from None
         lo, hi = entry["lo"], entry["hi"]

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from forestpy.errors import InputFileError
+from forestpy.io.checkpoint import text_member
 from forestpy.io.summary import atomic_path
 
 __all__ = ["mesh_fingerprint", "read_checkpoint", "write_checkpoint"]
@@ -65,17 +66,17 @@ def read_checkpoint(path, mesh) -> dict:
             if missing:
                 raise InputFileError(f"{path}: not a two-layer checkpoint (missing "
                                      f"{missing})")
-            if str(z["format"]) != FORMAT:
-                raise InputFileError(f"{path}: format {str(z['format'])!r}, expected "
+            if text_member(z["format"]) != FORMAT:
+                raise InputFileError(f"{path}: format {text_member(z['format'])!r}, expected "
                                      f"{FORMAT!r}")
             cells = int(z["cells"])
             if cells != mesh.num_cells:
                 raise InputFileError(f"{path}: written for {cells} cells, the mesh has "
                                      f"{mesh.num_cells}")
-            if str(z["mesh"]) != mesh_fingerprint(mesh):
+            if text_member(z["mesh"]) != mesh_fingerprint(mesh):
                 raise InputFileError(f"{path}: written for another mesh (fingerprint "
                                      f"differs)")
-            dtype = str(z["dtype"])
+            dtype = text_member(z["dtype"])
             if dtype not in ("float64", "float32"):
                 raise InputFileError(f"{path}: precision {dtype!r}")
             W, H, m0 = z["W"], z["H"], z["mass0"]
@@ -85,7 +86,8 @@ def read_checkpoint(path, mesh) -> dict:
             if H.shape != (cells,) or H.dtype != np.dtype(dtype) or m0.shape != (2,):
                 raise InputFileError(f"{path}: bottom of shape {H.shape} and type "
                                      f"{H.dtype} or volumes of shape {m0.shape}")
-            out = {k: z[k][()] for k in _KEYS if k not in ("W", "H", "mass0")}
+            out = {k: text_member(z[k]) if z[k].dtype.kind == "U" else z[k][()]
+                   for k in _KEYS if k not in ("W", "H", "mass0")}
             out.update(W=W, H=H, mass0=(float(m0[0]), float(m0[1])))
     except InputFileError:
         raise

@@ -48,6 +48,7 @@ def test_restart_continues_bitwise(mesh, tmp_path):
     ("truncated", "not a readable checkpoint"),
     ("other_mesh", "cells, the mesh has|another mesh"),
     ("not_ours", "not a two-layer checkpoint"),
+    ("not_unicode", "not a readable checkpoint .ValueError: code point 0x110041"),
 ])
 def test_bad_checkpoints_give_input_file_errors(mesh, tmp_path, case, match):
     sim = _dam(mesh)
@@ -64,6 +65,13 @@ def test_bad_checkpoints_give_input_file_errors(mesh, tmp_path, case, match):
         other = disc_in_square(16040)
     elif case == "not_ours":
         np.savez(path, W=np.zeros((6, mesh.num_cells)))
+    elif case == "not_unicode":  # UCS-4 code units beyond U+10FFFF in a text member
+        with np.load(path) as z:
+            arrays = {k: z[k] for k in z.files}
+        raw = bytearray(arrays["format"].tobytes())
+        raw[:4] = (0x110041).to_bytes(4, "little")
+        arrays["format"] = np.frombuffer(bytes(raw), arrays["format"].dtype).reshape(())
+        np.savez(path, **arrays)
     with pytest.raises(InputFileError, match=match) as err:
         TwoLayerSolver.from_checkpoint(target, other)
     assert target.name in str(err.value)
