@@ -127,6 +127,10 @@ SCENARIOS = {
                               gauges=True),
     "gpu_amr_2": scenario(2, backend="gpu", **AMR),
     "gpu_bowl_2": scenario(2, demo="bowl", backend="gpu"),
+    # issue 36's crash: GeoClaw's positivity fix over the ranks on the GPU backend (the
+    # CUDA simulator with CuPy's rules), a deficit taken from other ranks, a rank owning
+    # no patch
+    "gpu_positivity_3": scenario(3, "call", call="gpu_rules:positivity"),
     # the wavelet criterion normalises by the domain's largest depth (a reduction)
     "wavelet_amr_2": scenario(2, demo="wavelet_tagging", eps=3e-3, **AMR),
     # fgmax on a wet/dry case with regrids and repartitions: the points change ranks

@@ -649,3 +649,36 @@ def test_fgmax_is_folded_where_the_points_lie_and_merged(mpi):
     assert np.isfinite(res["arrival_time"]).any() and np.isnan(res["arrival_time"]).any()
     for k in ("max_depth", "max_speed", "max_surface", "arrival_time", "bed"):
         np.testing.assert_array_equal(got[k], res[k], err_msg=k)
+
+
+@pytest.mark.mpi("gpu_positivity_3")
+def test_gpu_positivity_fix_takes_a_deficit_from_other_ranks(mpi):
+    # issue 36: on two GPUs the Okushiri run stopped on both ranks with "'bool' object has
+    # no attribute 'astype'": after the reduction over the ranks the volume the deficit is
+    # taken from was a host float, and cupy.where(volume > 0.0, ...) needs an array.  The
+    # CUDA simulator's NumPy accepted it; here the GPU backend follows CuPy's rule for
+    # where (tests/mpi/scripts/cupy_rules.py).  Patch 0 (rank 0) lacks more water than it
+    # holds, rank 1's patches give their share, rank 2 owns no patch: the serial result
+    import gpu_rules
+
+    par = mpi("gpu_positivity_3")
+    assert par["rules"] and list(par["owned"]) == [1, 2, 0]
+    np.testing.assert_allclose(par["q"], par["serial"], rtol=1e-14, atol=1e-15)
+    h, _, _, dx = gpu_rules.patches()
+    assert not np.allclose(par["q"][1:, 0], h[1:])  # the other rank gave water
+    assert par["serial_moved"] > 0
+    np.testing.assert_allclose(par["moved"], par["serial_moved"], rtol=1e-14)
+    volume = (par["q"][:, 0].sum(axis=(1, 2)) * dx**2).sum()
+    assert math.isclose(volume, (h.sum(axis=(1, 2)) * dx**2).sum(), rel_tol=1e-13)
+
+
+def test_cupy_rules_refuse_a_host_condition_in_where():
+    # the harness itself: CuPy's where converts its condition with astype, which a host
+    # comparison (a Python bool) lacks; NumPy's where would take it
+    import cupy_rules
+
+    rules = cupy_rules.RULES
+    with pytest.raises(AttributeError, match="'bool' object has no attribute 'astype'"):
+        rules.where(2.0 > 0.0, 2.0, 1.0)
+    np.testing.assert_array_equal(rules.where(np.array([True, False]), 1.0, 2.0), [1.0, 2.0])
+    assert rules.zeros is np.zeros

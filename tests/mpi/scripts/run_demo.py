@@ -13,6 +13,8 @@ it over the ranks and writes rank 0's gathered result to ``OUT/result.npz``.  MO
   and run to t_final.
 * ``cli``     -- ``forestpy.cli.main(JSON["argv"])`` on every rank (the command line
   under mpirun); writes each rank's exit code and what it printed to ``OUT/cli.json``.
+* ``call``    -- ``function(OUT, JSON)`` on every rank, ``JSON["call"]`` naming it as
+  ``module:function`` (a module of this folder); it writes ``OUT/result.npz``.
 
 With ``"record": true`` a callback samples the depth along a line after every step;
 ``"overlap": false`` turns off the communication overlap (``"whole_range_fraction"``
@@ -116,6 +118,11 @@ def run(out, mode, opts):
     opts = dict(opts)
     if mode == "cli":
         return run_cli(out, opts["argv"])
+    if mode == "call":
+        import importlib
+
+        module, function = opts["call"].split(":")
+        return getattr(importlib.import_module(module), function)(out, opts)
     checkpoint = pathlib.Path(opts.pop("checkpoint", out / "ck.npz"))
     if opts.get("backend") == "gpu" and os.environ.get("NUMBA_ENABLE_CUDASIM") == "0":
         from forestpy.parallel import select_device
