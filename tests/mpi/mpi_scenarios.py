@@ -126,6 +126,12 @@ SCENARIOS = {
     "gpu_level_2_2": scenario(2, mx=4, min_level=2, max_level=2, t_final=0.5, backend="gpu",
                               gauges=True),
     "gpu_amr_2": scenario(2, backend="gpu", **AMR),
+    # GeoClaw on 3 ranks, the first two owning no patch (so no gauge, no fgmax point)
+    # through every regrid and repartition, gauges and fgmax: tiny (the simulator)
+    "gpu_bowl_empty_ranks_3": scenario(3, demo="bowl", backend="gpu", mx=4, min_level=1,
+                                       max_level=2, t_final=0.6, regrid_interval=2,
+                                       weights="first_rank_heavy", gauges=True,
+                                       fgmax=True),
     "gpu_bowl_2": scenario(2, demo="bowl", backend="gpu"),
     # issue 36's crash: GeoClaw's positivity fix over the ranks on the GPU backend (the
     # CUDA simulator with CuPy's rules), a deficit taken from other ranks, a rank owning

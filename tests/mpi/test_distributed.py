@@ -682,3 +682,32 @@ def test_cupy_rules_refuse_a_host_condition_in_where():
         rules.where(2.0 > 0.0, 2.0, 1.0)
     np.testing.assert_array_equal(rules.where(np.array([True, False]), 1.0, 2.0), [1.0, 2.0])
     assert rules.zeros is np.zeros
+
+
+@pytest.mark.slow
+@pytest.mark.mpi("gpu_bowl_empty_ranks_3")
+def test_gpu_geoclaw_with_ranks_owning_nothing(mpi, tmp_path):
+    # issue 36's suspicious states on the GPU backend (the CUDA simulator, with CuPy's
+    # rules): two of three ranks own no patch, hence no gauge and no fgmax point, through
+    # a regrid and its repartition; the surface-aware fill, the source hook's reductions,
+    # the tagging's device test, the gauges' and fgmax's merges: the serial CPU run's
+    # state (the GPU kernels round as the CPU's), gauges and maxima
+    from forestpy.extensions.geoclaw.fgmax import FGMax
+
+    from forestpy.callbacks import Gauges
+
+    name = "gpu_bowl_empty_ranks_3"
+    opts = dict(SCENARIOS[name]["opts"])
+    for k in ("demo", "backend", "weights", "gauges", "fgmax"):
+        opts.pop(k)
+    sim = bowl.setup(**opts)
+    fg = FGMax.grid(-90.0, 90.0, -90.0, 90.0, 31, 29)
+    sim.callbacks = [Gauges(GAUGE_POINTS, path=tmp_path / "serial.csv"), fg]
+    sim.run()
+    par = mpi(name)
+    assert list(par["owned"]) == [0, 0, sim.geom.npatch] and par["regrids"] >= 1
+    assert_same_state(par, sim)
+    assert (mpi.out(name) / "gauges.csv").read_bytes() == (tmp_path / "serial.csv").read_bytes()
+    got, res = np.load(mpi.out(name) / "fgmax.npz"), fg.results()
+    for k in ("max_depth", "max_speed", "max_surface", "arrival_time", "bed"):
+        np.testing.assert_array_equal(got[k], res[k], err_msg=k)

@@ -20,6 +20,7 @@ With ``"record": true`` a callback samples the depth along a line after every st
 ``"overlap": false`` turns off the communication overlap (``"whole_range_fraction"``
 sets that attribute); ``"sources": true`` adds the discharge sources of
 ``bowl.sources()``; ``"vtk": true`` writes VTK frames into ``OUT/vtk``;
+``"backend": "gpu"`` in the CUDA simulator follows CuPy's rules (``cupy_rules``);
 ``"gauges": true`` records gauges into ``OUT/gauges.csv``; ``"checkpoint_every": N``
 writes checkpoints every N steps into ``OUT/every`` (CheckpointEvery); ``"build": "distributed"``
 builds with ``distributed_setup`` (the initial refinement distributed; the cells that
@@ -128,6 +129,10 @@ def run(out, mode, opts):
         from forestpy.parallel import select_device
 
         select_device()  # one GPU per rank, before any other CUDA call
+    elif opts.get("backend") == "gpu":  # the CUDA simulator: NumPy with CuPy's rules
+        import cupy_rules
+
+        cupy_rules.install()
     max_steps = opts.pop("max_steps", None)
     codec = opts.pop("checkpoint_codec", None)
     weights = opts.pop("weights", None)
