@@ -139,6 +139,12 @@ SCENARIOS = {
     "gpu_positivity_3": scenario(3, "call", call="gpu_rules:positivity"),
     # the wavelet criterion normalises by the domain's largest depth (a reduction)
     "wavelet_amr_2": scenario(2, demo="wavelet_tagging", eps=3e-3, **AMR),
+    # ... and discriminates: the largest depth on one rank, a low step on the other
+    # (scripts/wavelet_hump.py); with each rank's own maximum (local_norm) the forests
+    # differ from the serial run's
+    "wavelet_hump_2": scenario(2, demo="wavelet_hump", t_final=0.1),
+    "wavelet_hump_local_norm_2": scenario(2, demo="wavelet_hump", local_norm=True,
+                                          t_final=0.1),
     # fgmax on a wet/dry case with regrids and repartitions: the points change ranks
     "bowl_fgmax_3": scenario(3, demo="bowl", fgmax=True),
 }

@@ -630,6 +630,28 @@ def test_wavelet_criterion_normalises_by_the_global_maximum(mpi):
     assert_same_state(mpi("wavelet_amr_2"), sim)
 
 
+@pytest.mark.mpi("wavelet_hump_2", "wavelet_hump_local_norm_2")
+def test_wavelet_criterion_with_rank_maxima_far_apart(mpi):
+    # wavelet_amr_2 passes with each rank's own maximum too (both ranks hold the dam's
+    # depth); here the first rank holds the domain's largest depth (10) and the second
+    # depths near 1 with a step whose details are significant only relative to 1
+    # (scripts/wavelet_hump.py): the global maximum gives the serial forest and state,
+    # each rank's own maximum (the same criterion without its context) refines the low
+    # step on the second rank
+    import wavelet_hump
+
+    sim = wavelet_hump.setup(t_final=0.1).run()
+    par = mpi("wavelet_hump_2")
+    assert_same_state(par, sim)
+    b = sim.mbc
+    h = sim.q[:, 0, b:-b, b:-b]
+    lo, hi = np.cumsum([0, *par["owned"]])[1:2][0], len(h)
+    assert h[:lo].max() > 5.0 and h[lo:hi].max() < 1.02  # maxima far apart
+    local = mpi("wavelet_hump_local_norm_2")
+    assert local["regrids"] > sim.regrids
+    assert len(local["level"]) > sim.forest.n  # the low step refined
+
+
 @pytest.mark.mpi("bowl_fgmax_3")
 def test_fgmax_is_folded_where_the_points_lie_and_merged(mpi):
     # a wet/dry run with regrids: the points change ranks; each rank folds its own, the

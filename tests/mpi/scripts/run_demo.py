@@ -39,6 +39,7 @@ scenario failed and starts the rest again.
 
 import contextlib
 import gc
+import importlib
 import io
 import json
 import os
@@ -68,8 +69,9 @@ def demo_module(name):
     """The demo module (loaded once per process, so that its kernels compile once)."""
     if name == "bowl":
         return bowl
-    if name not in _DEMOS:
-        _DEMOS[name] = load_demo(name)
+    if name not in _DEMOS:  # a case of this folder, else a demo of demos/
+        _DEMOS[name] = importlib.import_module(name) if (HERE / f"{name}.py").exists() \
+            else load_demo(name)
     return _DEMOS[name]
 
 
@@ -120,8 +122,6 @@ def run(out, mode, opts):
     if mode == "cli":
         return run_cli(out, opts["argv"])
     if mode == "call":
-        import importlib
-
         module, function = opts["call"].split(":")
         return getattr(importlib.import_module(module), function)(out, opts)
     checkpoint = pathlib.Path(opts.pop("checkpoint", out / "ck.npz"))
