@@ -77,4 +77,4 @@ def positivity(out, opts):
         np.savez(out / "result.npz", q=np.concatenate([m for m, _ in every]),
                  moved=np.array([v for _, v in every]), serial=serial,
                  serial_moved=serial_moved, owned=np.array([len(m) for m, _ in every]),
-                 rules=be.xp is cupy_rules.RULES)
+                 rules=be.xp is cupy_rules.RULES, simulator=be.simulator)
