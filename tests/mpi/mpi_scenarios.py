@@ -135,8 +135,9 @@ SCENARIOS = {
     "gpu_bowl_2": scenario(2, demo="bowl", backend="gpu"),
     # issue 36's crash: GeoClaw's positivity fix over the ranks on the GPU backend (the
     # CUDA simulator with CuPy's rules), a deficit taken from other ranks, a rank owning
-    # no patch
+    # no patch (or one dry patch)
     "gpu_positivity_3": scenario(3, "call", call="gpu_rules:positivity"),
+    "gpu_positivity_dry_3": scenario(3, "call", call="gpu_rules:positivity", dry=True),
     # the wavelet criterion normalises by the domain's largest depth (a reduction)
     "wavelet_amr_2": scenario(2, demo="wavelet_tagging", eps=3e-3, **AMR),
     # ... and discriminates: the largest depth on one rank, a low step on the other

@@ -673,21 +673,27 @@ def test_fgmax_is_folded_where_the_points_lie_and_merged(mpi):
         np.testing.assert_array_equal(got[k], res[k], err_msg=k)
 
 
-@pytest.mark.mpi("gpu_positivity_3")
-def test_gpu_positivity_fix_takes_a_deficit_from_other_ranks(mpi):
+@pytest.mark.mpi("gpu_positivity_3", "gpu_positivity_dry_3")
+@pytest.mark.parametrize("last", ["no patch", "dry patch"])
+def test_gpu_positivity_fix_takes_a_deficit_from_other_ranks(mpi, last):
     # issue 36: on two GPUs the Okushiri run stopped on both ranks with "'bool' object has
     # no attribute 'astype'": after the reduction over the ranks the volume the deficit is
     # taken from was a host float, and cupy.where(volume > 0.0, ...) needs an array.  The
     # CUDA simulator's NumPy accepted it; here the GPU backend follows CuPy's rule for
     # where (tests/mpi/scripts/cupy_rules.py).  Patch 0 (rank 0) lacks more water than it
-    # holds, rank 1's patches give their share, rank 2 owns no patch: the serial result
+    # holds, rank 1's patches give their share, rank 2 owns no patch or a dry one (it
+    # gives nothing and stays dry): the serial result
     import gpu_rules
 
-    par = mpi("gpu_positivity_3")
-    assert (par["rules"] or not par["simulator"]) and list(par["owned"]) == [1, 2, 0]
+    dry = last == "dry patch"
+    par = mpi("gpu_positivity_dry_3" if dry else "gpu_positivity_3")
+    assert (par["rules"] or not par["simulator"])
+    assert list(par["owned"]) == [1, 2, 1 if dry else 0]
     np.testing.assert_allclose(par["q"], par["serial"], rtol=1e-14, atol=1e-15)
-    h, _, _, dx = gpu_rules.patches()
-    assert not np.allclose(par["q"][1:, 0], h[1:])  # the other rank gave water
+    h, _, _, dx = (a[: 4 if dry else 3] for a in gpu_rules.patches())
+    assert not np.allclose(par["q"][1:3, 0], h[1:3])  # the other rank gave water
+    if dry:
+        assert (par["q"][3] == 0).all()
     assert par["serial_moved"] > 0
     np.testing.assert_allclose(par["moved"], par["serial_moved"], rtol=1e-14)
     volume = (par["q"][:, 0].sum(axis=(1, 2)) * dx**2).sum()

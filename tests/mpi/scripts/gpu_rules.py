@@ -8,7 +8,8 @@ gpu`` stopped on both ranks with ``AttributeError: 'bool' object has no attribut
 4 x 4 cells split over the ranks, one of them lacking more water than it holds: the
 deficit is taken from every rank's patches after a reduction over the ranks, the path
 that crashed (the reduced volume, a host float, compared inside ``cupy.where``).  The
-last rank owns no patch (empty arrays, but it calls the hook: the collectives match).
+last rank owns no patch (empty arrays, but it calls the hook: the collectives match),
+or with ``"dry": true`` one dry patch.
 """
 
 from types import SimpleNamespace
@@ -19,18 +20,23 @@ MX, MBC = 4, 2
 
 
 def patches():
-    """``(h, hu, hv, dx)`` of 3 patches; patch 0 lacks far more water than it holds."""
+    """``(h, hu, hv, dx)`` of 4 patches; patch 0 lacks far more water than it holds,
+    patch 3 is dry (depth and momenta 0)."""
     rng = np.random.default_rng(7)
-    h = rng.uniform(0.5, 1.0, (3, MX, MX))
+    h = rng.uniform(0.5, 1.0, (4, MX, MX))
     h[0] = 0.01
     h[0, 1, 1] = -1.0
+    h[3] = 0.0
     hu, hv = rng.normal(size=h.shape), rng.normal(size=h.shape)
-    return h, hu, hv, np.array([1.0, 2.0, 2.0])
+    hu[3] = hv[3] = 0.0
+    return h, hu, hv, np.array([1.0, 2.0, 2.0, 1.0])
 
 
-def split(nranks):
-    """The patches of each rank: 0 -> [0], 1 -> [1, 2], the others none."""
-    return [slice(0, 1), slice(1, 3)] + [slice(3, 3)] * (nranks - 2)
+def split(nranks, dry):
+    """The patches of each rank: 0 -> [0], 1 -> [1, 2], 2 -> the dry patch 3 (``dry``)
+    or none, the others none."""
+    last = slice(3, 4) if dry else slice(4, 4)
+    return [slice(0, 1), slice(1, 3), last] + [slice(4, 4)] * (nranks - 3)
 
 
 def positivity_fix(parts, backend, comm=None):
@@ -69,11 +75,12 @@ def positivity(out, opts):
 
     comm = MPI.COMM_WORLD
     be = GPUBackend()
-    parts = split(comm.size)[comm.rank]
+    dry = bool(opts.get("dry", False))
+    parts = split(comm.size, dry)[comm.rank]
     mine, moved = positivity_fix(parts, be, comm)
     every = comm.gather((mine, moved), root=0)
     if comm.rank == 0:
-        serial, serial_moved = positivity_fix(slice(0, 3), be)
+        serial, serial_moved = positivity_fix(slice(0, 4 if dry else 3), be)
         np.savez(out / "result.npz", q=np.concatenate([m for m, _ in every]),
                  moved=np.array([v for _, v in every]), serial=serial,
                  serial_moved=serial_moved, owned=np.array([len(m) for m, _ in every]),
