@@ -10,6 +10,9 @@
 #   bash benchmarks/gpu_validation.sh tworoe_gauges       # two-layer gauges: overhead, vs CPU
 #   NRANKS=2 bash benchmarks/gpu_validation.sh tworoe_mpi # 2 or 4 GPUs: two-layer across ranks
 #   bash benchmarks/gpu_validation.sh insitu insitu10x    # LBM on compressed subgrids
+#   bash benchmarks/gpu_validation.sh mpi_tests           # 2+ GPUs: tests/mpi on the GPUs
+#   NRANKS=2 bash benchmarks/gpu_validation.sh okushiri_mpi  # issue 36's crashing run
+#   NRANKS=4 bash benchmarks/gpu_validation.sh regrid_mpi    # time per regrid, 1..NRANKS
 #
 # Python must import forestpy (an installed checkout, or PYTHONPATH set to the root).
 set -u
@@ -65,6 +68,29 @@ tworoe_mpi)
     --set cells=1001898 --set backend=gpu --set frames=1 --quiet \
     --out "$OUT/tworoe_mpi_run_$NR" > "$OUT/tworoe_mpi_run_$NR.log" 2>&1
   tail -c 2500 "$OUT/tworoe_mpi_$NR.jsonl"; tail -3 "$OUT/tworoe_mpi_run_$NR.log" ;;
+mpi_tests)
+  # every tests/mpi test (slow ones included); the GPU scenarios run on the GPUs
+  timeout 580 $PY -m pytest -q -p no:cacheprovider tests/mpi -m "slow or not slow" \
+    > "$OUT/mpi_tests.log" 2>&1
+  tail -3 "$OUT/mpi_tests.log" ;;
+okushiri_mpi)
+  # issue 36: stopped at t = 15.8 s with "'bool' object has no attribute 'astype'"
+  NR=${NRANKS:-2}
+  MPIRUN=${MPIRUN:-mpirun}
+  timeout 560 $MPIRUN -n "$NR" $PY -m forestpy.cli run demos/geoclaw/okushiri.py \
+    --backend gpu --out "$OUT/okushiri_mpi_$NR" > "$OUT/okushiri_mpi_$NR.log" 2>&1
+  echo "rc=$?"; tail -25 "$OUT/okushiri_mpi_$NR.log" ;;
+regrid_mpi)
+  # time per regrid (tagging, forest, repartition, migration, plans) on 1..NRANKS GPUs,
+  # checked against the 1-rank run and a CPU run
+  NR=${NRANKS:-4}
+  MPIRUN=${MPIRUN:-mpirun}
+  SIZES=$(seq -s, 1 "$NR")
+  timeout 560 $MPIRUN -n "$NR" $PY benchmarks/regrid_mpi.py --backend gpu --mx 32 \
+    --levels 3,7 --trees 2 --sizes "$SIZES" --steps 40 --cpu-check \
+    > "$OUT/regrid_mpi_$NR.jsonl" 2> "$OUT/regrid_mpi_$NR.err"
+  grep -o '"ranks": [0-9]*\|"regrid_s": [0-9.e-]*\|"plans_s": [0-9.e-]*\|"migration_s": [0-9.e-]*\|"max_diff_vs_[a-z0-9]*": [0-9.e-]*\|"round": [0-9]' \
+    "$OUT/regrid_mpi_$NR.jsonl" | paste -s -d' ' ;;
 codecs)
   timeout 580 $PY benchmarks/compression.py --gpu --no-rd --no-cpu --data radial_dam --quick \
     > "$OUT/compression_gpu.jsonl" 2> "$OUT/compression_gpu.err"
@@ -87,6 +113,6 @@ insitu10x)
     > "$OUT/lbm_insitu_10x.jsonl" 2> "$OUT/lbm_insitu_10x.err"
   tail -c 3000 "$OUT/lbm_insitu_10x.jsonl" ;;
 *) echo "unknown part $part (tests parity kernel tworoe tworoe_gauges tworoe_mpi codecs" \
-     "lbm insitu insitu10x)" >&2; exit 2 ;;
+     "lbm insitu insitu10x mpi_tests okushiri_mpi regrid_mpi)" >&2; exit 2 ;;
 esac
 done
