@@ -270,8 +270,11 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
 
         @cuda.jit(device=True, inline=True)
         def face_pass(p, t, j0, rt, q, aux, qnew, edge_out, params, lim, dtdn, dtdt, A, Fs,
-                      cfl, ql, qr, al, ar, a1, a2, a3, wave, s, amdq, apdq, cq, bm, bp,
-                      fxl, fxr, gyl, gyu, last):
+                      cfl, regs, acc, last):
+            # local arrays in two tuples: a call of more than 30 arguments compiles to a
+            # call with *args, which Numba cannot inline
+            ql, qr, al, ar, a1, a2, a3, wave, s, amdq, apdq, cq, bm, bp = regs
+            fxl, fxr, gyl, gyu = acc
             qb = p * QP
             ab = p * AP
             if IXY == 1:
@@ -295,7 +298,9 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
                 lf = (n - 1) * NL + l
             act = t < NL * NN
             lim_face = act and n >= 1 and n <= NN - 2
-            # (1) normal Riemann problem; the waves to W
+            # (1) normal Riemann problem; the waves to W, the fluctuations of a limited
+            # face to its record in F (only the speeds stay in registers)
+            NLF = NL * NLIM
             if act:
                 for m in range(MEQN):
                     ql[m] = q[qb + m * PLANE + cell - DN]
@@ -307,9 +312,13 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
                 for m in range(MEQN):
                     for w in range(MWAVES):
                         A[(m * MWAVES + w) * NT + t] = wave[m, w]
+                if lim_face:
+                    for m in range(MEQN):
+                        Fs[m * NLF + lf] = amdq[m]
+                        Fs[(MEQN + m) * NLF + lf] = apdq[m]
             cuda.syncthreads()
-            # (2) Courant number, limited correction from the neighbours' waves; the
-            # face's record to F
+            # (2) Courant number, limited correction from the face's and its
+            # neighbours' waves; the correction to the face's record
             if lim_face:
                 dl = dtdn
                 dr = dtdn
@@ -330,14 +339,15 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
                     for w in range(MWAVES):
                         wn = 0.0
                         for m in range(MEQN):
-                            wn += wave[m, w] * wave[m, w]
+                            wv = A[(m * MWAVES + w) * NT + t]
+                            wn += wv * wv
                         if wn == 0.0:
                             continue
                         sp = s[w]
                         tu = t - FN if sp > 0.0 else t + FN
                         dot = 0.0
                         for m in range(MEQN):
-                            dot += A[(m * MWAVES + w) * NT + tu] * wave[m, w]
+                            dot += A[(m * MWAVES + w) * NT + tu] * A[(m * MWAVES + w) * NT + t]
                         phi = limiter(lim[w], dot / wn)
                         asp = abs(sp)
                         if FWAVE:
@@ -345,17 +355,12 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
                         else:
                             c = phi * asp * (1.0 - asp * dtdxave)
                         for m in range(MEQN):
-                            cq[m] += c * wave[m, w]
-                NLF = NL * NLIM
-                for m in range(MEQN):
-                    Fs[m * NLF + lf] = amdq[m]
-                    Fs[(MEQN + m) * NLF + lf] = apdq[m]
-                    if ORDER == 2:
+                            cq[m] += c * A[(m * MWAVES + w) * NT + t]
+                    for m in range(MEQN):
                         Fs[(2 * MEQN + m) * NLF + lf] = cq[m]
             cuda.syncthreads()
             # (3) one thread per cell of the lines: the transverse splittings entering
             # it (imp 2 of its lower face, imp 1 of its upper face) to T (over W)
-            NLF = NL * NLIM
             if TRANS and t < NL * NCL:
                 if IXY == 1:
                     l = t // NCL
@@ -505,24 +510,23 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
         Fs = cuda.shared.array(NF, float64)
         red = cuda.shared.array(NRED, float64)
         wsc = cuda.shared.array(NWSC, float64)  # the simulator's shuffles
-        ql = cuda.local.array(MEQN, float64)
-        qr = cuda.local.array(MEQN, float64)
-        al = cuda.local.array(MAUXL, float64)
-        ar = cuda.local.array(MAUXL, float64)
-        a1 = cuda.local.array(MAUXL, float64)
-        a2 = cuda.local.array(MAUXL, float64)
-        a3 = cuda.local.array(MAUXL, float64)
-        wave = cuda.local.array((MEQN, MWAVES), float64)
-        s = cuda.local.array(MWAVES, float64)
-        amdq = cuda.local.array(MEQN, float64)
-        apdq = cuda.local.array(MEQN, float64)
-        cq = cuda.local.array(MEQN, float64)
-        bm = cuda.local.array(MEQN, float64)
-        bp = cuda.local.array(MEQN, float64)
-        fxl = cuda.local.array(MEQN, float64)
-        fxr = cuda.local.array(MEQN, float64)
-        gyl = cuda.local.array(MEQN, float64)
-        gyu = cuda.local.array(MEQN, float64)
+        regs = (cuda.local.array(MEQN, float64),  # ql
+                cuda.local.array(MEQN, float64),  # qr
+                cuda.local.array(MAUXL, float64),  # auxl, auxr
+                cuda.local.array(MAUXL, float64),
+                cuda.local.array(MAUXL, float64),  # transverse aux1, aux2, aux3
+                cuda.local.array(MAUXL, float64),
+                cuda.local.array(MAUXL, float64),
+                cuda.local.array((MEQN, MWAVES), float64),  # wave
+                cuda.local.array(MWAVES, float64),  # s
+                cuda.local.array(MEQN, float64),  # amdq
+                cuda.local.array(MEQN, float64),  # apdq
+                cuda.local.array(MEQN, float64),  # cq
+                cuda.local.array(MEQN, float64),  # bmasdq
+                cuda.local.array(MEQN, float64))  # bpasdq
+        # the cell's partial edge fluxes of the x pass, for the y pass
+        acc = (cuda.local.array(MEQN, float64), cuda.local.array(MEQN, float64),
+               cuda.local.array(MEQN, float64), cuda.local.array(MEQN, float64))
         dtdx = dt / dx[p]
         dtdy = dt / dy[p]
         cfl = 0.0
@@ -536,11 +540,9 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
             j0 = MBC + tile * R
             rt = R if tile < NTILES - 1 else MY - (NTILES - 1) * R
             cfl = x_pass(p, t, j0, rt, q, aux, qnew, edge_out, params, lim, dtdx, dtdy, A,
-                         Fs, cfl, ql, qr, al, ar, a1, a2, a3, wave, s, amdq, apdq, cq, bm,
-                         bp, fxl, fxr, gyl, gyu, False)
+                         Fs, cfl, regs, acc, False)
             cfl = y_pass(p, t, j0, rt, q, aux, qnew, edge_out, params, lim, dtdy, dtdx, A,
-                         Fs, cfl, ql, qr, al, ar, a1, a2, a3, wave, s, amdq, apdq, cq, bm,
-                         bp, fxl, fxr, gyl, gyu, tile == NTILES - 1)
+                         Fs, cfl, regs, acc, tile == NTILES - 1)
         # epilogue: the block's largest Courant number (warp shuffles, a slot per warp);
         # with STATUS the new state's status row, from qnew as written (the barrier
         # makes the block's writes visible to all its threads)
