@@ -105,7 +105,7 @@ def ptx_counts(ptx: str) -> dict:
     return {"ptx_fp64": fp64, "bar_sites": len(re.findall(r"\bbar(?:rier)?\.sync", ptx))}
 
 
-def _signature(patch: bool, status: bool):
+def _signature(patch: bool, status: bool, tiled: bool = False):
     from numba import types as T
 
     f8, i8 = T.float64, T.int64
@@ -116,7 +116,8 @@ def _signature(patch: bool, status: bool):
     if patch:
         return (arr(i8, 1), arr(f8, 1), arr(f8, 1), arr(f8, 1), arr(f8, 1), arr(f8, 1), f8,
                 arr(f8, 1), arr(i8, 1), arr(f8, 1), arr(f8, 1),
-                arr(f8, 2) if status else arr(f8, 1))
+                arr(f8, 2) if status else arr(f8, 1),
+                arr(f8, 2) if tiled else arr(f8, 1), arr(T.int32, 1) if tiled else arr(i8, 1))
     return (arr(i8, 1), arr(f8, 4), arr(f8, 4), arr(f8, 4), arr(f8, 1), arr(f8, 1), f8,
             arr(f8, 1), arr(i8, 1), arr(f8, 1), arr(f8, 4))
 
@@ -143,9 +144,10 @@ def describe(kind: str, mx: int, status: bool = False):
         nt, R = k.nthreads, k.rows_per_tile
         cap = min(255, 65536 // (2 * nt) // 8 * 8)
         tiles = -(-mx // R)
-        # 4 per pass and tile, less the one after the last pass; the epilogue's one
-        # (two with the fused status)
-        barriers = 8 * tiles - 1 + 1 + (1 if status else 0)
+        # per block (one a tile): 4 per pass, less the one after the last pass; the
+        # epilogue's one, one more for a patch of several tiles (the ticket) and one
+        # for the fused status (in the last block of a patch)
+        barriers = tiles * (7 + 1 + (1 if tiles > 1 else 0)) + (1 if status else 0)
         kernel = k.kernel
     fn = kernel.py_func if hasattr(kernel, "py_func") else kernel.dispatcher.py_func
     rpn2 = rpt2 = 0
@@ -194,7 +196,8 @@ def main(argv=None):
             base = kind.split("+")[0]
             t0 = time.perf_counter()
             fn, cap, nt, facts = describe(base, mx, status)
-            ptx, _ = cuda.compile_ptx(fn, _signature(base == "patch", status), cc=CC)
+            sig = _signature(base == "patch", status, facts["tiles"] > 1)
+            ptx, _ = cuda.compile_ptx(fn, sig, cc=CC)
             path = os.path.join(folder, f"{kind.replace('+', '_')}_mx{mx}.ptx")
             with open(path, "w") as f:
                 f.write(ptx)

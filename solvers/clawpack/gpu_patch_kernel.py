@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import math
 
-from numba import cuda, float64
+from numba import cuda, float64, int32
 
 from forestpy.cuda_device import cuda_device, fast_kernel
 
@@ -123,15 +123,34 @@ class PatchStepKernel:
     dt, params, limiter_codes, cfl_out, edge_out, status_out=None)`` with the arguments
     of :func:`.gpu_kernel.make_gpu_step_kernel`'s kernel (the arrays C-contiguous);
     ``status_out`` ``(npatch, 1 + len(positive))`` float64, required when built with
-    ``status=True``.  ``nthreads``, ``rows_per_tile`` and ``shared_doubles`` describe
-    the block."""
+    ``status=True``.  ``nthreads``, ``rows_per_tile``, ``tiles`` (blocks per patch)
+    and ``shared_doubles`` describe the launch.
 
-    def __init__(self, kernel, nthreads, rows_per_tile, shared_doubles, status):
+    A patch of several row tiles is stepped by one block per tile (a loop over tiles
+    inside one block makes the compiler keep twice the registers); the last block of a
+    patch to finish writes its Courant number (and status) from the tiles' (a ticket
+    per patch, in scratch arrays this object keeps per patch count)."""
+
+    def __init__(self, kernel, nthreads, rows_per_tile, tiles, shared_doubles, status):
         self.kernel = kernel
         self.nthreads = nthreads
         self.rows_per_tile = rows_per_tile
+        self.tiles = tiles
         self.shared_doubles = shared_doubles
         self.status = status
+        self._scratch: dict = {}
+
+    def _tile_scratch(self, q):
+        from forestpy.backend import array_module
+
+        xp = array_module(q)
+        key = (q.shape[0], xp.__name__)
+        got = self._scratch.get(key)
+        if got is None:
+            self._scratch.clear()
+            got = self._scratch[key] = (xp.empty((q.shape[0], self.tiles)),
+                                        xp.zeros(q.shape[0], dtype=xp.int32))
+        return got
 
     def __call__(self, rows, q, aux, qnew, dx, dy, dt, params, lim, cfl_out, edge_out,
                  status_out=None, stream=0):
@@ -144,12 +163,13 @@ class PatchStepKernel:
             raise ValueError("this kernel was built with status=True: pass status_out")
         if len(rows) == 0:
             return
-        # not STATUS: an array the kernel only reads in its place (the simulator copies
-        # every host array back after the launch: not one the kernel writes)
+        # arrays the kernel does not use are replaced by ones it only reads (the
+        # simulator copies every host array back after a launch)
         st = status_out if self.status else dx
-        launch_kernel(self.kernel, len(rows), self.nthreads, stream, rows,
+        cfl_tiles, tickets = self._tile_scratch(q) if self.tiles > 1 else (dx, rows)
+        launch_kernel(self.kernel, len(rows) * self.tiles, self.nthreads, stream, rows,
                       q.reshape(-1), aux.reshape(-1), qnew.reshape(-1), dx, dy, float(dt),
-                      params, lim, cfl_out, edge_out.reshape(-1), st)
+                      params, lim, cfl_out, edge_out.reshape(-1), st, cfl_tiles, tickets)
 
 
 def make_gpu_patch_kernel(riemann, mx: int, my: int, mbc: int, *, order: int = 2,
@@ -503,13 +523,17 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
         return b if b < a else a
 
     @cuda.jit(**opts)
-    def step(rows, q, aux, qnew, dx, dy, dt, params, lim, cfl_out, edge_out, status_out):
-        p = rows[cuda.blockIdx.x]
+    def step(rows, q, aux, qnew, dx, dy, dt, params, lim, cfl_out, edge_out, status_out,
+             cfl_tiles, tickets):
+        b = cuda.blockIdx.x
+        p = rows[b // NTILES]
+        tile = b % NTILES
         t = cuda.threadIdx.x
         A = cuda.shared.array(NA, float64)
         Fs = cuda.shared.array(NF, float64)
         red = cuda.shared.array(NRED, float64)
         wsc = cuda.shared.array(NWSC, float64)  # the simulator's shuffles
+        last = cuda.shared.array(1, int32)
         regs = (cuda.local.array(MEQN, float64),  # ql
                 cuda.local.array(MEQN, float64),  # qr
                 cuda.local.array(MAUXL, float64),  # auxl, auxr
@@ -529,56 +553,72 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
                cuda.local.array(MEQN, float64), cuda.local.array(MEQN, float64))
         dtdx = dt / dx[p]
         dtdy = dt / dy[p]
-        cfl = 0.0
-        # unused edge entries (mx != my) are zero, as on the CPU
-        for e in range(t, 4 * MEQN * MAXM, NT):
-            side = e // (MEQN * MAXM)
-            k = e % MAXM
-            if k >= (MY if side < 2 else MX):
-                edge_out[p * EP + e] = 0.0
-        for tile in range(NTILES):
-            j0 = MBC + tile * R
-            rt = R if tile < NTILES - 1 else MY - (NTILES - 1) * R
-            cfl = x_pass(p, t, j0, rt, q, aux, qnew, edge_out, params, lim, dtdx, dtdy, A,
-                         Fs, cfl, regs, acc, False)
-            cfl = y_pass(p, t, j0, rt, q, aux, qnew, edge_out, params, lim, dtdy, dtdx, A,
-                         Fs, cfl, regs, acc, tile == NTILES - 1)
-        # epilogue: the block's largest Courant number (warp shuffles, a slot per warp);
-        # with STATUS the new state's status row, from qnew as written (the barrier
-        # makes the block's writes visible to all its threads)
+        if tile == 0:
+            # unused edge entries (mx != my) are zero, as on the CPU
+            for e in range(t, 4 * MEQN * MAXM, NT):
+                side = e // (MEQN * MAXM)
+                k = e % MAXM
+                if k >= (MY if side < 2 else MX):
+                    edge_out[p * EP + e] = 0.0
+        j0 = MBC + tile * R
+        rt = R if tile < NTILES - 1 else MY - (NTILES - 1) * R
+        cfl = x_pass(p, t, j0, rt, q, aux, qnew, edge_out, params, lim, dtdx, dtdy, A, Fs,
+                     0.0, regs, acc, False)
+        cfl = y_pass(p, t, j0, rt, q, aux, qnew, edge_out, params, lim, dtdy, dtdx, A, Fs,
+                     cfl, regs, acc, True)
+        # epilogue: the block's largest Courant number (warp shuffles, a slot per warp)
         for d in (16, 8, 4, 2, 1):
             o = shfl_down(cfl, d, t, wsc)
             if o > cfl:
                 cfl = o
-        if STATUS:
-            cuda.syncthreads()
         if t % 32 == 0:
             red[t // 32] = cfl
-        if STATUS:
-            for v in range(t, STATUS_LANES, NT):
+        if NTILES > 1 and STATUS:
+            cuda.threadfence()  # this thread's qnew before the block's ticket
+        cuda.syncthreads()  # also: the block's qnew visible to all its threads
+        c = red[0]
+        for w in range(1, NWARP):
+            if red[w] > c:
+                c = red[w]
+        finish = True
+        if NTILES > 1:
+            # a patch in several blocks: the last of them (a ticket per patch, back to 0
+            # for the next launch) takes the largest of the tiles' numbers, in tile
+            # order, and the status of the whole patch
+            if t == 0:
+                cfl_tiles[p, tile] = c
+                cuda.threadfence()
+                last[0] = 1 if cuda.atomic.add(tickets, p, 1) == NTILES - 1 else 0
+            cuda.syncthreads()
+            finish = last[0] == 1
+            if finish and t == 0:
+                c = cfl_tiles[p, 0]
+                for k in range(1, NTILES):
+                    if cfl_tiles[p, k] > c:
+                        c = cfl_tiles[p, k]
+                tickets[p] = 0
+        if finish:
+            if t == 0:
+                cfl_out[p] = c
+            if STATUS:
+                # the new state's status row (A is free), then the status kernel's tree
+                # (strides 64, 32, ..., 1) by the first warp: strides 64 and 32 in each
+                # lane, then shuffles
+                for v in range(t, STATUS_LANES, NT):
+                    for col in range(NCOL):
+                        A[col * STATUS_LANES + v] = status_lane(qnew, p, v, col)
+                cuda.syncthreads()
                 for col in range(NCOL):
-                    A[col * STATUS_LANES + v] = status_lane(qnew, p, v, col)
-        cuda.syncthreads()
-        if t == 0:
-            c = red[0]
-            for w in range(1, NWARP):
-                if red[w] > c:
-                    c = red[w]
-            cfl_out[p] = c
-        if STATUS:
-            # the status kernel's tree (strides 64, 32, ..., 1) by the first warp:
-            # strides 64 and 32 in each lane, then shuffles
-            for col in range(NCOL):
-                b = col * STATUS_LANES
-                u = 0.0
-                if t < 32:
-                    u = pair(pair(A[b + t], A[b + t + 64], col),
-                             pair(A[b + t + 32], A[b + t + 96], col), col)
-                for d in (16, 8, 4, 2, 1):
-                    o = shfl_down(u, d, t, wsc)
-                    if t < d:
-                        u = pair(u, o, col)
-                if t == 0:
-                    status_out[p, col] = u
+                    b = col * STATUS_LANES
+                    u = 0.0
+                    if t < 32:
+                        u = pair(pair(A[b + t], A[b + t + 64], col),
+                                 pair(A[b + t + 32], A[b + t + 96], col), col)
+                    for d in (16, 8, 4, 2, 1):
+                        o = shfl_down(u, d, t, wsc)
+                        if t < d:
+                            u = pair(u, o, col)
+                    if t == 0:
+                        status_out[p, col] = u
 
-    return PatchStepKernel(fast_kernel(step), NT, R, NA + NF, STATUS)
+    return PatchStepKernel(fast_kernel(step), NT, R, NTILES, NA + NF, STATUS)

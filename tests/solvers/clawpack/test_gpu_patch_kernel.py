@@ -104,26 +104,34 @@ def test_user_fwave_solver_with_capacity_and_wide_ghosts():
 
 
 def test_row_tiles_with_a_short_last_tile():
-    """Shared memory for 2 rows: tiles of 2, 2, 2, 1 rows; the limiter and the
-    transverse terms cross the tile boundaries as in one tile."""
+    """Shared memory for 2 rows: tiles of 2, 2, 2, 1 rows, one block each; the limiter
+    and the transverse terms cross the tile boundaries as in one tile, the patch's
+    Courant number comes from its last block."""
     R = plan_patch(4, 7, 3, 3, shared_bytes=6000)[0]
     assert R < 7 and 7 % R
-    cpu, gpu, k, _ = run_both(get_riemann("shallow_roe"), 4, 7, shared_bytes=6000, seed=5)
-    assert k.rows_per_tile == R
+    cpu, gpu, k, _ = run_both(get_riemann("shallow_roe"), 4, 7, shared_bytes=6000, seed=5,
+                              npatch=3, rows=np.array([2, 0, 1]))
+    assert k.rows_per_tile == R and k.tiles == 4
     assert_same(cpu, gpu)
+    tickets = k._tile_scratch(np.zeros((3, 1, 1, 1)))[1]
+    assert not tickets.any()  # back to zero for the next launch
 
 
-def test_fused_status_is_the_status_kernels_row():
+@pytest.mark.parametrize("mx,shared", [(12, None), (8, 8000)])
+def test_fused_status_is_the_status_kernels_row(mx, shared):
     """``status=True``: the per-patch row of ``patch_status`` for the new state, bitwise
     that of the GPU status kernel (its summation order), for patches listed in any
-    order; the patches not listed keep their entries."""
+    order, from one block a patch or (small shared memory) from the last of a patch's
+    tile blocks; the patches not listed keep their entries."""
     from forestpy.backend import GPUBackend
     from forestpy.patches.status import patch_status
 
     solver = get_riemann("shallow_roe")
     rows = np.array([2, 0], dtype=np.int64)
-    cpu, gpu, k, (qg, st) = run_both(solver, 12, 12, npatch=3, rows=rows, status=True,
-                                     seed=6)
+    kw = {} if shared is None else {"shared_bytes": shared}
+    cpu, gpu, k, (qg, st) = run_both(solver, mx, mx, npatch=3, rows=rows, status=True,
+                                     seed=6, **kw)
+    assert (k.tiles > 1) == (shared is not None)
     for a, b in zip(cpu, gpu):
         np.testing.assert_array_equal(a[rows], b[rows])
         assert np.isnan(b[1]).all()
