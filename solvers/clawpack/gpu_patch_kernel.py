@@ -8,16 +8,17 @@ row-tile kernel (``docs/gpu_kernel.md`` gives the reasons and the compiler's num
 * **Whole patches.**  A block steps one patch; the rows of a patch are split into
   tiles only when the per-face scratch would not fit ``shared_bytes`` (48 KB of static
   shared memory: shallow water at ``mx = 16`` is one tile, ``mx = 32`` five tiles of
-  7 rows instead of six of 6).  No face is solved twice at ``mx <= 16``.
+  7 rows instead of six of 6), and then each tile is a block of its own (a loop over
+  tiles in one block makes the compiler keep about twice the registers).  No face is
+  solved twice at ``mx <= 16``.
 * **Per-face state in shared memory, not registers.**  Each pass (x, then y) has four
   phases, one barrier after each:
 
-  1. one thread per face: ``rpn2``; the waves to shared memory (``W``); speeds and
-     fluctuations stay in the thread's registers until phase 2;
-  2. one thread per limited face: Courant number, limiter from the neighbouring
-     faces' waves, second-order correction ``cq``; ``amdq``, ``apdq``, ``cq`` to the
-     face's record ``F`` (a region apart from ``W``, so no barrier between reading
-     the neighbours' waves and writing);
+  1. one thread per face: ``rpn2``; the waves to shared memory (``W``), ``amdq`` and
+     ``apdq`` to the face's record ``F`` (a region apart from ``W``); the speeds stay
+     in the thread's registers until phase 2;
+  2. one thread per limited face: Courant number, limiter from its own and the
+     neighbouring faces' waves, second-order correction ``cq`` to ``F``;
   3. one thread per cell of the pass (interior cells and the halo lines the
      transverse terms reach): the two transverse splittings that enter the cell
      (``rpt2`` of the right-going part of its lower face and of the left-going part
@@ -26,10 +27,10 @@ row-tile kernel (``docs/gpu_kernel.md`` gives the reasons and the compiler's num
   4. one thread per interior cell: gathers its two faces' normal fluxes from ``F``
      and the neighbouring cells' transverse sums from ``T``.
 
-  Nothing but the speeds and fluctuations of phase 1 and the cell's four partial
-  edge fluxes between the passes lives in registers across a barrier, so the
-  register budget is the Riemann solver's own.  8 barriers per tile and 2 in the
-  epilogue (the row-tile kernel: 8 per tile of 8 rows and 9 for its reduction).
+  Nothing but the speeds of phase 1 and the cell's four partial edge fluxes between
+  the passes lives in registers across a barrier, so the register budget is the
+  Riemann solver's own.  7 barriers per tile and 1 in the epilogue (the row-tile
+  kernel: 8 per tile of 8 rows and 9 for its reduction).
 * **Flat indexing.**  ``q``, ``aux``, ``qnew`` and ``edge_out`` are passed as flat
   views; the strides inside a patch are compile-time constants (one base offset per
   patch), not the 64-bit stride arithmetic of 4-D array views.
@@ -336,6 +337,9 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
                     for m in range(MEQN):
                         Fs[m * NLF + lf] = amdq[m]
                         Fs[(MEQN + m) * NLF + lf] = apdq[m]
+                    # a solver with shared per-face state (issue 32's work-sharing
+                    # contract) stores its EDGE_STATE doubles here, after amdq, apdq
+                    # and cq, for phase 3
             cuda.syncthreads()
             # (2) Courant number, limited correction from the face's and its
             # neighbours' waves; the correction to the face's record
@@ -410,6 +414,8 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
                     if CORR:
                         v -= Fs[(2 * MEQN + m) * NLF + f0]
                     amdq[m] = v
+                # (the work-sharing contract's transverse solve would take the faces'
+                # stored edge state from F here instead of the two cell states)
                 rpt2(IXY, 2, ql, qr, a1, a2, a3, params, amdq, bm, bp)
                 for m in range(MEQN):
                     cq[m] = coef * bm[m]  # the lower face's part (cq, apdq: scratch)

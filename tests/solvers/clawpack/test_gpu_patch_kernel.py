@@ -136,7 +136,9 @@ def test_fused_status_is_the_status_kernels_row(mx, shared):
         np.testing.assert_array_equal(a[rows], b[rows])
         assert np.isnan(b[1]).all()
     assert np.isnan(st[1]).all()
-    want = patch_status(np.nan_to_num(qg), 2, solver.positive, backend=GPUBackend())
+    be = GPUBackend()
+    want = be.to_host(patch_status(be.to_device(np.nan_to_num(qg)), 2, solver.positive,
+                                   backend=be))
     np.testing.assert_array_equal(st[rows], want[rows])
 
 
@@ -179,10 +181,13 @@ def test_solver_option_selects_the_patch_kernel():
 
     solver = get_riemann("shallow_roe")
     q, aux, dx, dy = make_data(solver, 6, 6, 2, 2, seed=7)
-    geom = SimpleNamespace(mx=6, my=6, mbc=2, dx=dx, dy=dy)
-    cpu = ClawpackSolver(solver).step(q, aux, geom, 0.02)
-    gs = ClawpackSolver(solver, backend=GPUBackend(), gpu_kernel="patch")
-    got = gs.step(q, aux, geom, 0.02)
+    cpu = ClawpackSolver(solver).step(q, aux, SimpleNamespace(mx=6, my=6, mbc=2, dx=dx, dy=dy),
+                                      0.02)
+    be = GPUBackend()
+    gs = ClawpackSolver(solver, backend=be, gpu_kernel="patch")
+    dev = [be.to_device(a) for a in (q, aux, dx, dy)]
+    got = gs.step(*dev[:2], SimpleNamespace(mx=6, my=6, mbc=2, dx=dev[2], dy=dev[3]), 0.02)
+    got = [be.to_host(a) for a in got]
     b = 2
     np.testing.assert_array_equal(got[0][:, :, b:-b, b:-b], cpu[0][:, :, b:-b, b:-b])
     np.testing.assert_array_equal(got[1], cpu[1])
