@@ -19,14 +19,20 @@ JSON record per kernel and patch size:
 * ``ptx_fp64``: static double-precision ``add``/``mul``/``fma``/``div``/``sqrt`` in the
   PTX (a size indicator, not the dynamic count).
 
-Needs libNVVM and ``ptxas`` (CUDA toolkit), no GPU and no driver: the device queries of
-Numba(-CUDA) that compilation makes are answered with compute capability 9.0.  Works with
-the numba-cuda package (as on the GPU machines) or Numba's built-in CUDA target.
+Needs the numba-cuda package (the GPU machines' compiler; Numba's built-in CUDA target,
+deprecated, cannot type ``min``/``max`` of two numbers), libNVVM and ``ptxas`` (a CUDA
+toolkit; ``CUDA_HOME`` defaults to ``/usr/local/cuda``), no GPU and no driver: the
+device queries compilation makes are answered with compute capability 9.0.  On this
+project's development machine::
+
+    python3 -m venv /tmp/nc && /tmp/nc/bin/pip install numba-cuda==0.30.4 numba numpy
+    /tmp/nc/bin/pip install --no-deps -e .
+    /tmp/nc/bin/python benchmarks/gpu_kernel_resources.py
 
 Usage::
 
     python benchmarks/gpu_kernel_resources.py [--mx 16,32] [--kernels tile,patch]
-        [--regs auto,free,96] [--ptxas ptxas] [--keep DIR]
+        [--ptxas ptxas] [--keep DIR]      (kernels: tile, patch, patch+status)
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ from __future__ import annotations
 import os
 
 os.environ["NUMBA_ENABLE_CUDASIM"] = "0"  # compile for the device, before Numba loads
+if "CUDA_HOME" not in os.environ and os.path.isdir("/usr/local/cuda/nvvm"):
+    os.environ["CUDA_HOME"] = "/usr/local/cuda"  # libNVVM and libdevice of a toolkit
 
 import argparse  # noqa: E402
 import json  # noqa: E402
@@ -188,7 +196,8 @@ def main(argv=None):
         numba_version = "numba " + numba.__version__
     ver = subprocess.run([args.ptxas, "--version"], capture_output=True, text=True).stdout
     ptxas_version = (re.findall(r"release [\d.]+, V[\d.]+", ver) or ["?"])[0]
-    folder = args.keep or tempfile.mkdtemp(prefix="forestpy_ptx_")
+    tmp = None if args.keep else tempfile.TemporaryDirectory(prefix="forestpy_ptx_")
+    folder = args.keep or tmp.name
     os.makedirs(folder, exist_ok=True)
     for mx in map(int, args.mx.split(",")):
         for kind in args.kernels.split(","):
@@ -210,11 +219,14 @@ def main(argv=None):
                    **capped, "blocks_per_sm": blocks, "warps_per_sm": warps,
                    **{f"free_{k}": v for k, v in free.items() if k != "smem_bytes"},
                    "free_warps_per_sm": fwarps, **ptx_counts(ptx),
-                   "compile_s": round(time.perf_counter() - t0, 1), "ptx": path,
+                   "compile_s": round(time.perf_counter() - t0, 1),
+                   "ptx": path if args.keep else None,
                    "toolchain": f"{numba_version}, ptxas {ptxas_version}",
                    "date": time.strftime("%Y-%m-%d")}
             print(json.dumps(rec), flush=True)
             del fblocks
+    if tmp is not None:
+        tmp.cleanup()
     return 0
 
 
