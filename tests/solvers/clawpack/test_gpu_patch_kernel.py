@@ -196,12 +196,19 @@ def test_solver_option_selects_the_patch_kernel():
         ClawpackSolver(solver, backend=GPUBackend(), gpu_kernel="rows")
 
 
-# the production patch sizes (mx 16: one tile of 352 threads; mx 32: five tiles) in the
-# simulator, several solvers: 5-20 s each on two cores
+def test_production_patch_size_16():
+    """A 16x16 patch: one tile of 352 threads, no face solved twice."""
+    cpu, gpu, k, _ = run_both(get_riemann("shallow_roe"), 16, 16, npatch=1, seed=8)
+    assert (k.rows_per_tile, k.tiles, k.nthreads) == (16, 1, 352)
+    assert_same(cpu, gpu)
+
+
+# the production patch sizes (mx 16: one tile of 352 threads; mx 32: five blocks of 7
+# rows) in the simulator, more solvers: 1-3 s each on two cores
 @pytest.mark.slow
 @pytest.mark.parametrize("name,mx,order,tw", [
-    ("shallow_roe", 16, 2, 2), ("shallow_roe", 32, 2, 2), ("shallow_hlle", 16, 2, 2),
-    ("euler", 16, 2, 1), ("geoclaw", 16, 2, 2), ("shallow_roe", 16, 1, 0),
+    ("shallow_roe", 32, 2, 2), ("shallow_hlle", 16, 2, 2), ("euler", 16, 2, 1),
+    ("geoclaw", 16, 2, 2), ("geoclaw", 32, 2, 2), ("shallow_roe", 16, 1, 0),
 ])
 def test_production_patch_sizes(name, mx, order, tw):
     import forestpy.extensions.geoclaw.riemann  # noqa: F401
@@ -253,3 +260,39 @@ def test_kernel_compiles_for_the_device():
     rec = json.loads(r.stdout.strip().splitlines()[-1])
     assert rec["registers"] > 0 and rec["smem_bytes"] > 0
     assert rec["spill_store_bytes"] == 0 or rec["registers"] == rec["register_cap"]
+
+
+def _hump(x, y):
+    h = 1.0 + 0.5 * np.exp(-60.0 * ((x - 0.3) ** 2 + (y - 0.35) ** 2))
+    return np.stack([h, 0.4 * h, 0.1 * h])
+
+
+# slow: a short adaptive run on the GPU backend in the simulator, 20-40 s
+@pytest.mark.slow
+@pytest.mark.parametrize("subcycle", [False, True])
+def test_adaptive_run_with_the_patch_kernel(monkeypatch, subcycle):
+    """A whole adaptive run (ghost fill, time sync at coarse-fine faces, regrids; with
+    subcycling each level a launch over its rows) with ``FORESTPY_GPU_KERNEL=patch``:
+    the CPU run's states bit for bit."""
+    from forestpy import Domain, Simulation
+
+    monkeypatch.setenv("FORESTPY_GPU_KERNEL", "patch")
+
+    def setup(backend):
+        return Simulation("shallow_roe", qinit=_hump, domain=Domain((0, 0), (1, 1)),
+                          bc=("wall", "extrap", "extrap", "wall"), mx=4, min_level=1,
+                          max_level=2, regrid_interval=1, refine_threshold=0.02,
+                          t_final=0.03, params={"grav": 1.0}, backend=backend,
+                          subcycle=subcycle)
+
+    cpu = setup("cpu")
+    gpu = setup("gpu")
+    assert len(cpu.patches_per_level()) == 2  # coarse-fine faces: the time sync acts
+    cpu.run()
+    gpu.run()
+    assert gpu.solver.gpu_kernel == "patch" and gpu.subcycling == subcycle
+    assert cpu.regrids > 0
+    assert gpu.steps == cpu.steps and gpu.forest == cpu.forest
+    b = cpu.mbc
+    np.testing.assert_array_equal(gpu.backend.to_host(gpu.q)[:, :, b:-b, b:-b],
+                                  cpu.q[:, :, b:-b, b:-b])
