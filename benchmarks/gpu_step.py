@@ -14,6 +14,13 @@ Prints one JSON record per measurement:
 Usage::
 
     python benchmarks/gpu_step.py [--parts copy,kernel,step,run,cpu] [--quick]
+        [--kernel tile,patch] [--sizes 1e8] [--fma 0]
+
+``--kernel tile,patch`` times the row-tile and the whole-patch step kernels on the same
+patches and prints their largest differences (``kernel_compare``); every ``kernel``
+record carries its largest difference from the CPU kernel on the first patches.
+``--fma 0`` compiles without contracted multiply-adds (as the GPU backend does by
+default), ``1`` with them; by default NVVM's own choice (contracted).
 """
 
 from __future__ import annotations
@@ -82,9 +89,38 @@ def radial_patches(npatch, mx, mbc, dtype):
     return q, 1.0 / (n * mx)
 
 
-def kernel_rate(mx, cells, dtype, copy_gbs, mbc=2, reps=20, max_registers=None, rows=None):
+def _launcher(name, rs, mx, mbc, max_registers, rows):
+    """``(launch(args), threads, rows per tile)`` of the step kernel ``name`` (``tile``:
+    the row-tile kernel of gpu_kernel.py, ``patch``: the whole-patch kernel of
+    gpu_patch_kernel.py), shallow water, MC, transverse 2."""
+    if name == "tile":
+        from forestpy.solvers.clawpack.gpu_kernel import make_gpu_step_kernel, plan_tiles
+
+        kernel, nt = make_gpu_step_kernel(rs, mx, mx, mbc, order=2, transverse_waves=2,
+                                          max_registers=max_registers, rows_per_tile=rows)
+
+        def launch(patch_rows, *args):
+            kernel[len(patch_rows), nt](patch_rows, *args)
+
+        return launch, kernel, nt, plan_tiles(mx, mx, 3, 3, rows=rows)[0]
+    if name == "patch":
+        from forestpy.solvers.clawpack.gpu_patch_kernel import make_gpu_patch_kernel
+
+        k = make_gpu_patch_kernel(rs, mx, mx, mbc, order=2, transverse_waves=2,
+                                  max_registers=max_registers, rows_per_tile=rows)
+        return k, k.kernel, k.nthreads, k.rows_per_tile
+    raise SystemExit(f"unknown kernel {name!r}: tile or patch")
+
+
+def kernel_rate(mx, cells, dtype, copy_gbs, mbc=2, reps=20, max_registers=None, rows=None,
+                kernels=("tile",), check_patches=16):
+    """Each kernel of ``kernels`` on the same patches (same card, same data): one record
+    per kernel, then (several kernels) one ``kernel_compare`` record with the largest
+    differences of ``qnew``, the Courant numbers and the edge fluxes between them, and
+    each kernel's largest difference from the CPU kernel on the first
+    ``check_patches`` patches (self-check)."""
     import cupy
-    from forestpy.solvers.clawpack.gpu_kernel import make_gpu_step_kernel, plan_tiles
+    from forestpy.solvers.clawpack import make_step_kernel
     from forestpy.solvers.clawpack.limiters import LIMITERS
 
     from forestpy.vtable import get_riemann
@@ -95,6 +131,8 @@ def kernel_rate(mx, cells, dtype, copy_gbs, mbc=2, reps=20, max_registers=None, 
     npatch = n * n
     qh, d = radial_patches(npatch, mx, mbc, dtype)
     q = cupy.asarray(qh)
+    nchk = min(check_patches, npatch)
+    q_chk = qh[:nchk].astype(np.float64)
     del qh
     qn = cupy.empty_like(q)
     aux = cupy.zeros((npatch, 0) + q.shape[2:], dtype=dtype)
@@ -103,39 +141,76 @@ def kernel_rate(mx, cells, dtype, copy_gbs, mbc=2, reps=20, max_registers=None, 
     edge = cupy.zeros((npatch, 4, 3, mx))
     params = cupy.asarray(rs.params_array())
     lim = cupy.full(3, LIMITERS["mc"], dtype=np.int64)
-    kernel, nt = make_gpu_step_kernel(rs, mx, mx, mbc, order=2, transverse_waves=2,
-                                      max_registers=max_registers, rows_per_tile=rows)
     dt = 0.5 * d
     patch_rows = cupy.arange(npatch, dtype=cupy.int64)
-    t0 = time.perf_counter()
-    kernel[npatch, nt](patch_rows, q, aux, qn, dx, dx, dt, params, lim, cfl, edge)
-    cupy.cuda.runtime.deviceSynchronize()
-    compile_s = time.perf_counter() - t0
-    times = []
-    for _ in range(reps):
-        with _timer() as t:
-            kernel[npatch, nt](patch_rows, q, aux, qn, dx, dx, dt, params, lim, cfl, edge)
-        times.append(t.ms)
-    ms = float(np.median(times))
-    ncell = npatch * mx * mx
-    nbytes = 2 * q.nbytes + edge.nbytes + cfl.nbytes
-    regs = kernel.get_regs_per_thread()
-    local = kernel.get_local_mem_per_thread()
-    if isinstance(regs, dict):  # one entry per compiled signature
-        regs, local = list(regs.values())[-1], list(local.values())[-1]
-    rec = {
-        "part": "kernel", "mx": mx, "dtype": np.dtype(dtype).name, "npatch": npatch,
-        "cells": ncell, "threads": nt, "max_registers": max_registers,
-        "rows_per_tile": plan_tiles(mx, mx, 3, 3, rows=rows)[0],
-        "registers": regs, "local_bytes": local, "compile_s": round(compile_s, 2),
-        "ms": ms, "ms_min": float(np.min(times)), "Gcell_s": ncell / ms / 1e6,
-        "GB_s": nbytes / ms / 1e6, "fraction_of_copy": nbytes / ms / 1e6 / copy_gbs,
-        "courant": float(cfl.max()),
-    }
-    emit(rec)
-    del q, qn, edge
+    # the CPU kernel on the first patches: the reference of the self-check
+    cpu = make_step_kernel(rs, order=2, transverse_waves=2)
+    q_cpu = np.zeros_like(q_chk)
+    cfl_cpu = np.zeros(nchk)
+    edge_cpu = np.zeros((nchk, 4, 3, mx))
+    cpu(q_chk, mbc, np.zeros((nchk, 0) + q_chk.shape[2:]), q_cpu, np.full(nchk, d),
+        np.full(nchk, d), dt, rs.params_array(), np.full(3, LIMITERS["mc"], dtype=np.int64),
+        cfl_cpu, edge_cpu)
+    b = mbc
+    results = {}
+    recs = []
+    for name in kernels:
+        launch, kernel, nt, R = _launcher(name, rs, mx, mbc, max_registers, rows)
+        args = (q, aux, qn, dx, dx, dt, params, lim, cfl, edge)
+        qn.fill(np.nan)
+        t0 = time.perf_counter()
+        launch(patch_rows, *args)
+        cupy.cuda.runtime.deviceSynchronize()
+        compile_s = time.perf_counter() - t0
+        times = []
+        for _ in range(reps):
+            with _timer() as t:
+                launch(patch_rows, *args)
+            times.append(t.ms)
+        ms = float(np.median(times))
+        ncell = npatch * mx * mx
+        nbytes = 2 * q.nbytes + edge.nbytes + cfl.nbytes
+        try:
+            regs = kernel.get_regs_per_thread()
+            local = kernel.get_local_mem_per_thread()
+        except AttributeError:  # the CUDA simulator
+            regs = local = None
+        if isinstance(regs, dict):  # one entry per compiled signature
+            regs, local = list(regs.values())[-1], list(local.values())[-1]
+        got = (cupy.asnumpy(qn[:nchk, :, b:-b, b:-b]).astype(np.float64),
+               cupy.asnumpy(cfl[:nchk]), cupy.asnumpy(edge[:nchk]))
+        want = (q_cpu[:, :, b:-b, b:-b], cfl_cpu, edge_cpu)
+        rec = {
+            "part": "kernel", "kernel": name, "mx": mx, "dtype": np.dtype(dtype).name,
+            "npatch": npatch, "cells": ncell, "threads": nt, "max_registers": max_registers,
+            "rows_per_tile": R, "registers": regs, "local_bytes": local,
+            "compile_s": round(compile_s, 2), "ms": ms, "ms_min": float(np.min(times)),
+            "Gcell_s": ncell / ms / 1e6, "GB_s": nbytes / ms / 1e6,
+            "fraction_of_copy": nbytes / ms / 1e6 / copy_gbs,
+            "courant": float(cfl.max()),
+            "max_diff_cpu": [float(np.abs(g - w).max()) for g, w in zip(got, want)],
+            "max_rel_diff_cpu_qnew": float(np.abs(got[0] - want[0]).max()
+                                           / np.abs(want[0]).max()),
+        }
+        emit(rec)
+        recs.append(rec)
+        if len(kernels) > 1:
+            results[name] = (qn[:, :, b:-b, b:-b].copy(), cfl.copy(), edge.copy())
+    if len(results) > 1:
+        names = list(results)
+        a = results[names[0]]
+        for other in names[1:]:
+            c = results[other]
+            diff = [float(cupy.abs(x - y).max()) for x, y in zip(a, c)]
+            scale = float(cupy.abs(a[0]).max())
+            emit({"part": "kernel_compare", "mx": mx, "dtype": np.dtype(dtype).name,
+                  "cells": recs[0]["cells"], "kernels": [names[0], other],
+                  "max_diff_qnew_cfl_edge": diff, "max_rel_diff_qnew": diff[0] / scale,
+                  "bitwise_equal": all(v == 0.0 for v in diff),
+                  "speedup": recs[0]["ms"] / recs[names.index(other)]["ms"]})
+    del q, qn, edge, results
     cupy.get_default_memory_pool().free_all_blocks()
-    return rec
+    return recs
 
 
 def load_radial_dam():
@@ -235,16 +310,25 @@ def main(argv=None):
     ap.add_argument("--nsteps", type=int, default=20)
     ap.add_argument("--adaptive", action="store_true")
     ap.add_argument("--cpu-threads", default="1,16")
+    ap.add_argument("--kernel", default="tile", help="step kernels to time: tile,patch")
+    ap.add_argument("--sizes", default=None, help="cells per kernel run, e.g. 1e6,1e8")
+    ap.add_argument("--fma", default="default", choices=("default", "0", "1"))
     args = ap.parse_args(argv)
+    if args.fma != "default":
+        from forestpy.backend import contract_multiply_add
+
+        contract_multiply_add(args.fma == "1")
     parts = set(args.parts.split(","))
     if "cpu-inline" in parts:
         simulation_rates("cpu", int(args.mx.split(",")[0]), args.level, args.adaptive,
                          nsteps=args.nsteps)
         return
     emit({"part": "info", "argv": sys.argv, "date": time.strftime("%Y-%m-%d %H:%M"),
-          "host_cpus": os.cpu_count()})
+          "host_cpus": os.cpu_count(), "fma": args.fma})
     copy_gbs = copy_bandwidth(1 << 28 if args.quick else 4 << 30) if "copy" in parts else 3000.0
     sizes = [10**5, 10**6] if args.quick else [10**5, 10**6, 10**7, 16 * 10**6, 10**8]
+    if args.sizes:
+        sizes = [int(float(v)) for v in args.sizes.split(",")]
     if "kernel" in parts:
         for mx in map(int, args.mx.split(",")):
             for dtype in args.dtypes.split(","):
@@ -253,7 +337,8 @@ def main(argv=None):
                         for cells in sizes:
                             kernel_rate(mx, cells, np.dtype(dtype), copy_gbs,
                                         max_registers=None if regs == "auto" else int(regs),
-                                        rows=None if rows == "auto" else int(rows))
+                                        rows=None if rows == "auto" else int(rows),
+                                        kernels=tuple(args.kernel.split(",")))
     mx0 = int(args.mx.split(",")[0])
     if "step" in parts:
         for dtype in args.dtypes.split(","):

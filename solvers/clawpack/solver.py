@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from forestpy.patches.time_sync import apply_time_sync
@@ -31,6 +33,11 @@ class ClawpackSolver:
     backend : Backend, optional
         Where the arrays live; the GPU backend runs the CUDA kernels of
         :mod:`.gpu_kernel` (one block per patch) on device arrays.
+    gpu_kernel : {"tile", "patch"}, optional
+        The GPU step kernel: ``"tile"`` (default) the row-tile kernel of
+        :mod:`.gpu_kernel`, ``"patch"`` the whole-patch kernel of
+        :mod:`.gpu_patch_kernel` (same results, ``docs/gpu_kernel.md``).  Default: the
+        environment variable ``FORESTPY_GPU_KERNEL``, else ``"tile"``.
     """
 
     def __init__(
@@ -42,6 +49,7 @@ class ClawpackSolver:
         limiter="mc",
         capacity_index: int = -1,
         backend=None,
+        gpu_kernel: str | None = None,
     ):
         if order not in (1, 2):
             raise ValueError(f"order must be 1 or 2, got {order!r}")
@@ -61,6 +69,11 @@ class ClawpackSolver:
         for n in names:
             if n not in LIMITERS:
                 raise ValueError(f"unknown limiter {n!r}; valid: {sorted(LIMITERS)}")
+        if gpu_kernel is None:
+            gpu_kernel = os.environ.get("FORESTPY_GPU_KERNEL", "tile")
+        if gpu_kernel not in ("tile", "patch"):
+            raise ValueError(f"gpu_kernel must be 'tile' or 'patch', got {gpu_kernel!r}")
+        self.gpu_kernel = gpu_kernel
         self.riemann = riemann
         self.order = order
         self.transverse_waves = transverse_waves
@@ -146,6 +159,15 @@ class ClawpackSolver:
                 else edge_out)
         if not len(rows):
             return q_new, cfl, edge
+        if self.gpu_kernel == "patch":
+            from .gpu_patch_kernel import make_gpu_patch_kernel
+
+            make_gpu_patch_kernel(
+                self.riemann, geom.mx, geom.my, geom.mbc, order=self.order,
+                transverse_waves=self.transverse_waves, capacity_index=self.capacity_index,
+            )(rows, q, aux, q_new, geom.dx, geom.dy, dt, self.params_on_backend,
+              self._limiter_codes_dev, cfl, edge)
+            return q_new, cfl, edge
         tiles = self._tiles_per_block(len(rows), geom)
         kernel, nthreads = make_gpu_step_kernel(
             self.riemann, geom.mx, geom.my, geom.mbc, order=self.order,
@@ -213,11 +235,15 @@ class ClawpackSolver:
         from forestpy.cuda_device import blocks_per_wave
 
         from .gpu_kernel import make_gpu_step_kernel
+        from .gpu_patch_kernel import make_gpu_patch_kernel
 
-        kernel, nthreads = make_gpu_step_kernel(
-            self.riemann, geom.mx, geom.my, geom.mbc, order=self.order,
-            transverse_waves=self.transverse_waves, capacity_index=self.capacity_index,
-        )
+        options = dict(order=self.order, transverse_waves=self.transverse_waves,
+                       capacity_index=self.capacity_index)
+        if self.gpu_kernel == "patch":
+            k = make_gpu_patch_kernel(self.riemann, geom.mx, geom.my, geom.mbc, **options)
+            return blocks_per_wave(k.kernel, k.nthreads)
+        kernel, nthreads = make_gpu_step_kernel(self.riemann, geom.mx, geom.my, geom.mbc,
+                                                **options)
         return blocks_per_wave(kernel, nthreads)
 
     def _all_rows(self, npatch):

@@ -1,0 +1,298 @@
+"""The whole-patch CUDA step kernel (``gpu_patch_kernel``) against the CPU kernel.
+
+Bit for bit: the kernel does the CPU kernel's operations in the same order (without
+contracted multiply-adds), so ``qnew``, the Courant numbers and the edge fluxes are the
+same bits.  Without a GPU these run in Numba's CUDA simulator (conftest.py) on a few
+small patches; with ``NUMBA_ENABLE_CUDASIM=0`` on a GPU.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+import pytest
+from forestpy.solvers.clawpack import LIMITERS, make_step_kernel
+from forestpy.solvers.clawpack.gpu_patch_kernel import make_gpu_patch_kernel, plan_patch
+from fwave_advection import fwave_advection
+from test_gpu_kernel import make_data
+
+from forestpy.vtable import get_riemann
+
+if not numba.config.ENABLE_CUDASIM:
+    from numba import cuda
+
+    if not cuda.is_available():
+        pytest.skip("no GPU and the CUDA simulator is off", allow_module_level=True)
+    from forestpy.backend import contract_multiply_add
+
+    contract_multiply_add(False)  # as GPUBackend() does
+
+USER = fwave_advection("test_gpu_patch_user_fwave", num_aux=3, field_names=("q",))
+
+
+def geoclaw_data(mx, my, mbc, npatch, seed):
+    """Shallow water over a random bottom with dry cells (depth 0), shore cells and a
+    wet sea, for the GeoClaw solver (aux 0 = bottom)."""
+    rng = np.random.default_rng(seed)
+    shape = (npatch, 1, my + 2 * mbc, mx + 2 * mbc)
+    bottom = rng.uniform(-1.0, 0.4, shape)
+    eta = rng.uniform(-0.05, 0.05, shape)
+    h = np.maximum(eta - bottom, 0.0)
+    h[rng.random(shape) < 0.1] = 0.0
+    u = rng.uniform(-0.5, 0.5, shape) * (h > 0)
+    v = rng.uniform(-0.5, 0.5, shape) * (h > 0)
+    q = np.concatenate([h, h * u, h * v], axis=1)
+    return q, bottom, rng.uniform(0.05, 0.1, npatch), rng.uniform(0.05, 0.1, npatch)
+
+
+def run_both(solver, mx, my, order=2, tw=2, capa=-1, limiter="mc", npatch=2, mbc=2, seed=0,
+             data=None, rows=None, status=False, **kw):
+    """``(cpu, gpu)`` results ``(qnew interior, cfl, edge)`` of one step (and the
+    kernel); ``rows`` steps only those patches on the GPU."""
+    q, aux, dx, dy = data or make_data(solver, mx, my, mbc, npatch, seed)
+    params = solver.params_array()
+    codes = np.full(solver.num_waves, LIMITERS[limiter], dtype=np.int64)
+    dt = 0.02 if solver.name != "geoclaw" else 0.005
+    meqn = solver.num_eqn
+    cpu = make_step_kernel(solver, order=order, transverse_waves=tw, capacity_index=capa)
+    qc = np.zeros_like(q)
+    cc = np.zeros(npatch)
+    ec = np.zeros((npatch, 4, meqn, max(mx, my)))
+    cpu(q, mbc, aux, qc, dx, dy, dt, params, codes, cc, ec)
+    k = make_gpu_patch_kernel(solver, mx, my, mbc, order=order, transverse_waves=tw,
+                              capacity_index=capa, status=status, **kw)
+    qg = np.full_like(q, np.nan)
+    cg = np.full(npatch, np.nan)
+    eg = np.full_like(ec, np.nan)
+    st = np.full((npatch, 1 + len(solver.positive)), np.nan) if status else None
+    rows = np.arange(npatch, dtype=np.int64) if rows is None else rows
+    k(rows, q, aux, qg, dx, dy, dt, params, codes, cg, eg, st)
+    b = mbc
+    return (qc[:, :, b:-b, b:-b], cc, ec), (qg[:, :, b:-b, b:-b], cg, eg), k, (qg, st)
+
+
+def assert_same(cpu, gpu):
+    for a, b in zip(cpu, gpu):
+        assert np.all(np.isfinite(b)), "the GPU kernel left entries unwritten"
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("order,tw", [(2, 2), (2, 1), (1, 1), (1, 0)])
+def test_shallow_roe_options(order, tw):
+    cpu, gpu, k, _ = run_both(get_riemann("shallow_roe"), 6, 5, order, tw)
+    assert k.rows_per_tile == 5  # the whole patch in one tile
+    assert_same(cpu, gpu)
+
+
+@pytest.mark.parametrize("name", ["shallow_hlle", "euler"])
+def test_registered_solvers(name):
+    assert_same(*run_both(get_riemann(name), 5, 6, seed=1)[:2])
+
+
+def test_geoclaw_solver_with_dry_cells():
+    import forestpy.extensions.geoclaw.riemann  # noqa: F401 - registers "geoclaw"
+
+    solver = get_riemann("geoclaw")
+    data = geoclaw_data(6, 6, 2, 2, seed=2)
+    assert (data[0][:, 0] == 0).any() and (data[0][:, 0] > 0).any()
+    assert_same(*run_both(solver, 6, 6, data=data)[:2])
+
+
+def test_user_fwave_solver_with_capacity_and_wide_ghosts():
+    """A solver written in this file (no CUDA code), f-waves, aux, a capacity, mbc 3."""
+    assert_same(*run_both(USER, 5, 4, capa=2, mbc=3, seed=3)[:2])
+
+
+def test_row_tiles_with_a_short_last_tile():
+    """Shared memory for 2 rows: tiles of 2, 2, 2, 1 rows, one block each; the limiter
+    and the transverse terms cross the tile boundaries as in one tile, the patch's
+    Courant number comes from its last block."""
+    R = plan_patch(4, 7, 3, 3, shared_bytes=6000)[0]
+    assert R < 7 and 7 % R
+    cpu, gpu, k, _ = run_both(get_riemann("shallow_roe"), 4, 7, shared_bytes=6000, seed=5,
+                              npatch=3, rows=np.array([2, 0, 1]))
+    assert k.rows_per_tile == R and k.tiles == 4
+    assert_same(cpu, gpu)
+    tickets = k._tile_scratch(np.zeros((3, 1, 1, 1)))[1]
+    assert not tickets.any()  # back to zero for the next launch
+
+
+@pytest.mark.parametrize("mx,shared", [(12, None), (8, 8000)])
+def test_fused_status_is_the_status_kernels_row(mx, shared):
+    """``status=True``: the per-patch row of ``patch_status`` for the new state, bitwise
+    that of the GPU status kernel (its summation order), for patches listed in any
+    order, from one block a patch or (small shared memory) from the last of a patch's
+    tile blocks; the patches not listed keep their entries."""
+    from forestpy.backend import GPUBackend
+    from forestpy.patches.status import patch_status
+
+    solver = get_riemann("shallow_roe")
+    rows = np.array([2, 0], dtype=np.int64)
+    kw = {} if shared is None else {"shared_bytes": shared}
+    cpu, gpu, k, (qg, st) = run_both(solver, mx, mx, npatch=3, rows=rows, status=True,
+                                     seed=6, **kw)
+    assert (k.tiles > 1) == (shared is not None)
+    for a, b in zip(cpu, gpu):
+        np.testing.assert_array_equal(a[rows], b[rows])
+        assert np.isnan(b[1]).all()
+    assert np.isnan(st[1]).all()
+    be = GPUBackend()
+    want = be.to_host(patch_status(be.to_device(np.nan_to_num(qg)), 2, solver.positive,
+                                   backend=be))
+    np.testing.assert_array_equal(st[rows], want[rows])
+
+
+def test_plan_fits_48k_of_shared_memory():
+    """Shallow water: mx 16 one tile of 352 threads, mx 32 in tiles of 7 rows; every
+    plan within the static shared memory and the thread limit."""
+    assert plan_patch(16, 16, 3, 3)[:2] == (16, 352)
+    assert plan_patch(32, 32, 3, 3)[0] == 7
+    for mx in (8, 16, 32):
+        R, nt, na, nf = plan_patch(mx, mx, 3, 3, status_cols=2)
+        assert (na + nf) * 8 <= 47 * 1024 and nt % 32 == 0 and nt <= 1024
+    with pytest.raises(ValueError, match="does not fit"):
+        plan_patch(16, 16, 3, 3, shared_bytes=1000)
+
+
+def test_bad_arguments_are_refused():
+    solver = get_riemann("shallow_roe")
+    with pytest.raises(ValueError, match="mbc"):
+        make_gpu_patch_kernel(solver, 8, 8, 1)
+    with pytest.raises(ValueError, match="order"):
+        make_gpu_patch_kernel(solver, 8, 8, 2, order=3)
+    k = make_gpu_patch_kernel(solver, 4, 4, 2, status=True)
+    q = np.zeros((1, 3, 8, 8))
+    with pytest.raises(ValueError, match="status_out"):
+        k(np.arange(1), q, np.zeros((1, 0, 8, 8)), q.copy(), np.ones(1), np.ones(1), 0.1,
+          solver.params_array(), np.ones(3, np.int64), np.zeros(1), np.zeros((1, 4, 3, 4)))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        k(np.arange(1), q[:, :, ::-1], np.zeros((1, 0, 8, 8)), q.copy(), np.ones(1),
+          np.ones(1), 0.1, solver.params_array(), np.ones(3, np.int64), np.zeros(1),
+          np.zeros((1, 4, 3, 4)), np.zeros((1, 2)))
+
+
+def test_solver_option_selects_the_patch_kernel():
+    """``ClawpackSolver(gpu_kernel="patch")`` steps with it: the CPU solver's results."""
+    from types import SimpleNamespace
+
+    from forestpy.solvers.clawpack.solver import ClawpackSolver
+
+    from forestpy.backend import GPUBackend
+
+    solver = get_riemann("shallow_roe")
+    q, aux, dx, dy = make_data(solver, 6, 6, 2, 2, seed=7)
+    cpu = ClawpackSolver(solver).step(q, aux, SimpleNamespace(mx=6, my=6, mbc=2, dx=dx, dy=dy),
+                                      0.02)
+    be = GPUBackend()
+    gs = ClawpackSolver(solver, backend=be, gpu_kernel="patch")
+    dev = [be.to_device(a) for a in (q, aux, dx, dy)]
+    got = gs.step(*dev[:2], SimpleNamespace(mx=6, my=6, mbc=2, dx=dev[2], dy=dev[3]), 0.02)
+    got = [be.to_host(a) for a in got]
+    b = 2
+    np.testing.assert_array_equal(got[0][:, :, b:-b, b:-b], cpu[0][:, :, b:-b, b:-b])
+    np.testing.assert_array_equal(got[1], cpu[1])
+    np.testing.assert_array_equal(got[2], cpu[2])
+    with pytest.raises(ValueError, match="gpu_kernel"):
+        ClawpackSolver(solver, backend=GPUBackend(), gpu_kernel="rows")
+
+
+def test_production_patch_size_16():
+    """A 16x16 patch: one tile of 352 threads, no face solved twice."""
+    cpu, gpu, k, _ = run_both(get_riemann("shallow_roe"), 16, 16, npatch=1, seed=8)
+    assert (k.rows_per_tile, k.tiles, k.nthreads) == (16, 1, 352)
+    assert_same(cpu, gpu)
+
+
+# the production patch sizes (mx 16: one tile of 352 threads; mx 32: five blocks of 7
+# rows) in the simulator, more solvers: 1-3 s each on two cores
+@pytest.mark.slow
+@pytest.mark.parametrize("name,mx,order,tw", [
+    ("shallow_roe", 32, 2, 2), ("shallow_hlle", 16, 2, 2), ("euler", 16, 2, 1),
+    ("geoclaw", 16, 2, 2), ("geoclaw", 32, 2, 2), ("shallow_roe", 16, 1, 0),
+])
+def test_production_patch_sizes(name, mx, order, tw):
+    import forestpy.extensions.geoclaw.riemann  # noqa: F401
+
+    solver = get_riemann(name)
+    data = geoclaw_data(mx, mx, 2, 1, seed=8) if name == "geoclaw" else None
+    assert_same(*run_both(solver, mx, mx, order, tw, npatch=1, data=data, seed=8)[:2])
+
+
+_PTX = r'''
+import os, sys
+sys.argv = ["gpu_kernel_resources", "--mx", "8", "--kernels", "patch+status"]
+sys.path.insert(0, os.path.join(os.getcwd(), "benchmarks"))
+import gpu_kernel_resources as r
+try:
+    import numba_cuda  # the GPU machines' compiler (Numba's built-in CUDA target, which
+    # is deprecated, cannot type min/max of two numbers, so neither kernel compiles)
+    from numba.cuda.cudadrv import nvvm
+    nvvm.NVVM()
+except Exception as e:  # no numba-cuda or no libNVVM: nothing to compile with
+    print(repr(e))
+    sys.exit(77)
+r.main(sys.argv[1:])
+'''
+
+
+# compiles the kernel (with the fused status) for sm_90 with numba-cuda and NVVM and
+# assembles it with ptxas (no GPU needed): the simulator runs the kernel as Python and
+# cannot see a typing error that only the real compiler finds, nor the shuffles it
+# replaces; ~15 s; skipped where numba-cuda, libNVVM or ptxas is missing
+@pytest.mark.slow
+def test_kernel_compiles_for_the_device():
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from testsupport import ROOT
+
+    if shutil.which("ptxas") is None:
+        pytest.skip("no ptxas")
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0")
+    r = subprocess.run([sys.executable, "-c", _PTX], env=env, capture_output=True,
+                       text=True, timeout=600, cwd=ROOT)
+    if r.returncode == 77:
+        pytest.skip(f"no numba-cuda or no libNVVM: {r.stdout.strip()[:200]}")
+    assert r.returncode == 0, r.stderr[-3000:]
+    rec = json.loads(r.stdout.strip().splitlines()[-1])
+    assert rec["registers"] > 0 and rec["smem_bytes"] > 0
+    assert rec["spill_store_bytes"] == 0 or rec["registers"] == rec["register_cap"]
+
+
+def _hump(x, y):
+    h = 1.0 + 0.5 * np.exp(-60.0 * ((x - 0.3) ** 2 + (y - 0.35) ** 2))
+    return np.stack([h, 0.4 * h, 0.1 * h])
+
+
+# slow: a short adaptive run on the GPU backend in the simulator, 20-40 s
+@pytest.mark.slow
+@pytest.mark.parametrize("subcycle", [False, True])
+def test_adaptive_run_with_the_patch_kernel(monkeypatch, subcycle):
+    """A whole adaptive run (ghost fill, time sync at coarse-fine faces, regrids; with
+    subcycling each level a launch over its rows) with ``FORESTPY_GPU_KERNEL=patch``:
+    the CPU run's states bit for bit."""
+    from forestpy import Domain, Simulation
+
+    monkeypatch.setenv("FORESTPY_GPU_KERNEL", "patch")
+
+    def setup(backend):
+        return Simulation("shallow_roe", qinit=_hump, domain=Domain((0, 0), (1, 1)),
+                          bc=("wall", "extrap", "extrap", "wall"), mx=4, min_level=1,
+                          max_level=2, regrid_interval=1, refine_threshold=0.02,
+                          t_final=0.03, params={"grav": 1.0}, backend=backend,
+                          subcycle=subcycle)
+
+    cpu = setup("cpu")
+    gpu = setup("gpu")
+    assert len(cpu.patches_per_level()) == 2  # coarse-fine faces: the time sync acts
+    cpu.run()
+    gpu.run()
+    assert gpu.solver.gpu_kernel == "patch" and gpu.subcycling == subcycle
+    assert cpu.regrids > 0
+    assert gpu.steps == cpu.steps and gpu.forest == cpu.forest
+    b = cpu.mbc
+    np.testing.assert_array_equal(gpu.backend.to_host(gpu.q)[:, :, b:-b, b:-b],
+                                  cpu.q[:, :, b:-b, b:-b])
