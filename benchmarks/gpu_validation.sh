@@ -6,6 +6,7 @@
 #   bash benchmarks/gpu_validation.sh tests          # GPU test files on the real device
 #   bash benchmarks/gpu_validation.sh parity         # GeoClaw demos, CPU vs GPU (one dt)
 #   bash benchmarks/gpu_validation.sh kernel         # step kernel, unfused vs fused
+#   bash benchmarks/gpu_validation.sh patch_kernel   # whole-patch kernel vs row tiles (issue 32)
 #   bash benchmarks/gpu_validation.sh tworoe codecs lbm   # the new solvers' self-checking timings
 #   bash benchmarks/gpu_validation.sh tworoe_gauges       # two-layer gauges: overhead, vs CPU
 #   NRANKS=2 bash benchmarks/gpu_validation.sh tworoe_mpi # 2 or 4 GPUs: two-layer across ranks
@@ -45,6 +46,14 @@ kernel)
     grep -o '"mx": [0-9]*, "cells": [0-9]*\|"Gcell_s": [0-9.]*' "$OUT/kernel_fma$fma.jsonl" \
       | paste - - | sed "s/^/fma=$fma /"
   done ;;
+patch_kernel)
+  timeout 200 $PY -m pytest -q -p no:cacheprovider tests/solvers/clawpack/test_gpu_patch_kernel.py \
+    -m "slow or not slow" > "$OUT/patch_kernel_tests.log" 2>&1
+  tail -1 "$OUT/patch_kernel_tests.log"
+  timeout 250 $PY benchmarks/gpu_step.py --parts copy,kernel --kernel tile,patch --mx 16,32 \
+    --dtypes float64 --sizes 1e6,1e8 --fma 0 > "$OUT/patch_kernel.jsonl" 2> "$OUT/patch_kernel.err"
+  grep -o '"kernel": "[a-z]*"\|"mx": [0-9]*\|"Gcell_s": [0-9.]*\|"bitwise_equal": [a-z]*\|"max_diff_cpu": [0-9.e-]*' \
+    "$OUT/patch_kernel.jsonl" | paste -s -d' ' ;;
 tworoe)
   timeout 580 $PY benchmarks/tworoe.py --cells 1001898 3000948 --budget-s 500 \
     > "$OUT/tworoe.jsonl" 2> "$OUT/tworoe.err"
