@@ -109,12 +109,9 @@ def _wrap_cell(Ix, Iy, level, g):
 
 
 @numba.njit(inline="always")
-def _covering_leaf(keys, g, level, Ix, Iy):
-    """Leaf covering the level-``level`` cell ``(Ix, Iy)`` (wrapped, inside the domain):
-    the leaf holding the anchor of the level ``level+1`` quadrant that contains the cell,
-    so that a covering leaf one level finer is found too (binary search on the sorted
-    Morton keys of the leaves, as :meth:`forestpy.forest.Forest.locate_global` does for
-    arrays of points)."""
+def _cell_key(g, level, Ix, Iy):
+    """Morton key of the anchor of the level ``level+1`` quadrant that contains the
+    level-``level`` cell ``(Ix, Iy)`` (wrapped, inside the domain)."""
     mx, my = g[4], g[5]
     Qx = Ix // mx
     Qy = Iy // my
@@ -123,7 +120,12 @@ def _covering_leaf(keys, g, level, Ix, Iy):
     gY = (Qy << sh) + ((1 if 2 * (Iy - Qy * my) >= my else 0) << (sh - 1))
     tree = (gY >> MAX_LEVEL) * g[0] + (gX >> MAX_LEVEL)
     mask = (1 << MAX_LEVEL) - 1
-    key = (tree << (2 * MAX_LEVEL)) + (_spread(gX & mask) | (_spread(gY & mask) << 1))
+    return (tree << (2 * MAX_LEVEL)) + (_spread(gX & mask) | (_spread(gY & mask) << 1))
+
+
+@numba.njit(inline="always")
+def _leaf_of_key(keys, key):
+    """The leaf holding ``key``: the last with a key ``<= key`` (binary search)."""
     lo, hi = 0, len(keys)  # first leaf with a key > key, minus one
     while lo < hi:
         mid = (lo + hi) >> 1
@@ -132,6 +134,16 @@ def _covering_leaf(keys, g, level, Ix, Iy):
         else:
             hi = mid
     return lo - 1
+
+
+@numba.njit(inline="always")
+def _covering_leaf(keys, g, level, Ix, Iy):
+    """Leaf covering the level-``level`` cell ``(Ix, Iy)`` (wrapped, inside the domain):
+    the leaf holding the anchor of the level ``level+1`` quadrant that contains the cell,
+    so that a covering leaf one level finer is found too (binary search on the sorted
+    Morton keys of the leaves, as :meth:`forestpy.forest.Forest.locate_global` does for
+    arrays of points)."""
+    return _leaf_of_key(keys, _cell_key(g, level, Ix, Iy))
 
 
 @numba.njit(inline="always")
@@ -168,13 +180,26 @@ def _classify_patch(keys, g, lvl, gqx, gqy, mbc, gj, gi, patches, kind, cover, r
     mx, my = g[4], g[5]
     p = patches[r]
     level = lvl[p]
+    # the ghost cells of a patch lie in 12 quadrants one level finer (4 corners, 2 per
+    # face), met in runs along the template's rows (a face's two sides alternate in
+    # the middle rows): the last two quadrants' leaves are kept, the same leaves as a
+    # search for every cell
+    k0, l0, k1, l1 = np.int64(-1), np.int64(-1), np.int64(-1), np.int64(-1)
     for t in range(len(gj)):
         Ix, Iy, inside = _wrap_cell(gqx[p] * mx + gi[t] - mbc, gqy[p] * my + gj[t] - mbc,
                                     level, g)
         if not inside:
             kind[r, t] = _OUTSIDE
             continue
-        leaf = _covering_leaf(keys, g, level, Ix, Iy)
+        key = _cell_key(g, level, Ix, Iy)
+        if key == k0:
+            leaf = l0
+        elif key == k1:
+            leaf = l1
+        else:
+            leaf = _leaf_of_key(keys, key)
+            k1, l1 = k0, l0
+            k0, l0 = key, leaf
         cover[r, t] = leaf
         d = lvl[leaf] - level
         kind[r, t] = _SAME if d == 0 else (

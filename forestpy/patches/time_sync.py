@@ -88,10 +88,11 @@ def build_time_sync_plan(forest, geom, patches=None, backend=None) -> TimeSyncPl
     ``patches`` (leaf indices): only the entries whose coarse patch is one of them, in
     the whole plan's order (a rank of a distributed run builds the part it owns).
 
-    ``backend`` a GPU backend (and ``patches`` None): the plan is built on the device
-    by :func:`build_time_sync_plan_on` (the same entries, no plan upload); otherwise
-    host arrays."""
-    if backend is not None and backend.is_gpu and patches is None:
+    ``patches`` None: the plan is built by :func:`build_time_sync_plan_on` (compiled
+    bodies, one per patch face: on the device for a GPU ``backend``, no plan upload; a
+    ``prange`` loop on the host otherwise); the same entries as the vectorised build
+    that ``patches`` selects (``tests/core/patches/test_time_sync.py``)."""
+    if patches is None:
         return build_time_sync_plan_on(backend, forest, geom)
     nb = forest.face_neighbors()
     parts = {k: [] for k in ("coarse", "fine", "coarse_edge", "fine_edge", "ixy", "sign")}
@@ -346,15 +347,33 @@ def _face_entries(g, mbc, npatch, fine, first, dx, dy, coarse, fine_cell, coarse
             width[e // 2] = dx[p] if direction == 1 else dy[p]
 
 
-def build_time_sync_plan_on(backend, forest, geom) -> TimeSyncPlan:
-    """:func:`build_time_sync_plan` of every patch made on the GPU ``backend`` (the
-    leaves' keys, levels, quadrant coordinates and cell sizes uploaded, a few numbers
-    per leaf): one thread per (face, patch) finds the coarse-fine faces, a prefix sum
-    places their entries, a second pass writes them.  One small record (the entry
-    counts) crosses to the host."""
-    from forestpy.patches.launch import launch
+@numba.njit(parallel=True, cache=True)
+def _fine_across_all(keys, g, lvl, gqx, gqy, npatch, fine):
+    for idx in numba.prange(fine.shape[0]):
+        _fine_across(keys, g, lvl, gqx, gqy, npatch, fine, idx)
 
-    xp, up = backend.xp, backend.to_device
+
+@numba.njit(parallel=True, cache=True)
+def _face_entries_all(g, mbc, npatch, fine, first, dx, dy, coarse, fine_cell, coarse_edge,
+                      fine_edge, ixy, sign, width):
+    for idx in numba.prange(fine.shape[0]):
+        _face_entries(g, mbc, npatch, fine, first, dx, dy, coarse, fine_cell, coarse_edge,
+                      fine_edge, ixy, sign, width, idx)
+
+
+def build_time_sync_plan_on(backend, forest, geom) -> TimeSyncPlan:
+    """:func:`build_time_sync_plan` of every patch made where ``backend`` computes (on
+    a GPU the leaves' keys, levels, quadrant coordinates and cell sizes uploaded, a few
+    numbers per leaf; None or a CPU backend: host arrays): one thread (``prange``
+    iteration) per (face, patch) finds the coarse-fine faces, a prefix sum places their
+    entries, a second pass writes them.  One small record (the entry counts) crosses to
+    the host."""
+    from forestpy.patches.tagging import per_patch
+
+    if backend is None or not backend.is_gpu:
+        xp, up, to_host, backend = np, np.ascontiguousarray, np.asarray, None
+    else:
+        xp, up, to_host = backend.xp, backend.to_device, backend.to_host
     mx, my, mbc = geom.mx, geom.my, geom.mbc
     npatch = geom.npatch
     g = up(np.array([geom.trees_x, geom.trees_y, int(geom.periodic_x), int(geom.periodic_y),
@@ -362,21 +381,22 @@ def build_time_sync_plan_on(backend, forest, geom) -> TimeSyncPlan:
     keys, lvl, gqx, gqy = (up(np.ascontiguousarray(a, dtype=np.int64))
                            for a in (forest.keys, geom.level, geom.gqx, geom.gqy))
     fine = xp.empty((4 * npatch, 2), dtype=np.int64)
-    launch(_fine_across, 4 * npatch, keys, g, lvl, gqx, gqy, npatch, fine, backend=backend)
+    per_patch(_fine_across, _fine_across_all, 4 * npatch, keys, g, lvl, gqx, gqy, npatch,
+              fine, backend=backend)
     per_face = up(np.repeat(np.array([2 * my, 2 * my, 2 * mx, 2 * mx], dtype=np.int64),
                             npatch))
     counts = xp.where(fine[:, 0] >= 0, per_face, 0)
     first = xp.zeros_like(counts)
     if len(counts) > 1:
         first[1:] = xp.cumsum(counts[:-1])
-    n, nx = (int(v) for v in backend.to_host(xp.stack([counts.sum(),
-                                                         counts[: 2 * npatch].sum()])))
+    n, nx = (int(v) for v in to_host(xp.stack([counts.sum(), counts[: 2 * npatch].sum()])))
     coarse, fine_cell, coarse_edge, fine_edge = (xp.empty((n, 3), dtype=np.int64)
                                                  for _ in range(4))
     ixy, sign = xp.empty(n, dtype=np.int64), xp.empty(n, dtype=np.int64)
     width = xp.empty(n // 2, dtype=np.float64)
-    launch(_face_entries, 4 * npatch, g, mbc, npatch, fine, first, up(geom.dx), up(geom.dy),
-           coarse, fine_cell, coarse_edge, fine_edge, ixy, sign, width, backend=backend)
+    per_patch(_face_entries, _face_entries_all, 4 * npatch, g, mbc, npatch, fine, first,
+              up(geom.dx), up(geom.dy), coarse, fine_cell, coarse_edge, fine_edge, ixy, sign,
+              width, backend=backend)
     return TimeSyncPlan(coarse=coarse, fine=fine_cell, coarse_edge=coarse_edge,
                         fine_edge=fine_edge, ixy=ixy, sign=sign, width=width, nx=nx)
 
