@@ -173,33 +173,44 @@ def _value_source(keys, g, lvl, gqx, gqy, mbc, level, Ix, Iy, out):
     return -1
 
 
+def _ghost_regions(gj, gi, mx: int, my: int, mbc: int):
+    """``(region, first)``: the region of each template ghost cell and the first template
+    cell of each region (-1 for the four interior ones).  A region is a band of columns
+    (left of the interior, its left half, its right half, right of it) times a band of
+    rows: all its cells lie in one quadrant one level finer than the patch (``mbc <=
+    mx / 2``), so one leaf covers them all, or none (outside the domain)."""
+
+    def band(c, m):
+        return np.where(c < mbc, 0, np.where(c < mbc + m // 2, 1, np.where(c < mbc + m, 2, 3)))
+
+    region = (4 * band(gj, my) + band(gi, mx)).astype(np.int64)
+    first = np.full(16, -1, dtype=np.int64)
+    for t in range(len(region) - 1, -1, -1):
+        first[region[t]] = t
+    return region, first
+
+
 @numba.njit(inline="always")
-def _classify_patch(keys, g, lvl, gqx, gqy, mbc, gj, gi, patches, kind, cover, r):
+def _classify_patch(keys, g, lvl, gqx, gqy, mbc, gj, gi, region, first, patches, kind, cover,
+                    r):
     """Kind of every ghost cell ``(r, t)`` (template cell ``t`` of patch ``patches[r]``)
-    and its covering leaf."""
+    and its covering leaf: searched for the first cell of each region
+    (:func:`_ghost_regions`, twelve searches a patch), copied to the others."""
     mx, my = g[4], g[5]
     p = patches[r]
     level = lvl[p]
-    # the ghost cells of a patch lie in 12 quadrants one level finer (4 corners, 2 per
-    # face), met in runs along the template's rows (a face's two sides alternate in
-    # the middle rows): the last two quadrants' leaves are kept, the same leaves as a
-    # search for every cell
-    k0, l0, k1, l1 = np.int64(-1), np.int64(-1), np.int64(-1), np.int64(-1)
     for t in range(len(gj)):
+        s = first[region[t]]
+        if s != t:  # a later cell of the region: the first one's answer
+            kind[r, t] = kind[r, s]
+            cover[r, t] = cover[r, s]
+            continue
         Ix, Iy, inside = _wrap_cell(gqx[p] * mx + gi[t] - mbc, gqy[p] * my + gj[t] - mbc,
                                     level, g)
         if not inside:
             kind[r, t] = _OUTSIDE
             continue
-        key = _cell_key(g, level, Ix, Iy)
-        if key == k0:
-            leaf = l0
-        elif key == k1:
-            leaf = l1
-        else:
-            leaf = _leaf_of_key(keys, key)
-            k1, l1 = k0, l0
-            k0, l0 = key, leaf
+        leaf = _covering_leaf(keys, g, level, Ix, Iy)
         cover[r, t] = leaf
         d = lvl[leaf] - level
         kind[r, t] = _SAME if d == 0 else (
@@ -257,9 +268,10 @@ def _fill_plan_patch(keys, g, lvl, gqx, gqy, mbc, gj, gi, patches, kind, cover, 
 
 
 @numba.njit(parallel=True, cache=True)
-def _classify(keys, g, lvl, gqx, gqy, mbc, gj, gi, patches, kind, cover):
+def _classify(keys, g, lvl, gqx, gqy, mbc, gj, gi, region, first, patches, kind, cover):
     for r in numba.prange(len(patches)):
-        _classify_patch(keys, g, lvl, gqx, gqy, mbc, gj, gi, patches, kind, cover, r)
+        _classify_patch(keys, g, lvl, gqx, gqy, mbc, gj, gi, region, first, patches, kind,
+                        cover, r)
 
 
 @numba.njit(parallel=True, cache=True)
@@ -289,6 +301,7 @@ def build_ghost_plan(forest, geom, patches=None, backend=None) -> GhostPlan:
     """
     mx, my, mbc = geom.mx, geom.my, geom.mbc
     gj, gi = (a.astype(np.int64) for a in _ghost_template(mx, my, mbc))
+    region, first_cell = _ghost_regions(gj, gi, mx, my, mbc)
     g = np.array([geom.trees_x, geom.trees_y, int(geom.periodic_x), int(geom.periodic_y),
                   mx, my], dtype=np.int64)
     keys = np.ascontiguousarray(forest.keys, dtype=np.int64)
@@ -301,18 +314,19 @@ def build_ghost_plan(forest, geom, patches=None, backend=None) -> GhostPlan:
         from forestpy.patches.launch import launch
 
         xp, up, to_host = backend.xp, backend.to_device, backend.to_host
-        keys, g, lvl, gqx, gqy, gj, gi, patches = (
-            up(a) for a in (keys, g, lvl, gqx, gqy, gj, gi, patches))
+        keys, g, lvl, gqx, gqy, gj, gi, region, first_cell, patches = (
+            up(a) for a in (keys, g, lvl, gqx, gqy, gj, gi, region, first_cell, patches))
     else:
         xp, up, to_host = np, np.asarray, np.asarray
     npatch, ng = len(patches), len(gj)
     kind = xp.empty((npatch, ng), dtype=np.int8)
     cover = xp.zeros((npatch, ng), dtype=np.int64)
     inputs = (keys, g, lvl, gqx, gqy, mbc, gj, gi, patches, kind, cover)
+    regions = (*inputs[:8], region, first_cell, *inputs[8:])
     if gpu:
-        launch(_classify_patch, npatch, *inputs, backend=backend)
+        launch(_classify_patch, npatch, *regions, backend=backend)
     else:
-        _classify(*inputs)
+        _classify(*regions)
     counts = xp.stack([(kind == k).sum(axis=1) for k in (_SAME, _FINER, _COARSER)], axis=1)
     first = xp.zeros_like(counts)
     if npatch:
