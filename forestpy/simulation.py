@@ -31,7 +31,7 @@ import numpy as np
 
 from forestpy.backend import get_backend
 from forestpy.forest import MAX_LEVEL, Brick, Forest
-from forestpy.forest.quadrants import family_starts
+from forestpy.forest.kernels import family_starts
 from forestpy.hooks import HookContext, HookGeometry, takes_context
 from forestpy.indicators import ThresholdFlags, indicator_undivided_difference
 from forestpy.parallel.exchange import BUILD_COMM, Exchange, MPIExchange

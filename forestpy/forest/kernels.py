@@ -16,7 +16,8 @@ import numpy as np
 
 from .quadrants import MAX_LEVEL, spread_bits
 
-__all__ = ["coarse_neighbors", "coarsen_arrays", "locate_sorted", "refine_arrays"]
+__all__ = ["coarse_neighbors", "coarsen_arrays", "family_starts", "locate_sorted",
+           "refine_arrays"]
 
 _spread = numba.njit(inline="always")(spread_bits)
 
@@ -131,6 +132,33 @@ def locate_sorted(keys, queries):
     return out
 
 
+@numba.njit(inline="always")
+def _family_at(tree, level, x, y, i):
+    """Whether leaves ``i..i+3`` (``i + 3 < n``) are the four children of one parent:
+    child 0 at ``i`` (aligned to the parent), the same level and tree, child 3 at the
+    opposite corner (sorted leaves tiling the tree: children 1 and 2 in between)."""
+    lv = level[i]
+    if lv < 1:
+        return False
+    h = np.int64(1) << (MAX_LEVEL - lv)
+    if (x[i] & (2 * h - 1)) != 0 or (y[i] & (2 * h - 1)) != 0:
+        return False
+    for d in range(1, 4):
+        if level[i + d] != lv or tree[i + d] != tree[i]:
+            return False
+    return x[i + 3] == x[i] + h and y[i + 3] == y[i] + h
+
+
+@numba.njit(cache=True)
+def family_starts(tree, level, x, y):
+    """:func:`forestpy.forest.quadrants.family_starts`, one pass."""
+    n = tree.shape[0]
+    out = np.zeros(n, dtype=np.bool_)
+    for i in range(n - 3):
+        out[i] = _family_at(tree, level, x, y, i)
+    return out
+
+
 @numba.njit(cache=True)
 def coarsen_arrays(tree, level, x, y, keys, new, flags):
     """Every family of four Morton siblings (leaves ``i..i+3`` of one parent, as
@@ -143,15 +171,8 @@ def coarsen_arrays(tree, level, x, y, keys, new, flags):
     nfam = 0
     i = 0
     while i + 3 < n:
-        lv = level[i]
-        ok = lv >= 1 and flags[i] and flags[i + 1] and flags[i + 2] and flags[i + 3]
-        if ok:
-            h = np.int64(1) << (MAX_LEVEL - lv)
-            ok = (x[i] & (2 * h - 1)) == 0 and (y[i] & (2 * h - 1)) == 0  # child 0
-            for d in range(1, 4):
-                ok = ok and level[i + d] == lv and tree[i + d] == tree[i]
-            ok = ok and x[i + 3] == x[i] + h and y[i + 3] == y[i] + h
-        if ok:
+        ok = flags[i] and flags[i + 1] and flags[i + 2] and flags[i + 3]
+        if ok and _family_at(tree, level, x, y, i):
             start[i] = True
             nfam += 1
             i += 4

@@ -185,8 +185,8 @@ def _ghost_regions(gj, gi, mx: int, my: int, mbc: int):
 
     region = (4 * band(gj, my) + band(gi, mx)).astype(np.int64)
     first = np.full(16, -1, dtype=np.int64)
-    for t in range(len(region) - 1, -1, -1):
-        first[region[t]] = t
+    seen, at = np.unique(region, return_index=True)
+    first[seen] = at
     return region, first
 
 

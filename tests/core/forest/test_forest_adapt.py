@@ -156,6 +156,7 @@ def test_kernels_match_numpy(name):
     others = np.ones(len(k), dtype=bool)
     others[parents] = False
     assert np.array_equal(new2[others], new[keep & ~fam])
+    assert np.array_equal(kernels.family_starts(*args[:4]), family_starts(*args[:4]))
     # the merge against searchsorted, queries inside, before and after the keys
     q = np.sort(rng.integers(-5, int(f.keys[-1]) + key_span(0), 500))
     assert np.array_equal(kernels.locate_sorted(f.keys, q),
