@@ -85,13 +85,15 @@ def reference_forest(old, refine, coarsen):
 def check_regrid(sim, old_forest, flags, new_forest):
     """The forest of the separate operations, the ghost plan of the NumPy reference
     builder (``tests/core/patches/ghost_plan_reference.py``) and the vectorised
-    time-sync plan against what the regrid made (compared on the host)."""
+    time-sync plan (``time_sync_reference.py``) against what the regrid made (compared
+    on the host)."""
     from forestpy.patches.geometry import PatchGeometry
     from forestpy.patches.ghost_plan import GhostPlan
-    from forestpy.patches.time_sync import TimeSyncPlan, build_time_sync_plan
+    from forestpy.patches.time_sync import TimeSyncPlan
 
     sys.path.insert(0, str(ROOT / "tests" / "core" / "patches"))
     from ghost_plan_reference import build_ghost_plan_reference
+    from time_sync_reference import build_time_sync_plan_reference
 
     refine, coarsen = flags
     ref, _ = reference_forest(old_forest, refine, coarsen)
@@ -110,7 +112,7 @@ def check_regrid(sim, old_forest, flags, new_forest):
         if not np.array_equal(a, getattr(want, name).astype(a.dtype)):
             return False
     sync = sim.layout.sync_plan
-    want = build_time_sync_plan(new_forest, geom, patches=np.arange(new_forest.n))
+    want = build_time_sync_plan_reference(new_forest, geom)
     for name in TimeSyncPlan.__dataclass_fields__:
         a, b = getattr(sync, name), getattr(want, name)
         if name == "nx":

@@ -83,53 +83,20 @@ def _edge_cell(side, k, geom):
 
 
 def build_time_sync_plan(forest, geom, patches=None, backend=None) -> TimeSyncPlan:
-    """Pairs of coarse and fine edge cells along every coarse-fine face (vectorised).
+    """Pairs of coarse and fine edge cells along every coarse-fine face.
 
-    ``patches`` (leaf indices): only the entries whose coarse patch is one of them, in
-    the whole plan's order (a rank of a distributed run builds the part it owns).
-
-    ``patches`` None: the plan is built by :func:`build_time_sync_plan_on` (compiled
-    bodies, one per patch face: on the device for a GPU ``backend``, no plan upload; a
-    ``prange`` loop on the host otherwise); the same entries as the vectorised build
-    that ``patches`` selects (``tests/core/patches/test_time_sync.py``)."""
+    Built by :func:`build_time_sync_plan_on` (compiled bodies, one per patch face: on
+    the device for a GPU ``backend``, no plan upload; a ``prange`` loop on the host
+    otherwise).  ``patches`` (leaf indices; host arrays): only the entries whose coarse
+    patch is one of them, in the whole plan's order (a rank of a distributed run builds
+    the part it owns; :func:`subset_plan` of the whole plan).  Entry for entry the
+    vectorised build of ``tests/core/patches/time_sync_reference.py``."""
     if patches is None:
         return build_time_sync_plan_on(backend, forest, geom)
-    nb = forest.face_neighbors()
-    parts = {k: [] for k in ("coarse", "fine", "coarse_edge", "fine_edge", "ixy", "sign")}
-    wanted = None
-    if patches is not None:
-        wanted = np.zeros(forest.n, dtype=bool)
-        wanted[np.asarray(patches, dtype=np.int64)] = True
-    for face, (cside, fside, ixy, sign) in _FACES.items():
-        coarse_face = nb.kind[:, face] == 2
-        cp = np.flatnonzero(coarse_face if wanted is None else coarse_face & wanted)
-        if len(cp) == 0:
-            continue
-        m = geom.my if face < 2 else geom.mx
-        kc = np.arange(m)
-        half = kc // (m // 2)  # which fine neighbour
-        kf = 2 * (kc - half * (m // 2))  # first of the two fine edge cells
-        P = np.repeat(cp, 2 * m)
-        KC = np.tile(np.repeat(kc, 2), len(cp))
-        KF = np.tile(np.stack([kf, kf + 1], 1).ravel(), len(cp))
-        H = np.tile(np.repeat(half, 2), len(cp))
-        F = nb.index[P, face, H]
-        cj, ci = _edge_cell(cside, KC, geom)
-        fj, fi = _edge_cell(fside, KF, geom)
-        parts["coarse"].append(np.stack([P, cj, ci], 1))
-        parts["fine"].append(np.stack([F, fj, fi], 1))
-        parts["coarse_edge"].append(np.stack([P, np.full_like(P, cside), KC], 1))
-        parts["fine_edge"].append(np.stack([F, np.full_like(F, fside), KF], 1))
-        parts["ixy"].append(np.full(len(P), ixy, dtype=np.int64))
-        parts["sign"].append(np.full(len(P), sign, dtype=np.int64))
-    if not parts["ixy"]:
-        z3 = np.zeros((0, 3), dtype=np.int64)
-        z = np.zeros(0, dtype=np.int64)
-        return TimeSyncPlan(z3, z3, z3, z3, z, z, np.zeros(0), 0)
-    plan = {k: np.concatenate(v) for k, v in parts.items()}
-    p = plan["coarse"][0::2, 0]
-    width = np.where(plan["ixy"][0::2] == 1, geom.dx[p], geom.dy[p])
-    return TimeSyncPlan(**plan, width=width, nx=int(np.count_nonzero(plan["ixy"] == 1)))
+    whole = build_time_sync_plan_on(None, forest, geom)
+    wanted = np.zeros(forest.n, dtype=bool)
+    wanted[np.asarray(patches, dtype=np.int64)] = True
+    return subset_plan(whole, wanted[whole.coarse[:, 0]])
 
 
 def apply_time_sync(
