@@ -5,7 +5,9 @@ global space-filling-curve key ``tree * 4**MAX_LEVEL + morton(x, y)``.  Because 
 covers one contiguous key interval and the leaves tile every tree, point location is a
 single ``searchsorted`` and every neighbour query is a point location of a few points
 just outside each leaf.  No Python object exists per leaf and no Python loop runs over
-leaves; loops run over the 4 faces / 4 corners or over balance sweeps.
+leaves; loops run over the 4 faces / 4 corners or over balance sweeps.  The operations
+a regrid makes (refinement, coarsening, the balance check, :meth:`Forest.adapt`) run on
+compiled one-pass loops over the leaves (:mod:`forestpy.forest.kernels`).
 
 A Forest is immutable: its arrays are read-only and every operation (refine, coarsen,
 balance) returns a new Forest.  Results of expensive queries (neighbour tables) are
