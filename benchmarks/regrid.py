@@ -28,12 +28,15 @@ and over those that did not.  ``--check`` rebuilds, at every regrid, the forest 
 with the vectorised builders, and compares (``check`` in each record: ``true`` when
 identical; it is left out of the timings).  ``--compare-cpu`` (with ``--backend
 gpu``) runs the same steps on the CPU backend and prints the largest difference of
-the final states and whether every forest was the same.
+the final states and whether every forest was the same.  ``--forest separate`` makes
+the forests as the regrid did before :meth:`~forestpy.forest.Forest.adapt` (the same
+forests; the cost of the old forest phase on the same machine in the same way).
 
 Usage::
 
     python benchmarks/regrid.py [--backend cpu|gpu] [--levels 7,9] [--mx 4]
-        [--nsteps 20] [--check] [--compare-cpu] [--profile N]
+        [--nsteps 20] [--forest adapt|separate] [--check] [--compare-cpu]
+        [--profile N]
 """
 
 from __future__ import annotations
@@ -71,15 +74,18 @@ def make_sim(backend, levels, mx, subcycle):
                               t_final=1e9)
 
 
-def reference_forest(old, refine, coarsen):
+def reference_forest(old, refine, coarsen, max_level=None):
     """The regrid's forest as the separate operations make it (refine; coarsen the
-    leaves left as they were, found by point location; balance from every leaf)."""
-    forest = old.refine(refine)
+    leaves left as they were, found by point location; balance from every leaf) and
+    the new leaves' old leaves by point location: what ``Simulation.regrid`` did before
+    ``Forest.adapt``."""
+    forest = old.refine(refine, max_level)
     gx, gy = forest.global_xy()
     src = old.locate_global(gx, gy)
     forest = forest.coarsen(coarsen[src] & (old.level[src] == forest.level))
     forest._cache.pop("balanced", None)
-    return forest.balance(), None
+    forest = forest.balance()
+    return forest, old.locate_global(*forest.global_xy())
 
 
 def check_regrid(sim, old_forest, flags, new_forest):
@@ -165,11 +171,16 @@ def run(args):
     from forestpy.timers import Timers
 
     levels = tuple(int(v) for v in args.levels.split(","))
+    if args.forest == "separate":  # the forest operations as before Forest.adapt
+        from forestpy.forest import Forest
+
+        Forest.adapt = reference_forest
     t0 = time.perf_counter()
     sim = make_sim(args.backend, levels, args.mx, args.subcycle)
     setup_s = time.perf_counter() - t0
     be = sim.backend
     info = {"backend": args.backend, "levels": list(levels), "mx": args.mx,
+            "forest": args.forest,
             "subcycle": sim.subcycling, "setup_s": round(setup_s, 2),
             "patches": int(sim.geom.npatch)}
     # warm-up: compile the steps, the tagging and a regrid's kernels (every transfer
@@ -256,6 +267,9 @@ def main(argv=None):
     ap.add_argument("--nsteps", type=int, default=20, help="measured steps")
     ap.add_argument("--warmup", type=int, default=6, help="steps before measuring")
     ap.add_argument("--subcycle", action="store_true", help="local time stepping")
+    ap.add_argument("--forest", default="adapt", choices=("adapt", "separate"),
+                    help="separate: refine, coarsen, balance from every leaf and point "
+                         "location, as before Forest.adapt (same forests)")
     ap.add_argument("--check", action="store_true",
                     help="compare every regrid with the reference operations")
     ap.add_argument("--compare-cpu", action="store_true",
