@@ -173,6 +173,24 @@ def _value_source(keys, g, lvl, gqx, gqy, mbc, level, Ix, Iy, out):
     return -1
 
 
+@numba.njit(inline="always")
+def _value_source_near(keys, g, lvl, gqx, gqy, mbc, level, Ix, Iy, out, near):
+    """:func:`_value_source`, first trying the leaf ``near`` (-1: none; the previous
+    entry's leaf in the same direction, usually the same one): where that leaf, of
+    this level or one finer, contains the cell it is the covering leaf and no search
+    is made."""
+    if near >= 0:
+        Jx, Jy, inside = _wrap_cell(Ix, Iy, level, g)
+        d = lvl[near] - level
+        if inside and (d == 0 or d == 1):
+            x0 = (gqx[near] * g[4]) >> d
+            y0 = (gqy[near] * g[5]) >> d
+            if x0 <= Jx < x0 + (g[4] >> d) and y0 <= Jy < y0 + (g[5] >> d):
+                _set_block(out, near, d, Jx, Jy, g, gqx, gqy, mbc)
+                return 1
+    return _value_source(keys, g, lvl, gqx, gqy, mbc, level, Ix, Iy, out)
+
+
 def _ghost_regions(gj, gi, mx: int, my: int, mbc: int):
     """``(region, cell, size)``: the region (0..15) of each template ghost cell, and per
     region its first template cell (-1 for the four interior regions) and its number of
@@ -261,8 +279,9 @@ def _fill_plan_patch(keys, g, lvl, gqx, gqy, mbc, gj, gi, region, patches, kind,
             for n in range(4):  # x-, x+, y-, y+
                 ox = -1 if n == 0 else (1 if n == 1 else 0)
                 oy = -1 if n == 2 else (1 if n == 3 else 0)
-                got = _value_source(keys, g, lvl, gqx, gqy, mbc, level - 1, Cx + ox,
-                                    Cy + oy, nbr[e, n])
+                near = nbr[e - 1, n, 0] if e > first[r, 2] and valid[e - 1, n] else -1
+                got = _value_source_near(keys, g, lvl, gqx, gqy, mbc, level - 1, Cx + ox,
+                                         Cy + oy, nbr[e, n], near)
                 valid[e, n] = got == 1
                 if got < 0:
                     bad[r] = True
