@@ -36,7 +36,7 @@ Usage::
 
     python benchmarks/regrid.py [--backend cpu|gpu] [--levels 7,9] [--mx 4]
         [--nsteps 20] [--forest adapt|separate] [--check] [--compare-cpu]
-        [--profile N]
+        [--save-forests FILE.npz] [--profile N]
 """
 
 from __future__ import annotations
@@ -129,8 +129,9 @@ def check_regrid(sim, old_forest, flags, new_forest):
     return True
 
 
-def instrument(sim, records, check):
-    """Wrap ``sim.regrid``: one record per call (timer differences)."""
+def instrument(sim, records, check, saved):
+    """Wrap ``sim.regrid``: one record per call (timer differences); ``saved`` gets the
+    old forest and the flags of every regrid that fetched flags."""
     orig = sim.regrid
     seen = {}
 
@@ -160,6 +161,8 @@ def instrument(sim, records, check):
         if check and seen.get("flags") is not None:
             rec["check"] = check_regrid(sim, old, seen["flags"], sim.forest) if changed \
                 else True
+        if seen.get("flags") is not None:
+            saved.append((old, *seen["flags"]))
         records.append(rec)
         return changed
 
@@ -190,9 +193,9 @@ def run(args):
     be.synchronize()
     info["warmup_s"] = round(time.perf_counter() - t0, 2)
     info["warmup_regrids"] = sim.regrids
-    records = []
+    records, saved = [], []
     sim.timers = Timers(sync=be.synchronize)
-    instrument(sim, records, args.check)
+    instrument(sim, records, args.check, saved)
     profiler = None
     if args.profile:
         import cProfile
@@ -231,6 +234,16 @@ def run(args):
     if args.check:
         summary["check"] = all(r.get("check", True) for r in records)
     emit(summary)
+    if args.save_forests:  # for benchmarks/regrid_pieces.py
+        arrays = {}
+        for i, (f, refine, coarsen) in enumerate(saved):
+            for name, a in (("tree", f.tree), ("level", f.level), ("x", f.x), ("y", f.y),
+                            ("refine", refine), ("coarsen", coarsen)):
+                arrays[f"{name}{i}"] = a
+        c = sim.forest.conn
+        np.savez_compressed(args.save_forests, n=len(saved), mx=args.mx,
+                            brick=np.array([c.nx, c.ny, c.periodic_x, c.periodic_y]),
+                            lower=np.array(c.lower), upper=np.array(c.upper), **arrays)
     if profiler is not None:
         import pstats
 
@@ -274,6 +287,9 @@ def main(argv=None):
                     help="compare every regrid with the reference operations")
     ap.add_argument("--compare-cpu", action="store_true",
                     help="GPU: rerun on the CPU backend and compare")
+    ap.add_argument("--save-forests", default="",
+                    help="write each regrid's old forest and flags (.npz) for "
+                         "benchmarks/regrid_pieces.py")
     ap.add_argument("--profile", type=int, default=0,
                     help="cProfile the measured steps, print N lines to stderr")
     args = ap.parse_args(argv)
