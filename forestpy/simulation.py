@@ -31,7 +31,7 @@ import numpy as np
 
 from forestpy.backend import get_backend
 from forestpy.forest import MAX_LEVEL, Brick, Forest
-from forestpy.forest.quadrants import family_starts
+from forestpy.forest.kernels import family_starts
 from forestpy.hooks import HookContext, HookGeometry, takes_context
 from forestpy.indicators import ThresholdFlags, indicator_undivided_difference
 from forestpy.parallel.exchange import BUILD_COMM, Exchange, MPIExchange
@@ -687,8 +687,10 @@ class Simulation:
                                        L.owned_geom, self.t, ctx=self.hook_context(self.t))
         if L.nown:
             patches, families = self._tagging()
+            with self.timers("regrid.criterion"):
+                bits = self._tag_bits(patches)
             flags, change = regrid_flags(
-                self._tag_bits(patches), patches.level, families, self.max_level,
+                bits, patches.level, families, self.max_level,
                 0 if frozen_below is None else frozen_below, low, be)
             new = (flags != memo[1]).any() if memo is not None else xp.ones((), dtype=bool)
             record[:] = be.to_host(xp.stack([change, new.astype(np.int64)]))
@@ -1102,13 +1104,8 @@ class Simulation:
                 self.fill_ghosts()
             old_forest, old_geom = self.forest, self.geom
             with self.timers("regrid.forest"):
-                forest = old_forest.refine(refine)
-                if coarsen.any():
-                    gx, gy = forest.global_xy()
-                    src = old_forest.locate_global(gx, gy)
-                    kept = coarsen[src] & (old_forest.level[src] == forest.level)
-                    forest = forest.coarsen(kept)
-                forest = forest.balance()
+                # refine, coarsen, balance; old_ids: each new leaf's old leaf
+                forest, old_ids = old_forest.adapt(refine, coarsen)
             if forest == old_forest or (frozen_below is not None and not _same_leaves_below(
                     old_forest, forest, frozen_below)):
                 # coarsening undone by balance, or a frozen leaf would change: the same
@@ -1136,14 +1133,12 @@ class Simulation:
                 new_geom = PatchGeometry.from_forest(forest, self.mx, self.my, self.mbc)
                 q_new = transfer(old_forest, old_geom, src, forest, new_geom, backend=be,
                                  new_ids=None if span is None else np.arange(*span),
-                                 old_rows=rows)
+                                 old_rows=rows, old_ids=old_ids, timers=self.timers)
             del src
             carried = None
             if carry is not None:
                 carried, q_new = q_new[:, -meqn:], q_new[:, :-meqn]
             self.q = self.aux = None  # the old local arrays are no longer needed
-            gx, gy = forest.global_xy()
-            old_ids = old_forest.locate_global(gx, gy)
             dlev = new_geom.level - old_geom.level[old_ids]
             kept = None
             if span is None:  # serial: the unchanged leaves keep their aux

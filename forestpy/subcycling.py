@@ -154,11 +154,14 @@ class LevelPlans:
         patches (local rows; coarse sources and fine time-sync partners may be halo
         rows)."""
         be, L, geom = sim.backend, sim.layout, sim.geom
+        xp = be.xp
         level = np.asarray(L.local_geom.level)  # of the local rows: owned, then halo
+        level_dev = be.to_device(level)
         every = np.asarray(geom.level)
         self = cls(layout=L, levels=sorted(int(v) for v in np.unique(every)))
-        plan = GhostPlan(**{k: be.to_host(getattr(L.ghost_plan, k))
-                            for k in GhostPlan.__dataclass_fields__})
+        # the ghost plan is split by level where it lives (on a GPU: on the device, no
+        # copy of the plan crosses the bus); each level's entries keep their order
+        plan = L.ghost_plan
         sync = L.sync_plan
         sync_host = None
         if sync is not None:
@@ -168,25 +171,26 @@ class LevelPlans:
                 "coarse", "fine", "coarse_edge", "fine_edge", "ixy", "sign", "width")},
                 nx=sync.nx)
         sides = [be.to_host(s) for s in L.owned_sides]
-        dst_level = {k: level[getattr(plan, f"{k}_dst")[:, 0]] for k in ("copy", "avg", "interp")}
+        dst_level = {k: level_dev[getattr(plan, f"{k}_dst")[:, 0]]
+                     for k in ("copy", "avg", "interp")}
         for lv in self.levels:
             rows = np.flatnonzero(level[: L.nown] == lv)
             self.rows_host[lv] = rows
             self.rows[lv] = be.to_device(rows.astype(np.int64))
             self.ncells[lv] = int(np.count_nonzero(every == lv)) * geom.mx * geom.my
-            keep = {k: dst_level[k] == lv for k in dst_level}
+            keep = {k: xp.flatnonzero(dst_level[k] == lv) for k in dst_level}
             self.ghost[lv] = GhostPlan(**{
                 f: getattr(plan, f)[keep[f.split("_")[0]]]
-                for f in GhostPlan.__dataclass_fields__}).to(be)
+                for f in GhostPlan.__dataclass_fields__})
             self.sides[lv] = [be.to_device(s[level[s] == lv]) for s in sides]
             interp = keep["interp"]
-            src = np.concatenate([
+            src = xp.concatenate([
                 plan.interp_center[interp, 0].astype(np.int64),
-                np.where(plan.interp_valid[interp], plan.interp_nbr[interp][..., 0],
+                xp.where(plan.interp_valid[interp], plan.interp_nbr[interp][..., 0],
                          plan.interp_dst[interp][:, None, 0]).ravel().astype(np.int64)])
-            src = np.unique(src)
-            src = src[level[src] == lv - 1]
-            self.coarse_src[lv] = (src, be.to_device(src))
+            src = xp.unique(src)
+            src = src[level_dev[src] == lv - 1]
+            self.coarse_src[lv] = (be.to_host(src), src)
             if sync_host is not None and len(sync_host):
                 fine_level = level[sync_host.fine[:, 0]]
                 sub = subset_plan(sync_host, fine_level == lv)

@@ -5,7 +5,9 @@ global space-filling-curve key ``tree * 4**MAX_LEVEL + morton(x, y)``.  Because 
 covers one contiguous key interval and the leaves tile every tree, point location is a
 single ``searchsorted`` and every neighbour query is a point location of a few points
 just outside each leaf.  No Python object exists per leaf and no Python loop runs over
-leaves; loops run over the 4 faces / 4 corners or over balance sweeps.
+leaves; loops run over the 4 faces / 4 corners or over balance sweeps.  The operations
+a regrid makes (refinement, coarsening, the balance check, :meth:`Forest.adapt`) run on
+compiled one-pass loops over the leaves (:mod:`forestpy.forest.kernels`).
 
 A Forest is immutable: its arrays are read-only and every operation (refine, coarsen,
 balance) returns a new Forest.  Results of expensive queries (neighbour tables) are
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import kernels
 from .connectivity import Brick
 from .quadrants import (
     MAX_LEVEL,
@@ -139,35 +142,36 @@ def _coarse_neighbors(conn, keys, tree, level, x, y, sel):
     than a leaf of ``sel`` they touch (across a face or a corner), and of the leaves of
     ``sel`` that see such a neighbour.  One point per face and per corner suffices: a
     coarser leaf touching a face covers all of it, one touching only a corner covers the
-    finest cell diagonally beyond it.
+    finest cell diagonally beyond it.  Compiled (:func:`~forestpy.forest.kernels.
+    coarse_neighbors`).
     """
-    lv = level[sel]
-    gx, gy = _global_xy(conn, tree[sel], x[sel], y[sel])
-    h = quadrant_len(lv)
-    coarse, fine = [], []
-    for dx, dy in _FACES + _CORNERS:
-        m = _locate_global(conn, keys, _outside(gx, dx, h), _outside(gy, dy, h))
-        bad = m >= 0
-        bad[bad] = level[m[bad]] < lv[bad] - 1
-        coarse.append(m[bad])
-        fine.append(sel[bad])
-    return np.concatenate(coarse), np.concatenate(fine)
+    return kernels.coarse_neighbors(conn, keys, tree, level, x, y, sel)
 
 
 def _refine_arrays(tree, level, x, y, keys, flags):
     """Replace each flagged leaf by its 4 children; also return the is-new mask and the
-    per-old-leaf output counts."""
-    counts = np.where(flags, 4, 1)
-    src = np.repeat(np.arange(tree.shape[0]), counts)
-    starts = np.cumsum(counts) - counts
-    pos = np.arange(src.shape[0], dtype=np.int64) - starts[src]
-    new = flags[src]
-    lv = level[src] + new
-    h = np.where(new, quadrant_len(lv), 0)
-    nx_ = x[src] + (pos & 1) * h
-    ny_ = y[src] + (pos >> 1) * h
-    nk = keys[src] + np.where(new, pos * key_span(lv), 0)
-    return tree[src], lv, nx_, ny_, nk, new, counts
+    per-old-leaf output counts.  Compiled (:func:`~forestpy.forest.kernels.
+    refine_arrays`)."""
+    return kernels.refine_arrays(tree, level, x, y, keys, np.ascontiguousarray(flags, dtype=bool))
+
+
+def _balance_arrays(conn, t, lv, x, y, k, sel):
+    """Balance sweeps from the leaves ``sel`` (every violation must have its finer leaf
+    among them): each sweep refines once the leaves two or more levels coarser than a
+    leaf of ``sel`` they touch; the next sweep looks from the new leaves and those that
+    saw a violation.  Returns the arrays (the same objects when nothing changed)."""
+    while sel.size:
+        coarse, fine = _coarse_neighbors(conn, k, t, lv, x, y, sel)
+        if coarse.size == 0:
+            break
+        flags = np.zeros(t.shape[0], dtype=bool)
+        flags[coarse] = True
+        seen = np.zeros(t.shape[0], dtype=bool)
+        seen[fine] = True
+        t, lv, x, y, k, new, counts = _refine_arrays(t, lv, x, y, k, flags)
+        # Only new leaves and leaves that saw a violation can see one next sweep.
+        sel = np.flatnonzero(new | np.repeat(seen, counts))
+    return t, lv, x, y, k
 
 
 class Forest:
@@ -481,25 +485,88 @@ class Forest:
         """
         if self._cache.get("balanced"):
             return self
-        conn = self.conn
         t, lv, x, y, k = self.tree, self.level, self.x, self.y, self.keys
-        sel = np.arange(t.shape[0])
-        changed = False
-        while sel.size:
-            coarse, fine = _coarse_neighbors(conn, k, t, lv, x, y, sel)
-            if coarse.size == 0:
-                break
-            flags = np.zeros(t.shape[0], dtype=bool)
-            flags[coarse] = True
-            seen = np.zeros(t.shape[0], dtype=bool)
-            seen[fine] = True
-            t, lv, x, y, k, new, counts = _refine_arrays(t, lv, x, y, k, flags)
-            # Only new leaves and leaves that saw a violation can see one next sweep.
-            sel = np.flatnonzero(new | np.repeat(seen, counts))
-            changed = True
-        out = Forest._from_sorted(conn, t, lv, x, y, k) if changed else self
+        t2, lv2, x2, y2, k2 = _balance_arrays(self.conn, t, lv, x, y, k, np.arange(t.shape[0]))
+        out = self if t2 is t else Forest._from_sorted(self.conn, t2, lv2, x2, y2, k2)
         out._cache["balanced"] = True
         return out
+
+    def adapt(self, refine, coarsen, max_level: int | None = None):
+        """A regrid's forest operations in one call: refine the leaves flagged in
+        ``refine``, coarsen the families of leaves left as they were and all flagged in
+        ``coarsen``, then 2:1 balance.
+
+        Parameters
+        ----------
+        refine, coarsen : array_like of bool, shape (n,)
+        max_level : int, optional
+            As in :meth:`refine`.
+
+        Returns
+        -------
+        forest : Forest
+            ``self.refine(refine, max_level).coarsen(c).balance()`` where ``c`` is
+            ``coarsen`` carried to the refined forest's leaves that were not refined
+            (the same leaves, bit for bit).
+        source : numpy.ndarray of int64, shape (forest.n,)
+            For each new leaf, the leaf of ``self`` containing its lower-left corner
+            (``self.locate_global(*forest.global_xy())``): the same leaf, its parent
+            (refined) or the first of its four children (coarsened).
+
+        Notes
+        -----
+        When ``self`` is known to be balanced (it came from :meth:`balance`, or
+        :meth:`is_balanced` said so), the balance looks only where the forest changed:
+        a violation needs a new leaf, either as its finer side or as a coarsened
+        parent whose old neighbours, one level finer than its children, are found by
+        twenty points around it.  Otherwise every leaf is checked, as :meth:`balance`
+        does.  Host-side, serial, blocking.
+        """
+        old_balanced = bool(self._cache.get("balanced"))
+        r = self._flags(refine, "adapt")
+        c = self._flags(coarsen, "adapt")
+        if max_level is not None:
+            r &= self.level < int(max_level)
+        if np.any(self.level[r] >= MAX_LEVEL - 1):
+            raise ValueError(f"Forest.adapt: cannot refine leaves at level >= {MAX_LEVEL - 1}")
+        conn = self.conn
+        if r.any():
+            t, lv, x, y, k, new, counts = _refine_arrays(self.tree, self.level, self.x,
+                                                         self.y, self.keys, r)
+            c = np.repeat(c, counts) & ~new
+        else:
+            t, lv, x, y, k = self.tree, self.level, self.x, self.y, self.keys
+            new = np.zeros(self.n, dtype=bool)
+        if c.any():  # as Forest.coarsen on the refined leaves
+            t, lv, x, y, k, new, parents = kernels.coarsen_arrays(t, lv, x, y, k, new, c)
+        else:
+            parents = np.zeros(0, dtype=np.int64)
+        if old_balanced:
+            sel = [np.flatnonzero(new)]
+            if len(parents):  # old leaves two levels finer than a coarsened parent
+                gx, gy = _global_xy(conn, t[parents], x[parents], y[parents])
+                h = quadrant_len(lv[parents])
+                q = h >> 2
+                pts = [(gx - 1, gy - 1), (gx + h, gy - 1), (gx - 1, gy + h), (gx + h, gy + h)]
+                for s in range(4):
+                    pts += [(gx - 1, gy + s * q), (gx + h, gy + s * q),
+                            (gx + s * q, gy - 1), (gx + s * q, gy + h)]
+                px = np.concatenate([p[0] for p in pts])
+                py = np.concatenate([p[1] for p in pts])
+                m = _locate_global(conn, k, px, py)
+                bad = m >= 0
+                bad[bad] = lv[m[bad]] >= np.tile(lv[parents], len(pts))[bad] + 2
+                sel.append(m[bad])
+            sel = np.unique(np.concatenate(sel))
+        else:
+            sel = np.arange(t.shape[0])
+        t, lv, x, y, k = _balance_arrays(conn, t, lv, x, y, k, sel)
+        out = Forest._from_sorted(conn, t, lv, x, y, k)
+        if out == self:
+            out = self
+        out._cache["balanced"] = True
+        source = kernels.locate_sorted(self.keys, out.keys)
+        return out, source
 
     def is_balanced(self) -> bool:
         """Whether every two leaves touching across a face or a corner (also across tree

@@ -66,7 +66,7 @@ class PatchGeometry:
         shift = MAX_LEVEL - level
         gqx = np.right_shift(gx, shift)
         gqy = np.right_shift(gy, shift)
-        scale = 2.0**level
+        scale = np.ldexp(1.0, level)  # 2.0**level, exactly
         qw = conn.tree_width / scale
         qh = conn.tree_height / scale
         x0, y0 = conn.lower
@@ -132,14 +132,12 @@ class PatchGeometry:
 
     def on_side(self, side: int) -> np.ndarray:
         """Indices of patches touching physical side 0=-x, 1=+x, 2=-y, 3=+y."""
-        nq_x = self.trees_x * 2**self.level
-        nq_y = self.trees_y * 2**self.level
         if side == 0:
             m = self.gqx == 0
         elif side == 1:
-            m = self.gqx == nq_x - 1
+            m = self.gqx == np.left_shift(self.trees_x, self.level) - 1
         elif side == 2:
             m = self.gqy == 0
         else:
-            m = self.gqy == nq_y - 1
+            m = self.gqy == np.left_shift(self.trees_y, self.level) - 1
         return np.flatnonzero(m)

@@ -109,12 +109,9 @@ def _wrap_cell(Ix, Iy, level, g):
 
 
 @numba.njit(inline="always")
-def _covering_leaf(keys, g, level, Ix, Iy):
-    """Leaf covering the level-``level`` cell ``(Ix, Iy)`` (wrapped, inside the domain):
-    the leaf holding the anchor of the level ``level+1`` quadrant that contains the cell,
-    so that a covering leaf one level finer is found too (binary search on the sorted
-    Morton keys of the leaves, as :meth:`forestpy.forest.Forest.locate_global` does for
-    arrays of points)."""
+def _cell_key(g, level, Ix, Iy):
+    """Morton key of the anchor of the level ``level+1`` quadrant that contains the
+    level-``level`` cell ``(Ix, Iy)`` (wrapped, inside the domain)."""
     mx, my = g[4], g[5]
     Qx = Ix // mx
     Qy = Iy // my
@@ -123,7 +120,12 @@ def _covering_leaf(keys, g, level, Ix, Iy):
     gY = (Qy << sh) + ((1 if 2 * (Iy - Qy * my) >= my else 0) << (sh - 1))
     tree = (gY >> MAX_LEVEL) * g[0] + (gX >> MAX_LEVEL)
     mask = (1 << MAX_LEVEL) - 1
-    key = (tree << (2 * MAX_LEVEL)) + (_spread(gX & mask) | (_spread(gY & mask) << 1))
+    return (tree << (2 * MAX_LEVEL)) + (_spread(gX & mask) | (_spread(gY & mask) << 1))
+
+
+@numba.njit(inline="always")
+def _leaf_of_key(keys, key):
+    """The leaf holding ``key``: the last with a key ``<= key`` (binary search)."""
     lo, hi = 0, len(keys)  # first leaf with a key > key, minus one
     while lo < hi:
         mid = (lo + hi) >> 1
@@ -132,6 +134,16 @@ def _covering_leaf(keys, g, level, Ix, Iy):
         else:
             hi = mid
     return lo - 1
+
+
+@numba.njit(inline="always")
+def _covering_leaf(keys, g, level, Ix, Iy):
+    """Leaf covering the level-``level`` cell ``(Ix, Iy)`` (wrapped, inside the domain):
+    the leaf holding the anchor of the level ``level+1`` quadrant that contains the cell,
+    so that a covering leaf one level finer is found too (binary search on the sorted
+    Morton keys of the leaves, as :meth:`forestpy.forest.Forest.locate_global` does for
+    arrays of points)."""
+    return _leaf_of_key(keys, _cell_key(g, level, Ix, Iy))
 
 
 @numba.njit(inline="always")
@@ -162,27 +174,72 @@ def _value_source(keys, g, lvl, gqx, gqy, mbc, level, Ix, Iy, out):
 
 
 @numba.njit(inline="always")
-def _classify_patch(keys, g, lvl, gqx, gqy, mbc, gj, gi, patches, kind, cover, r):
-    """Kind of every ghost cell ``(r, t)`` (template cell ``t`` of patch ``patches[r]``)
-    and its covering leaf."""
-    mx, my = g[4], g[5]
-    p = patches[r]
-    level = lvl[p]
-    for t in range(len(gj)):
-        Ix, Iy, inside = _wrap_cell(gqx[p] * mx + gi[t] - mbc, gqy[p] * my + gj[t] - mbc,
-                                    level, g)
-        if not inside:
-            kind[r, t] = _OUTSIDE
-            continue
-        leaf = _covering_leaf(keys, g, level, Ix, Iy)
-        cover[r, t] = leaf
-        d = lvl[leaf] - level
-        kind[r, t] = _SAME if d == 0 else (
-            _FINER if d == 1 else (_COARSER if d == -1 else _TOO_FAR))
+def _value_source_near(keys, g, lvl, gqx, gqy, mbc, level, Ix, Iy, out, near):
+    """:func:`_value_source`, first trying the leaf ``near`` (-1: none; the previous
+    entry's leaf in the same direction, usually the same one): where that leaf, of
+    this level or one finer, contains the cell it is the covering leaf and no search
+    is made."""
+    if near >= 0:
+        Jx, Jy, inside = _wrap_cell(Ix, Iy, level, g)
+        d = lvl[near] - level
+        if inside and (d == 0 or d == 1):
+            x0 = (gqx[near] * g[4]) >> d
+            y0 = (gqy[near] * g[5]) >> d
+            if x0 <= Jx < x0 + (g[4] >> d) and y0 <= Jy < y0 + (g[5] >> d):
+                _set_block(out, near, d, Jx, Jy, g, gqx, gqy, mbc)
+                return 1
+    return _value_source(keys, g, lvl, gqx, gqy, mbc, level, Ix, Iy, out)
+
+
+def _ghost_regions(gj, gi, mx: int, my: int, mbc: int):
+    """``(region, cell, size)``: the region (0..15) of each template ghost cell, and per
+    region its first template cell (-1 for the four interior regions) and its number of
+    cells.  A region is a band of columns (left of the interior, its left half, its
+    right half, right of it) times a band of rows: all its cells lie in one quadrant one
+    level finer than the patch (``mbc <= mx / 2``), so one leaf covers them all, or
+    none (outside the domain)."""
+
+    def band(c, m):
+        return np.where(c < mbc, 0, np.where(c < mbc + m // 2, 1, np.where(c < mbc + m, 2, 3)))
+
+    region = (4 * band(gj, my) + band(gi, mx)).astype(np.int64)
+    cell = np.full(16, -1, dtype=np.int64)
+    seen, at = np.unique(region, return_index=True)
+    cell[seen] = at
+    return region, cell, np.bincount(region, minlength=16).astype(np.int64)
 
 
 @numba.njit(inline="always")
-def _fill_plan_patch(keys, g, lvl, gqx, gqy, mbc, gj, gi, patches, kind, cover, first,
+def _classify_patch(keys, g, lvl, gqx, gqy, mbc, gj, gi, region_cell, region_size, patches,
+                    kind, cover, counts, r):
+    """Kind of each ghost region ``(r, reg)`` of patch ``patches[r]`` (see
+    :func:`_ghost_regions`) and its covering leaf (left unset outside the domain): one
+    search each, from the region's first cell; ``counts[r]``: the in-domain ghost cells
+    of each kind (same, finer, coarser, too far)."""
+    mx, my = g[4], g[5]
+    p = patches[r]
+    level = lvl[p]
+    for c in range(4):
+        counts[r, c] = 0
+    for reg in range(16):
+        t = region_cell[reg]
+        kind[r, reg] = _OUTSIDE
+        if t < 0:  # an interior region
+            continue
+        Ix, Iy, inside = _wrap_cell(gqx[p] * mx + gi[t] - mbc, gqy[p] * my + gj[t] - mbc,
+                                    level, g)
+        if not inside:
+            continue
+        leaf = _covering_leaf(keys, g, level, Ix, Iy)
+        cover[r, reg] = leaf
+        d = lvl[leaf] - level
+        k = _SAME if d == 0 else (_FINER if d == 1 else (_COARSER if d == -1 else _TOO_FAR))
+        kind[r, reg] = k
+        counts[r, k] += region_size[reg]
+
+
+@numba.njit(inline="always")
+def _fill_plan_patch(keys, g, lvl, gqx, gqy, mbc, gj, gi, region, patches, kind, cover, first,
                      copy_dst, copy_src, avg_dst, avg_src, interp_dst, center, nbr, valid,
                      offset, bad, r):
     """The plan's entries of patch ``patches[r]`` (``first[r]``: each kind's first
@@ -193,12 +250,12 @@ def _fill_plan_patch(keys, g, lvl, gqx, gqy, mbc, gj, gi, patches, kind, cover, 
     level = lvl[p]
     n_copy, n_avg, n_int = first[r, 0], first[r, 1], first[r, 2]
     for t in range(len(gj)):
-        k = kind[r, t]
+        k = kind[r, region[t]]
         if k == _OUTSIDE:
             continue
         Ix, Iy, _ = _wrap_cell(gqx[p] * mx + gi[t] - mbc, gqy[p] * my + gj[t] - mbc,
                                level, g)
-        leaf = cover[r, t]
+        leaf = cover[r, region[t]]
         if k == _SAME:
             e = n_copy
             n_copy += 1
@@ -222,8 +279,9 @@ def _fill_plan_patch(keys, g, lvl, gqx, gqy, mbc, gj, gi, patches, kind, cover, 
             for n in range(4):  # x-, x+, y-, y+
                 ox = -1 if n == 0 else (1 if n == 1 else 0)
                 oy = -1 if n == 2 else (1 if n == 3 else 0)
-                got = _value_source(keys, g, lvl, gqx, gqy, mbc, level - 1, Cx + ox,
-                                    Cy + oy, nbr[e, n])
+                near = nbr[e - 1, n, 0] if e > first[r, 2] and valid[e - 1, n] else -1
+                got = _value_source_near(keys, g, lvl, gqx, gqy, mbc, level - 1, Cx + ox,
+                                         Cy + oy, nbr[e, n], near)
                 valid[e, n] = got == 1
                 if got < 0:
                     bad[r] = True
@@ -232,16 +290,20 @@ def _fill_plan_patch(keys, g, lvl, gqx, gqy, mbc, gj, gi, patches, kind, cover, 
 
 
 @numba.njit(parallel=True, cache=True)
-def _classify(keys, g, lvl, gqx, gqy, mbc, gj, gi, patches, kind, cover):
+def _classify(keys, g, lvl, gqx, gqy, mbc, gj, gi, region_cell, region_size, patches, kind,
+              cover, counts):
     for r in numba.prange(len(patches)):
-        _classify_patch(keys, g, lvl, gqx, gqy, mbc, gj, gi, patches, kind, cover, r)
+        _classify_patch(keys, g, lvl, gqx, gqy, mbc, gj, gi, region_cell, region_size,
+                        patches, kind, cover, counts, r)
 
 
 @numba.njit(parallel=True, cache=True)
-def _fill_plan(keys, g, lvl, gqx, gqy, mbc, gj, gi, patches, kind, cover, first, copy_dst,
-               copy_src, avg_dst, avg_src, interp_dst, center, nbr, valid, offset, bad):
+def _fill_plan(keys, g, lvl, gqx, gqy, mbc, gj, gi, region, patches, kind, cover, first,
+               copy_dst, copy_src, avg_dst, avg_src, interp_dst, center, nbr, valid, offset,
+               bad):
     for r in numba.prange(len(patches)):
-        _fill_plan_patch(keys, g, lvl, gqx, gqy, mbc, gj, gi, patches, kind, cover, first,
+        _fill_plan_patch(keys, g, lvl, gqx, gqy, mbc, gj, gi, region, patches, kind, cover,
+                         first,
                          copy_dst, copy_src, avg_dst, avg_src, interp_dst, center, nbr,
                          valid, offset, bad, r)
 
@@ -264,6 +326,7 @@ def build_ghost_plan(forest, geom, patches=None, backend=None) -> GhostPlan:
     """
     mx, my, mbc = geom.mx, geom.my, geom.mbc
     gj, gi = (a.astype(np.int64) for a in _ghost_template(mx, my, mbc))
+    region, region_cell, region_size = _ghost_regions(gj, gi, mx, my, mbc)
     g = np.array([geom.trees_x, geom.trees_y, int(geom.periodic_x), int(geom.periodic_y),
                   mx, my], dtype=np.int64)
     keys = np.ascontiguousarray(forest.keys, dtype=np.int64)
@@ -276,25 +339,26 @@ def build_ghost_plan(forest, geom, patches=None, backend=None) -> GhostPlan:
         from forestpy.patches.launch import launch
 
         xp, up, to_host = backend.xp, backend.to_device, backend.to_host
-        keys, g, lvl, gqx, gqy, gj, gi, patches = (
-            up(a) for a in (keys, g, lvl, gqx, gqy, gj, gi, patches))
+        keys, g, lvl, gqx, gqy, gj, gi, region, region_cell, region_size, patches = (
+            up(a) for a in (keys, g, lvl, gqx, gqy, gj, gi, region, region_cell, region_size,
+                            patches))
     else:
         xp, up, to_host = np, np.asarray, np.asarray
-    npatch, ng = len(patches), len(gj)
-    kind = xp.empty((npatch, ng), dtype=np.int8)
-    cover = xp.zeros((npatch, ng), dtype=np.int64)
-    inputs = (keys, g, lvl, gqx, gqy, mbc, gj, gi, patches, kind, cover)
+    npatch = len(patches)
+    kind = xp.empty((npatch, 16), dtype=np.int8)  # per ghost region (_ghost_regions)
+    cover = xp.empty((npatch, 16), dtype=np.int64)
+    counts = xp.empty((npatch, 4), dtype=np.int64)  # same, finer, coarser, too far
+    head = (keys, g, lvl, gqx, gqy, mbc, gj, gi)
+    classify = (*head, region_cell, region_size, patches, kind, cover, counts)
     if gpu:
-        launch(_classify_patch, npatch, *inputs, backend=backend)
+        launch(_classify_patch, npatch, *classify, backend=backend)
     else:
-        _classify(*inputs)
-    counts = xp.stack([(kind == k).sum(axis=1) for k in (_SAME, _FINER, _COARSER)], axis=1)
-    first = xp.zeros_like(counts)
+        _classify(*classify)
+    first = xp.zeros((npatch, 3), dtype=np.int64)
     if npatch:
-        first[1:] = xp.cumsum(counts[:-1], axis=0)
+        first[1:] = xp.cumsum(counts[:-1, :3], axis=0)
     # one record to the host: the entry counts (array sizes) and the balance check
-    record = to_host(xp.concatenate([counts.sum(axis=0),
-                                     (kind == _TOO_FAR).sum().reshape(1)]))
+    record = to_host(counts.sum(axis=0))
     if record[3]:
         raise ValueError(
             "a ghost cell is covered by a leaf two or more levels away: the forest is not "
@@ -314,9 +378,9 @@ def build_ghost_plan(forest, geom, patches=None, backend=None) -> GhostPlan:
         interp_offset=xp.empty((n_int, 2), dtype=np.float64),
     )
     bad = xp.zeros(npatch, dtype=bool)
-    entries = (*inputs, first, plan.copy_dst, plan.copy_src, plan.avg_dst, plan.avg_src,
-               plan.interp_dst, plan.interp_center, plan.interp_nbr, plan.interp_valid,
-               plan.interp_offset, bad)
+    entries = (*head, region, patches, kind, cover, first, plan.copy_dst, plan.copy_src,
+               plan.avg_dst, plan.avg_src, plan.interp_dst, plan.interp_center,
+               plan.interp_nbr, plan.interp_valid, plan.interp_offset, bad)
     if gpu:
         launch(_fill_plan_patch, npatch, *entries, backend=backend)
     else:

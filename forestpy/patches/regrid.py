@@ -18,6 +18,7 @@ import numpy as np
 
 from forestpy.forest import MAX_LEVEL
 from forestpy.patches.ghost_plan import _minmod
+from forestpy.timers import phase
 
 __all__ = ["transfer"]
 
@@ -96,14 +97,17 @@ def _parent_cells(q_old, q_new, dst, kids, mbc):
 
 
 def transfer(old_forest, old_geom, q_old, new_forest, new_geom, backend=None,
-             new_ids=None, old_rows=None):
+             new_ids=None, old_rows=None, old_ids=None, timers=None):
     """Return the new patch array (interiors filled, ghost cells zero), q_old's dtype.
 
     ``new_ids`` (host int array, default all): only these new leaves are built, row
     ``k`` of the result being leaf ``new_ids[k]``; ``old_rows`` (host int array over
     the old leaves, default the identity): the row of ``q_old`` holding each old leaf
     (a distributed run holds only some of them, in a compact local order).  The
-    per-patch arithmetic does not depend on either.
+    per-patch arithmetic does not depend on either.  ``old_ids`` (host int array over
+    every new leaf, optional): the old leaf containing each new leaf's lower-left
+    corner, as :meth:`~forestpy.forest.Forest.adapt` gives it (located otherwise).
+    ``timers``: the kernels are charged to ``regrid.transfer_cells``.
 
     One compiled pass per case (copy, interpolate, average), parallel over the new
     patches on the CPU; on the GPU backend the same per-cell bodies run as CUDA kernels,
@@ -121,9 +125,12 @@ def transfer(old_forest, old_geom, q_old, new_forest, new_geom, backend=None,
     meqn = q_old.shape[1]
     new_level, new_gqx, new_gqy = new_geom.level, new_geom.gqx, new_geom.gqy
     gx, gy = new_forest.global_xy()
+    if old_ids is None:
+        old_ids = old_forest.locate_global(gx, gy)
+    old = old_ids
     if new_ids is not None:
         new_ids = np.asarray(new_ids, dtype=np.int64)
-        gx, gy = gx[new_ids], gy[new_ids]
+        gx, gy, old = gx[new_ids], gy[new_ids], old[new_ids]
         new_level, new_gqx, new_gqy = new_level[new_ids], new_gqx[new_ids], new_gqy[new_ids]
     npatch = len(new_level)
 
@@ -131,7 +138,6 @@ def transfer(old_forest, old_geom, q_old, new_forest, new_geom, backend=None,
         return ids if old_rows is None else old_rows[ids]
 
     # ---- host: which old leaves feed which new ones
-    old = old_forest.locate_global(gx, gy)
     dlev = new_level - old_geom.level[old]
     if np.any(np.abs(dlev) > 1):
         raise ValueError("regrid changed a leaf by more than one level; refine level by level")
@@ -165,12 +171,15 @@ def transfer(old_forest, old_geom, q_old, new_forest, new_geom, backend=None,
 
         body = {"copy": _copy_cell, "child": _child_cell, "parent": _parent_cell}
         my, mx = new_geom.my, new_geom.mx
-        for name, *index in cases:
-            launch_cells(body[name], len(index[0]), my, mx, mbc, q_old, q_new,
-                         *[up(a) for a in index], backend=backend)
+        cases = [(name, *[up(a) for a in index]) for name, *index in cases]
+        with phase(timers, "regrid.transfer_cells"):
+            for name, *index in cases:
+                launch_cells(body[name], len(index[0]), my, mx, mbc, q_old, q_new, *index,
+                             backend=backend)
         return q_new
     q_old = np.ascontiguousarray(q_old)
     run = {"copy": _copy_cells, "child": _child_cells, "parent": _parent_cells}
-    for name, *index in cases:
-        run[name](q_old, q_new, *index, mbc)
+    with phase(timers, "regrid.transfer_cells"):
+        for name, *index in cases:
+            run[name](q_old, q_new, *index, mbc)
     return q_new

@@ -83,52 +83,20 @@ def _edge_cell(side, k, geom):
 
 
 def build_time_sync_plan(forest, geom, patches=None, backend=None) -> TimeSyncPlan:
-    """Pairs of coarse and fine edge cells along every coarse-fine face (vectorised).
+    """Pairs of coarse and fine edge cells along every coarse-fine face.
 
-    ``patches`` (leaf indices): only the entries whose coarse patch is one of them, in
-    the whole plan's order (a rank of a distributed run builds the part it owns).
-
-    ``backend`` a GPU backend (and ``patches`` None): the plan is built on the device
-    by :func:`build_time_sync_plan_on` (the same entries, no plan upload); otherwise
-    host arrays."""
-    if backend is not None and backend.is_gpu and patches is None:
+    Built by :func:`build_time_sync_plan_on` (compiled bodies, one per patch face: on
+    the device for a GPU ``backend``, no plan upload; a ``prange`` loop on the host
+    otherwise).  ``patches`` (leaf indices; host arrays): only the entries whose coarse
+    patch is one of them, in the whole plan's order (a rank of a distributed run builds
+    the part it owns; :func:`subset_plan` of the whole plan).  Entry for entry the
+    vectorised build of ``tests/core/patches/time_sync_reference.py``."""
+    if patches is None:
         return build_time_sync_plan_on(backend, forest, geom)
-    nb = forest.face_neighbors()
-    parts = {k: [] for k in ("coarse", "fine", "coarse_edge", "fine_edge", "ixy", "sign")}
-    wanted = None
-    if patches is not None:
-        wanted = np.zeros(forest.n, dtype=bool)
-        wanted[np.asarray(patches, dtype=np.int64)] = True
-    for face, (cside, fside, ixy, sign) in _FACES.items():
-        coarse_face = nb.kind[:, face] == 2
-        cp = np.flatnonzero(coarse_face if wanted is None else coarse_face & wanted)
-        if len(cp) == 0:
-            continue
-        m = geom.my if face < 2 else geom.mx
-        kc = np.arange(m)
-        half = kc // (m // 2)  # which fine neighbour
-        kf = 2 * (kc - half * (m // 2))  # first of the two fine edge cells
-        P = np.repeat(cp, 2 * m)
-        KC = np.tile(np.repeat(kc, 2), len(cp))
-        KF = np.tile(np.stack([kf, kf + 1], 1).ravel(), len(cp))
-        H = np.tile(np.repeat(half, 2), len(cp))
-        F = nb.index[P, face, H]
-        cj, ci = _edge_cell(cside, KC, geom)
-        fj, fi = _edge_cell(fside, KF, geom)
-        parts["coarse"].append(np.stack([P, cj, ci], 1))
-        parts["fine"].append(np.stack([F, fj, fi], 1))
-        parts["coarse_edge"].append(np.stack([P, np.full_like(P, cside), KC], 1))
-        parts["fine_edge"].append(np.stack([F, np.full_like(F, fside), KF], 1))
-        parts["ixy"].append(np.full(len(P), ixy, dtype=np.int64))
-        parts["sign"].append(np.full(len(P), sign, dtype=np.int64))
-    if not parts["ixy"]:
-        z3 = np.zeros((0, 3), dtype=np.int64)
-        z = np.zeros(0, dtype=np.int64)
-        return TimeSyncPlan(z3, z3, z3, z3, z, z, np.zeros(0), 0)
-    plan = {k: np.concatenate(v) for k, v in parts.items()}
-    p = plan["coarse"][0::2, 0]
-    width = np.where(plan["ixy"][0::2] == 1, geom.dx[p], geom.dy[p])
-    return TimeSyncPlan(**plan, width=width, nx=int(np.count_nonzero(plan["ixy"] == 1)))
+    whole = build_time_sync_plan_on(None, forest, geom)
+    wanted = np.zeros(forest.n, dtype=bool)
+    wanted[np.asarray(patches, dtype=np.int64)] = True
+    return subset_plan(whole, wanted[whole.coarse[:, 0]])
 
 
 def apply_time_sync(
@@ -346,15 +314,33 @@ def _face_entries(g, mbc, npatch, fine, first, dx, dy, coarse, fine_cell, coarse
             width[e // 2] = dx[p] if direction == 1 else dy[p]
 
 
-def build_time_sync_plan_on(backend, forest, geom) -> TimeSyncPlan:
-    """:func:`build_time_sync_plan` of every patch made on the GPU ``backend`` (the
-    leaves' keys, levels, quadrant coordinates and cell sizes uploaded, a few numbers
-    per leaf): one thread per (face, patch) finds the coarse-fine faces, a prefix sum
-    places their entries, a second pass writes them.  One small record (the entry
-    counts) crosses to the host."""
-    from forestpy.patches.launch import launch
+@numba.njit(parallel=True, cache=True)
+def _fine_across_all(keys, g, lvl, gqx, gqy, npatch, fine):
+    for idx in numba.prange(fine.shape[0]):
+        _fine_across(keys, g, lvl, gqx, gqy, npatch, fine, idx)
 
-    xp, up = backend.xp, backend.to_device
+
+@numba.njit(parallel=True, cache=True)
+def _face_entries_all(g, mbc, npatch, fine, first, dx, dy, coarse, fine_cell, coarse_edge,
+                      fine_edge, ixy, sign, width):
+    for idx in numba.prange(fine.shape[0]):
+        _face_entries(g, mbc, npatch, fine, first, dx, dy, coarse, fine_cell, coarse_edge,
+                      fine_edge, ixy, sign, width, idx)
+
+
+def build_time_sync_plan_on(backend, forest, geom) -> TimeSyncPlan:
+    """:func:`build_time_sync_plan` of every patch made where ``backend`` computes (on
+    a GPU the leaves' keys, levels, quadrant coordinates and cell sizes uploaded, a few
+    numbers per leaf; None or a CPU backend: host arrays): one thread (``prange``
+    iteration) per (face, patch) finds the coarse-fine faces, a prefix sum places their
+    entries, a second pass writes them.  One small record (the entry counts) crosses to
+    the host."""
+    from forestpy.patches.tagging import per_patch
+
+    if backend is None or not backend.is_gpu:
+        xp, up, to_host, backend = np, np.ascontiguousarray, np.asarray, None
+    else:
+        xp, up, to_host = backend.xp, backend.to_device, backend.to_host
     mx, my, mbc = geom.mx, geom.my, geom.mbc
     npatch = geom.npatch
     g = up(np.array([geom.trees_x, geom.trees_y, int(geom.periodic_x), int(geom.periodic_y),
@@ -362,21 +348,22 @@ def build_time_sync_plan_on(backend, forest, geom) -> TimeSyncPlan:
     keys, lvl, gqx, gqy = (up(np.ascontiguousarray(a, dtype=np.int64))
                            for a in (forest.keys, geom.level, geom.gqx, geom.gqy))
     fine = xp.empty((4 * npatch, 2), dtype=np.int64)
-    launch(_fine_across, 4 * npatch, keys, g, lvl, gqx, gqy, npatch, fine, backend=backend)
+    per_patch(_fine_across, _fine_across_all, 4 * npatch, keys, g, lvl, gqx, gqy, npatch,
+              fine, backend=backend)
     per_face = up(np.repeat(np.array([2 * my, 2 * my, 2 * mx, 2 * mx], dtype=np.int64),
                             npatch))
     counts = xp.where(fine[:, 0] >= 0, per_face, 0)
     first = xp.zeros_like(counts)
     if len(counts) > 1:
         first[1:] = xp.cumsum(counts[:-1])
-    n, nx = (int(v) for v in backend.to_host(xp.stack([counts.sum(),
-                                                         counts[: 2 * npatch].sum()])))
+    n, nx = (int(v) for v in to_host(xp.stack([counts.sum(), counts[: 2 * npatch].sum()])))
     coarse, fine_cell, coarse_edge, fine_edge = (xp.empty((n, 3), dtype=np.int64)
                                                  for _ in range(4))
     ixy, sign = xp.empty(n, dtype=np.int64), xp.empty(n, dtype=np.int64)
     width = xp.empty(n // 2, dtype=np.float64)
-    launch(_face_entries, 4 * npatch, g, mbc, npatch, fine, first, up(geom.dx), up(geom.dy),
-           coarse, fine_cell, coarse_edge, fine_edge, ixy, sign, width, backend=backend)
+    per_patch(_face_entries, _face_entries_all, 4 * npatch, g, mbc, npatch, fine, first,
+              up(geom.dx), up(geom.dy), coarse, fine_cell, coarse_edge, fine_edge, ixy, sign,
+              width, backend=backend)
     return TimeSyncPlan(coarse=coarse, fine=fine_cell, coarse_edge=coarse_edge,
                         fine_edge=fine_edge, ixy=ixy, sign=sign, width=width, nx=nx)
 

@@ -196,6 +196,26 @@ def test_plan_of_some_patches_is_the_whole_plan_restricted():
     assert 0 < len(build_time_sync_plan(f, geom, patches=np.arange(f.n // 3))) < len(whole)
 
 
+@pytest.mark.parametrize("conn", [Brick(), Brick(3, 2, periodic_y=True),
+                                  Brick(2, 2, periodic_x=True, periodic_y=True)])
+@pytest.mark.parametrize("mx,my", [(8, 8), (6, 4)])
+def test_compiled_plan_equals_the_vectorised_one(conn, mx, my):
+    """The whole plan built by the compiled per-face bodies (a ``prange`` loop here, the
+    GPU's kernels there) is the vectorised build's (``patches=`` every patch: through
+    ``Forest.face_neighbors``) entry for entry, across tree and periodic boundaries."""
+    from forests import random_forest
+
+    for seed in (3, 4):
+        f = random_forest(conn, seed)
+        geom = PatchGeometry.from_forest(f, mx, my, MBC)
+        plan = build_time_sync_plan(f, geom)
+        want = build_time_sync_plan(f, geom, patches=np.arange(f.n))
+        assert len(plan) > 0 and plan.nx == want.nx
+        for k in ("coarse", "fine", "coarse_edge", "fine_edge", "ixy", "sign", "width"):
+            a, b = getattr(plan, k), getattr(want, k)
+            assert a.dtype == b.dtype and np.array_equal(a, b), k
+
+
 # --------------------------------------------------------------------------------------
 # end to end with the Clawpack kernel
 # --------------------------------------------------------------------------------------
