@@ -187,14 +187,19 @@ def rpn2e_shallow_roe(ixy, ql, qr, csl, csr, auxl, auxr, params, es, wave, s, am
     # Harten-Hyman acts only where the characteristic speed changes sign across a
     # wave: evaluate the outer state first (u = (hu / sqrt(h)) / sqrt(h) and
     # sqrt(g h) = sqrt(g) sqrt(h) come from the cell state) and the state inside the
-    # fan only when the outer speed allows a sign change.
+    # fan only when the outer speed allows a sign change.  The inner speed can change
+    # the result only when the inner state moves the right way (u - sqrt(g h) > 0 needs
+    # h > 0 and hu > 0; u + sqrt(g h) < 0 needs h > 0 and hu < 0): the division and
+    # the square root are skipped otherwise, where they would give min(s, 0) again.
     # 1-family: speed u - sqrt(g h) left of the wave (ql) and right of it (ql + W1)
     k1 = min(s[0], 0.0)
     lam_l = csl[1 + mu] * csl[1] - csl[4]  # u - sqrt(g h) of ql (0 velocity if dry)
     if lam_l < 0.0:
         h1 = hl + wave[0, 0]
-        lam_r = velocity(h1, ql[mu] + wave[mu, 0]) - sqrt_or_nan(grav * h1)
-        k1 = harten_hyman_left(s[0], lam_l, lam_r)
+        hu1 = ql[mu] + wave[mu, 0]
+        if h1 > 0.0 and hu1 > 0.0:
+            lam_r = velocity(h1, hu1) - sqrt_or_nan(grav * h1)
+            k1 = harten_hyman_left(s[0], lam_l, lam_r)
     # 2-family: linearly degenerate
     k2 = min(s[1], 0.0)
     # 3-family: u + sqrt(g h) left of the wave (qr - W3) and right of it (qr)
@@ -202,8 +207,10 @@ def rpn2e_shallow_roe(ixy, ql, qr, csl, csr, auxl, auxr, params, es, wave, s, am
     lam_r = csr[1 + mu] * csr[1] + csr[4]
     if lam_r > 0.0:
         h2 = hr - wave[0, 2]
-        lam_l = velocity(h2, qr[mu] - wave[mu, 2]) + sqrt_or_nan(grav * h2)
-        k3 = harten_hyman_left(s[2], lam_l, lam_r)
+        hu2 = qr[mu] - wave[mu, 2]
+        if h2 > 0.0 and hu2 < 0.0:
+            lam_l = velocity(h2, hu2) + sqrt_or_nan(grav * h2)
+            k3 = harten_hyman_left(s[2], lam_l, lam_r)
 
     for m in range(3):
         amdq[m] = k1 * wave[m, 0] + k2 * wave[m, 1] + k3 * wave[m, 2]
