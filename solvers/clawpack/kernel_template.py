@@ -53,10 +53,11 @@ def flux_row(ixy, order, transverse_waves, n, mbc, r, q1d, auxm, aux0, auxp, dtd
     (lower edge of cell ``k`` of line ``r``) and ``[k, r + 1, m]`` (its upper edge).
     Returns the largest Courant number over interfaces ``mbc .. mbc + n``.
 
-    With ``SHARED`` the solver's work-sharing pieces replace ``RPN2``/``RPT2``: the
-    cell state of each cell of the line is computed once (``cs[k]``), the interface
-    state of each interface once (``es[k]``), and the normal solve and both transverse
-    solves of that interface read them.  Compiled
+    With ``SHARED`` the solver's work-sharing pieces replace ``RPN2``/``RPT2``: ``cs[k]``
+    holds the cell state of cell ``k`` of the line (computed once per step by
+    ``run_chunk``), the interface state of each interface is computed once into
+    ``es[k]``, and the normal solve and both transverse solves of that interface read
+    them.  Compiled
     without the NRT: the per-interface array views handed to the pointwise solvers are
     plain structs (no reference counting) that LLVM folds away once they are inlined.
     """
@@ -72,10 +73,6 @@ def flux_row(ixy, order, transverse_waves, n, mbc, r, q1d, auxm, aux0, auxp, dtd
                 thi[k, m] = 0.0
     # normal Riemann problems at interfaces -1 .. n+1 (all the limiter needs)
     if SHARED:
-        for k in range(mbc - 2, mbc + n + 2):
-            t = CELL_STATE(q1d[k], aux0[k], params)
-            for m in range(NCS):
-                cs[k, m] = t[m]
         for k in range(mbc - 1, mbc + n + 2):
             if HAS_EDGE:
                 e = EDGE_STATE(ixy, q1d[k - 1], q1d[k], cs[k - 1], cs[k], aux0[k - 1],
@@ -201,8 +198,10 @@ def run_chunk(order, transverse_waves, capa, lo, hi, q, mbc, aux, qnew, dx, dy, 
     bp = np.zeros(meqn)
     tlo = np.zeros((nmax, meqn))
     thi = np.zeros((nmax, meqn))
-    cs = np.zeros((nmax, NCS))  # cell states of one line (work sharing)
-    es = np.zeros((nmax, NES))  # interface states of one line
+    # cell states (work sharing) in both sweep layouts, interface states of one line
+    csx = np.zeros((nyt, nxt, NCS) if SHARED else (1, 1, 1))
+    csy = np.zeros((nxt, nyt, NCS) if SHARED else (1, 1, 1))
+    es = np.zeros((nmax, NES))
 
     for k_row in range(lo, hi):
         ip = rows[k_row]
@@ -221,6 +220,15 @@ def run_chunk(order, transverse_waves, capa, lo, hi, q, mbc, aux, qnew, dx, dy, 
                     v = aux[ip, a, j, i]
                     auxx[j, i, a] = v
                     auxy[i, j, a] = v
+        if SHARED:
+            # every cell's state once per step, shared by both sweeps
+            for j in range(nyt):
+                for i in range(nxt):
+                    t = CELL_STATE(qx[j, i], auxx[j, i], params)
+                    for m in range(NCS):
+                        v = t[m]
+                        csx[j, i, m] = v
+                        csy[i, j, m] = v
         if use_capa:
             for j in range(nyt):
                 for i in range(nxt):
@@ -237,7 +245,7 @@ def run_chunk(order, transverse_waves, capa, lo, hi, q, mbc, aux, qnew, dx, dy, 
                 dtdx1d[k] = dtdx * kinv[r, k]
             c = flux_row(1, order, transverse_waves, mx, mbc, r, qx[r], auxx[r - 1],
                          auxx[r], auxx[r + 1], dtdx1d, params, lim, wave, s, amdq, apdq,
-                         cq, bm, bp, tlo, thi, fm, fp, gm, gp, cs, es)
+                         cq, bm, bp, tlo, thi, fm, fp, gm, gp, csx[r], es)
             if r >= mbc and r < mbc + my and c > cfl:
                 cfl = c
         # y-sweeps over columns i = -1 .. mx
@@ -246,7 +254,7 @@ def run_chunk(order, transverse_waves, capa, lo, hi, q, mbc, aux, qnew, dx, dy, 
                 dtdx1d[k] = dtdy * kinv[k, r]
             c = flux_row(2, order, transverse_waves, my, mbc, r, qy[r], auxy[r - 1],
                          auxy[r], auxy[r + 1], dtdx1d, params, lim, wave, s, amdq, apdq,
-                         cq, bm, bp, tlo, thi, gm, gp, fm, fp, cs, es)
+                         cq, bm, bp, tlo, thi, gm, gp, fm, fp, csy[r], es)
             if r >= mbc and r < mbc + mx and c > cfl:
                 cfl = c
         cfl_out[ip] = cfl

@@ -227,7 +227,9 @@ def compare(name, n, seed):
     return checked
 
 
-@pytest.mark.parametrize("name", sorted(SOLVERS))
+# HLLE (Roe's interface state, its own cell state) in the slow suite only: each solver
+# costs three compilations
+@pytest.mark.parametrize("name", ["shallow_roe", "geoclaw"])
 def test_composed_solvers_equal_the_frozen_ones_bitwise(name):
     assert compare(name, 50_000, seed=32) == 100_000
 
