@@ -141,11 +141,6 @@ class RiemannSolver:
         Name of the parameter (in ``param_names``) holding the depth at or below which
         a cell is dry (e.g. ``"dry_tolerance"``); ``None``: dry means ``h == 0``.
         Only with ``surface_interp``.
-    num_cell_state, cell_state, num_edge_state, edge_state, rpn2e, rpt2e
-        The optional work-sharing pieces of ``rpn2``/``rpt2`` (see the module
-        docstring): ``cell_state`` and ``rpn2e`` together (``rpt2e`` too when ``rpt2``
-        is given), ``edge_state`` optional; all ``None`` (default): the kernels call
-        ``rpn2``/``rpt2``.
     surface_regrid : {"conserve", "rest"}
         How a regrid treats a 2x2 family at a shoreline (some child dry in the
         family's rest state).  A coarse cell at rest holds less water than its partly
@@ -159,6 +154,11 @@ class RiemannSolver:
         parent's surface (a dry parent: the mean wet surface of its face neighbours),
         a coarsened partly dry family ``min(mean h, max(0, eta_wet - b))``; volume
         changes at shorelines only.  Only with ``surface_interp``.
+    num_cell_state, cell_state, num_edge_state, edge_state, rpn2e, rpt2e
+        The optional work-sharing pieces of ``rpn2``/``rpt2`` (see the module
+        docstring): ``cell_state`` and ``rpn2e`` together (``rpt2e`` too when ``rpt2``
+        is given), ``edge_state`` optional; all ``None`` (default): the kernels call
+        ``rpn2``/``rpt2``.  ``docs/riemann_solvers.md`` describes the built-in ones.
     """
 
     name: str
