@@ -54,17 +54,20 @@ def main(argv=None):
     geom = _Geom(a.npatch, a.mx, mbc, 1.0 / a.mx)
     dt = 0.2 / a.mx
     solver.step(q, aux, geom, dt)  # compile
-    best = np.inf
+    best = best_cpu = np.inf
     for _ in range(a.repeat):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         solver.step(q, aux, geom, dt)
         best = min(best, time.perf_counter() - t0)
+        best_cpu = min(best_cpu, time.process_time() - c0)
     cells = a.npatch * a.mx * a.mx
     print(json.dumps({
         "benchmark": "clawpack_kernel", "riemann": a.riemann, "npatch": a.npatch, "mx": a.mx,
         "order": a.order, "transverse_waves": a.transverse, "limiter": "mc",
         "threads": numba.config.NUMBA_NUM_THREADS, "machine": platform.machine(),
         "best_s": round(best, 5), "cell_updates_per_s": round(cells / best),
+        # CPU time of the calling process: on a shared machine less noisy than wall time
+        "best_cpu_s": round(best_cpu, 5), "cell_updates_per_cpu_s": round(cells / best_cpu),
         "date": time.strftime("%Y-%m-%d"),
     }))
 

@@ -26,6 +26,38 @@ Pointwise contract
 
 Functions must not use globals other than constants and other ``numba.njit`` functions,
 must not allocate, and must treat ``params`` as read-only.
+
+Work-sharing contract (optional)
+--------------------------------
+A solver may also give its normal and transverse solves as pieces that share work, so
+that a kernel computes what depends on one cell once per cell and sweep, and what
+depends on one interface once for the normal solve and both transverse splittings
+(``rpn2`` would otherwise recompute the cell quantities at every face, and ``rpt2``
+the interface's averages twice more):
+
+``cell_state(q, aux, params) -> tuple``
+    ``num_cell_state`` floats derived from one cell (for shallow water ``sqrt(h)``,
+    ``1/sqrt(h)``, the momenta over ``sqrt(h)``, ...).  It must not fail on any input
+    (a negative depth gives NaN entries: the normal solve reports the state).
+``edge_state(ixy, ql, qr, csl, csr, auxl, auxr, params) -> tuple``
+    ``num_edge_state`` floats of one interface (Roe averages, ``0.5/c``, ...), from the
+    two states and their cell states; like ``cell_state`` it never fails.  May be
+    ``None`` (``num_edge_state == 0``).
+``rpn2e(ixy, ql, qr, csl, csr, auxl, auxr, params, es, wave, s, amdq, apdq)``
+    The normal solve of ``rpn2``, given the cell states ``csl``/``csr`` and the
+    interface state ``es``.
+``rpt2e(ixy, imp, ql, qr, csl, csr, aux1, aux2, aux3, params, es, asdq, bmasdq, bpasdq)``
+    The transverse solve of ``rpt2`` at the same interface, with the same cell and
+    interface states as the normal solve.
+
+``csl``, ``csr`` and ``es`` are indexable sequences: tuples when called from a composed
+``rpn2``/``rpt2``, array rows inside the kernels.  The four functions are the one
+source: the solver's ``rpn2``/``rpt2`` are written as compositions of them
+(``rpn2 = rpn2e(.., cell_state(ql), cell_state(qr), edge_state(..))``), so the kernels
+that call ``rpn2``/``rpt2`` (the GPU kernel, the time sync's fluctuations) and the CPU
+step kernel that calls the pieces compute the same thing, bitwise when the composition
+keeps the operations of the pieces.  A solver without the pieces (all ``None``) works
+as before.
 """
 
 from __future__ import annotations
@@ -122,6 +154,11 @@ class RiemannSolver:
         parent's surface (a dry parent: the mean wet surface of its face neighbours),
         a coarsened partly dry family ``min(mean h, max(0, eta_wet - b))``; volume
         changes at shorelines only.  Only with ``surface_interp``.
+    num_cell_state, cell_state, num_edge_state, edge_state, rpn2e, rpt2e
+        The optional work-sharing pieces of ``rpn2``/``rpt2`` (see the module
+        docstring): ``cell_state`` and ``rpn2e`` together (``rpt2e`` too when ``rpt2``
+        is given), ``edge_state`` optional; all ``None`` (default): the kernels call
+        ``rpn2``/``rpt2``.  ``docs/riemann_solvers.md`` describes the built-in ones.
     """
 
     name: str
@@ -143,8 +180,20 @@ class RiemannSolver:
     surface_velocity: tuple[int, ...] | None = None
     surface_dry: str | None = None
     surface_regrid: str = "conserve"
+    num_cell_state: int = 0
+    cell_state: Callable | None = None
+    num_edge_state: int = 0
+    edge_state: Callable | None = None
+    rpn2e: Callable | None = None
+    rpt2e: Callable | None = None
+
+    @property
+    def shares_work(self) -> bool:
+        """Whether the solver gives the work-sharing pieces of ``rpn2``/``rpt2``."""
+        return self.rpn2e is not None
 
     def __post_init__(self):
+        self._check_work_sharing()
         if not self.field_names:
             object.__setattr__(self, "field_names", tuple(f"q{m}" for m in range(self.num_eqn)))
         if len(self.field_names) != self.num_eqn:
@@ -206,6 +255,37 @@ class RiemannSolver:
                 f"Riemann solver {self.name!r}: default_params has unknown names "
                 f"{sorted(unknown)}; param_names are {list(self.param_names)}"
             )
+
+    def _check_work_sharing(self):
+        pieces = {"cell_state": self.cell_state, "rpn2e": self.rpn2e}
+        if self.rpt2 is not None:
+            pieces["rpt2e"] = self.rpt2e
+        given = [n for n, f in pieces.items() if f is not None]
+        if not given and self.edge_state is None and self.rpt2e is None:
+            if self.num_cell_state or self.num_edge_state:
+                raise ValueError(
+                    f"Riemann solver {self.name!r}: num_cell_state/num_edge_state without "
+                    "the work-sharing functions")
+            return
+        missing = sorted(set(pieces) - set(given))
+        if missing:
+            raise ValueError(
+                f"Riemann solver {self.name!r}: the work-sharing contract needs "
+                f"{sorted(pieces)}; missing {missing}")
+        if self.rpt2 is None and self.rpt2e is not None:
+            raise ValueError(f"Riemann solver {self.name!r}: rpt2e without rpt2")
+        for n in ("cell_state", "edge_state", "rpn2e", "rpt2e"):
+            f = getattr(self, n)
+            if f is not None and not callable(f):
+                raise TypeError(f"Riemann solver {self.name!r}: {n} is not callable")
+        if int(self.num_cell_state) < 1:
+            raise ValueError(
+                f"Riemann solver {self.name!r}: num_cell_state must be >= 1 with cell_state")
+        if (self.edge_state is None) != (int(self.num_edge_state) == 0) or \
+                int(self.num_edge_state) < 0:
+            raise ValueError(
+                f"Riemann solver {self.name!r}: num_edge_state must be >= 1 with "
+                "edge_state and 0 without")
 
     def params_array(self, overrides: Mapping[str, float] | None = None) -> np.ndarray:
         """Return ``params`` as a float64 array in ``param_names`` order.

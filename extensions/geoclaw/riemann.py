@@ -96,6 +96,7 @@ from forestpy.extensions.riemann._common import (
     fill_nan_transverse,
     fill_trivial_normal,
     fill_zero_normal,
+    sqrt_or_nan,
     transverse_split,
 )
 
@@ -104,10 +105,13 @@ from forestpy.vtable import RiemannSolver, register_riemann
 __all__ = [
     "GEOCLAW_DERIVED_FIELDS",
     "augmented_fwaves",
+    "cell_state_geoclaw",
     "geoclaw",
     "riemann_structure",
     "rpn2_geoclaw",
+    "rpn2e_geoclaw",
     "rpt2_geoclaw",
+    "rpt2e_geoclaw",
     "split_fwaves",
 ]
 
@@ -285,17 +289,30 @@ def split_fwaves(wave, s, amdq, apdq, zero_speed):
 
 
 @numba.njit
-def _side(h, hun, hut, b, drytol):
-    """One side of an interface for the solve: ``(h, hu, u, v, b)`` with the normal and
-    tangential momenta ``hun, hut``; a dry cell has no water, no velocity, and its film
-    counts as ground (so a lake beside a filmed bank stays at rest)."""
+def cell_state_geoclaw(q, aux, params):
+    """Per-cell state of the solve: ``(u, v, sqrt(g h))`` of a wet cell (``h`` above
+    ``dry_tolerance``), zeros for a dry one; computed once per cell and shared by the
+    normal solves of its faces and the transverse solves into it."""
+    h = q[0]
+    if h > params[1]:
+        return q[1] / h, q[2] / h, sqrt_or_nan(params[0] * h)
+    return 0.0, 0.0, 0.0
+
+
+@numba.njit
+def _side(h, hun, cs, mu, mv, b, drytol):
+    """One side of an interface for the solve: ``(h, hu, u, v, c, b)`` with the normal
+    momentum ``hun`` and the cell state ``cs``; a dry cell has no water, no velocity,
+    and its film counts as ground (so a lake beside a filmed bank stays at rest)."""
     if h > drytol:
-        return h, hun, hun / h, hut / h, b
-    return 0.0, 0.0, 0.0, 0.0, b + h
+        return h, hun, cs[mu - 1], cs[mv - 1], cs[2], b
+    return 0.0, 0.0, 0.0, 0.0, cs[2], b + h
 
 
-def rpn2_geoclaw(ixy, ql, qr, auxl, auxr, params, wave, s, amdq, apdq):
-    """Normal solve: George's augmented solver with GeoClaw's wet/dry wall rule."""
+@numba.njit
+def rpn2e_geoclaw(ixy, ql, qr, csl, csr, auxl, auxr, params, es, wave, s, amdq, apdq):
+    """Normal solve given the cell states: George's augmented solver with GeoClaw's
+    wet/dry wall rule."""
     grav = params[0]
     drytol = params[1]
     hl = ql[0]
@@ -304,13 +321,11 @@ def rpn2_geoclaw(ixy, ql, qr, auxl, auxr, params, wave, s, amdq, apdq):
         return
     mu = ixy
     mv = 3 - ixy
-    hl, hul, ul, vl, bl = _side(hl, ql[mu], ql[mv], auxl[0], drytol)
-    hr, hur, ur, vr, br = _side(hr, qr[mu], qr[mv], auxr[0], drytol)
+    hl, hul, ul, vl, cl, bl = _side(hl, ql[mu], csl, mu, mv, auxl[0], drytol)
+    hr, hur, ur, vr, cr, br = _side(hr, qr[mu], csr, mu, mv, auxr[0], drytol)
     # a dry neighbour above the wet surface: a wall unless the water would climb it
     wall_left = False
     wall_right = False
-    cl = math.sqrt(grav * hl)
-    cr = math.sqrt(grav * hr)
     if hr == 0.0:
         hm, _, _ = riemann_structure(hl, hl, ul, -ul, cl, cl, drytol, grav)
         if max(hl, hm) + bl < br:
@@ -364,9 +379,11 @@ def rpn2_geoclaw(ixy, ql, qr, auxl, auxr, params, wave, s, amdq, apdq):
     split_fwaves(wave, s, amdq, apdq, _ZERO_SPEED)
 
 
-def rpt2_geoclaw(ixy, imp, ql, qr, aux1, aux2, aux3, params, asdq, bmasdq, bpasdq):
-    """Transverse solve at the state of the receiving cell; walls of higher dry bottom."""
-    grav = params[0]
+@numba.njit
+def rpt2e_geoclaw(ixy, imp, ql, qr, csl, csr, aux1, aux2, aux3, params, es, asdq, bmasdq,
+                  bpasdq):
+    """Transverse solve at the state of the receiving cell (its cell state: ``csl`` for
+    ``imp == 1``, else ``csr``); walls of higher dry bottom."""
     drytol = params[1]
     h = ql[0] if imp == 1 else qr[0]
     if not (ql[0] >= 0.0 and qr[0] >= 0.0):
@@ -380,12 +397,13 @@ def rpt2_geoclaw(ixy, imp, ql, qr, aux1, aux2, aux3, params, asdq, bmasdq, bpasd
     mn = 3 - ixy  # momentum in the transverse direction
     mt = ixy  # momentum along the interface normal
     if imp == 1:
-        un = ql[mn] / h
-        ut = ql[mt] / h
+        un = csl[mn - 1]
+        ut = csl[mt - 1]
+        c = csl[2]
     else:
-        un = qr[mn] / h
-        ut = qr[mt] / h
-    c = math.sqrt(grav * h)
+        un = csr[mn - 1]
+        ut = csr[mt - 1]
+        c = csr[2]
     eta = h + aux2[0]
     m0, mn_, mt_, p0, pn, pt = transverse_split(un, ut, c, asdq, mn, mt)
     if eta >= aux1[0]:
@@ -396,6 +414,23 @@ def rpt2_geoclaw(ixy, imp, ql, qr, aux1, aux2, aux3, params, asdq, bmasdq, bpasd
         bpasdq[0] = p0
         bpasdq[mn] = pn
         bpasdq[mt] = pt
+
+
+def rpn2_geoclaw(ixy, ql, qr, auxl, auxr, params, wave, s, amdq, apdq):
+    """Normal solve: George's augmented solver with GeoClaw's wet/dry wall rule
+    (composed of :func:`cell_state_geoclaw` and :func:`rpn2e_geoclaw`)."""
+    csl = cell_state_geoclaw(ql, auxl, params)
+    csr = cell_state_geoclaw(qr, auxr, params)
+    rpn2e_geoclaw(ixy, ql, qr, csl, csr, auxl, auxr, params, csl, wave, s, amdq, apdq)
+
+
+def rpt2_geoclaw(ixy, imp, ql, qr, aux1, aux2, aux3, params, asdq, bmasdq, bpasdq):
+    """Transverse solve at the state of the receiving cell; walls of higher dry bottom
+    (composed of :func:`cell_state_geoclaw` of the receiving cell and
+    :func:`rpt2e_geoclaw`, which reads only that cell's state)."""
+    cs = cell_state_geoclaw(ql if imp == 1 else qr, aux2, params)
+    rpt2e_geoclaw(ixy, imp, ql, qr, cs, cs, aux1, aux2, aux3, params, cs, asdq, bmasdq,
+                  bpasdq)
 
 
 def _velocity(q, params, m):
@@ -445,6 +480,10 @@ GEOCLAW_RECORD = dict(
 geoclaw = RiemannSolver(
     name="geoclaw",
     rpn2=rpn2_geoclaw,
+    num_cell_state=3,
+    cell_state=cell_state_geoclaw,
+    rpn2e=rpn2e_geoclaw,
+    rpt2e=rpt2e_geoclaw,
     description="shallow water over topography aux[0], wet/dry: George's augmented "
     "solver (GeoClaw's; well-balanced, second order over smooth bottoms)",
     **GEOCLAW_RECORD,

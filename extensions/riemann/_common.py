@@ -17,6 +17,8 @@ __all__ = [
     "fill_zero_normal",
     "harten_hyman_left",
     "sqrt_or_nan",
+    "transverse_split",
+    "transverse_split_h",
     "velocity",
 ]
 
@@ -92,8 +94,14 @@ def transverse_split(un, ut, c, asdq, mn, mt):
     (velocity across and along the interface's transverse direction, wave speed
     ``c > 0``): the eigen-decomposition on the speeds ``un - c, un, un + c``, returned
     as ``bmasdq`` (entries 0, ``mn``, ``mt``) then ``bpasdq``.  Roe, HLLE and the
-    GeoClaw solver's ``rpt2`` share it."""
-    half_ic = 0.5 / c
+    GeoClaw solver's ``rpt2`` share it (through :func:`transverse_split_h`)."""
+    return transverse_split_h(un, ut, c, 0.5 / c, asdq, mn, mt)
+
+
+@numba.njit
+def transverse_split_h(un, ut, c, half_ic, asdq, mn, mt):
+    """:func:`transverse_split` given ``half_ic = 0.5 / c`` (an interface state that
+    the normal solve has computed already)."""
     b1 = ((un + c) * asdq[0] - asdq[mn]) * half_ic
     b2 = asdq[mt] - ut * asdq[0]
     b3 = (asdq[mn] - (un - c) * asdq[0]) * half_ic

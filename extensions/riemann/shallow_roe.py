@@ -37,6 +37,12 @@ The transverse solver decomposes :math:`\mathcal{A}^*\Delta q` in the eigenvecto
 the Roe matrix in the transverse direction, with the Roe averages of the two states
 of the interface.
 
+The solve is given in the pieces of the work-sharing contract
+(:mod:`forestpy.vtable`): the cell state :math:`(\sqrt h, 1/\sqrt h, hu/\sqrt h,
+hv/\sqrt h, \sqrt g \sqrt h)`, the interface state :math:`(\hat u, \hat v, \hat c,
+1/(2\hat c))` that the normal solve and both transverse splittings share, and the two
+solves; ``rpn2_shallow_roe`` and ``rpt2_shallow_roe`` are their compositions.
+
 Negative depths are not an error inside the solver: every output is set to NaN
 and the time stepper's NaN check reports it.  A dry state (``h == 0``) has zero
 velocity.
@@ -64,57 +70,63 @@ from ._common import (
     fill_trivial_normal,
     harten_hyman_left,
     sqrt_or_nan,
-    transverse_split,
+    transverse_split_h,
     velocity,
 )
 
 __all__ = [
     "SHALLOW_DERIVED_FIELDS",
     "SHALLOW_WATER",
-    "roe_averages",
+    "cell_state_shallow_roe",
+    "edge_state_shallow_roe",
     "roe_transverse_split",
     "rpn2_shallow_roe",
+    "rpn2e_shallow_roe",
     "rpt2_shallow_roe",
+    "rpt2e_shallow_roe",
     "shallow_roe",
 ]
 
+#: Entries of the Roe solver's cell state (see :func:`cell_state_shallow_roe`).
+ROE_CELL_STATE = 5
+#: Entries of the Roe interface state (see :func:`edge_state_shallow_roe`).
+ROE_EDGE_STATE = 4
+
 
 @numba.njit
-def roe_state(ql, qr, grav, mn, mt):
-    """Roe averages ``(un, ut, c)``, ``sqrt(h)`` of both states and its inverse
-    (zero for a dry state): ``(un, ut, c, sl, sr, 1/sl, 1/sr)``.
+def cell_state_shallow_roe(q, aux, params):
+    """Per-cell part of the Roe averages and of the entropy fix:
+    ``(sqrt(h), 1/sqrt(h), hu/sqrt(h), hv/sqrt(h), sqrt(g) sqrt(h))``, where
+    ``1/sqrt(h)`` is 0 for a dry cell (so a dry cell has zero velocity) and the
+    momenta over ``sqrt(h)`` are formed as ``hu * (1/sqrt(h))``.  A negative depth
+    gives NaN (the normal solve reports it)."""
+    h = q[0]
+    sq = sqrt_or_nan(h)
+    isq = 1.0 / sq if h > 0.0 else 0.0
+    return sq, isq, q[1] * isq, q[2] * isq, math.sqrt(params[0]) * sq
 
-    Both depths must be ``>= 0`` (checked by the callers); dry states get zero
-    velocity.  Uses ``sqrt(h) u = hu / sqrt(h)``, so only three divisions are needed.
-    """
-    hl = ql[0]
-    hr = qr[0]
-    sl = math.sqrt(hl)
-    sr = math.sqrt(hr)
-    isl = 1.0 / sl if hl > 0.0 else 0.0
-    isr = 1.0 / sr if hr > 0.0 else 0.0
-    den = sl + sr
+
+@numba.njit
+def edge_state_shallow_roe(ixy, ql, qr, csl, csr, auxl, auxr, params):
+    """Roe averages of one interface from the cell states of its two sides:
+    ``(u, v, c, 0.5 / c)``, ``u`` the velocity along the interface normal (x for
+    ``ixy == 1``) and ``v`` the other one; two dry states give zeros (and ``0.5/c``
+    infinite).  The normal solve and both transverse splittings share them."""
+    mu = ixy
+    mv = 3 - ixy
+    den = csl[0] + csr[0]
     iden = 1.0 / den if den > 0.0 else 0.0
-    un = (ql[mn] * isl + qr[mn] * isr) * iden
-    ut = (ql[mt] * isl + qr[mt] * isr) * iden
-    c = math.sqrt(0.5 * grav * (hl + hr))
-    return un, ut, c, sl, sr, isl, isr
+    u = (csl[1 + mu] + csr[1 + mu]) * iden
+    v = (csl[1 + mv] + csr[1 + mv]) * iden
+    c = sqrt_or_nan(0.5 * params[0] * (ql[0] + qr[0]))
+    half_ic = 0.5 / c if c != 0.0 else math.inf
+    return u, v, c, half_ic
 
 
 @numba.njit
-def roe_averages(ql, qr, grav, mn, mt):
-    """Roe averages ``(un, ut, c)`` of two shallow-water states.
-
-    ``mn`` is the index of the momentum normal to the splitting direction and ``mt``
-    the other one.  Both depths must be ``>= 0``; two dry states give zeros.
-    """
-    un, ut, c, _, _, _, _ = roe_state(ql, qr, grav, mn, mt)
-    return un, ut, c
-
-
-@numba.njit
-def roe_transverse_split(ixy, ql, qr, grav, asdq, bmasdq, bpasdq):
-    """Split ``asdq`` into the transverse Roe eigenvectors (shared by Roe and HLLE).
+def roe_transverse_split(ixy, ql, qr, es, asdq, bmasdq, bpasdq):
+    """Split ``asdq`` into the transverse Roe eigenvectors (shared by Roe and HLLE),
+    at the interface state ``es`` of :func:`edge_state_shallow_roe`.
 
     For ``ixy == 1`` the transverse direction is y: the speeds are ``v - c, u, v + c``
     with the Roe averages ``u, v, c`` of ``ql`` and ``qr``.
@@ -124,18 +136,20 @@ def roe_transverse_split(ixy, ql, qr, grav, asdq, bmasdq, bpasdq):
         return
     mt = ixy  # momentum along the interface normal: tangential to the transverse dir.
     mn = 3 - ixy  # momentum in the transverse direction
-    un, ut, c, _, _, _, _ = roe_state(ql, qr, grav, mn, mt)
+    c = es[2]
     if c == 0.0:
         for m in range(3):
             bmasdq[m] = 0.0
             bpasdq[m] = 0.0
         return
-    bmasdq[0], bmasdq[mn], bmasdq[mt], bpasdq[0], bpasdq[mn], bpasdq[mt] = transverse_split(
-        un, ut, c, asdq, mn, mt)
+    bmasdq[0], bmasdq[mn], bmasdq[mt], bpasdq[0], bpasdq[mn], bpasdq[mt] = transverse_split_h(
+        es[1], es[0], c, es[3], asdq, mn, mt)
 
 
-def rpn2_shallow_roe(ixy, ql, qr, auxl, auxr, params, wave, s, amdq, apdq):
-    """Normal solve: Roe linearisation, 3 waves, Harten-Hyman entropy fix."""
+@numba.njit
+def rpn2e_shallow_roe(ixy, ql, qr, csl, csr, auxl, auxr, params, es, wave, s, amdq, apdq):
+    """Normal solve given the cell states and the interface state: Roe linearisation,
+    3 waves, Harten-Hyman entropy fix."""
     grav = params[0]
     hl = ql[0]
     hr = qr[0]
@@ -143,12 +157,14 @@ def rpn2_shallow_roe(ixy, ql, qr, auxl, auxr, params, wave, s, amdq, apdq):
         return
     mu = ixy
     mv = 3 - ixy
-    u, v, c, sl, sr, isl, isr = roe_state(ql, qr, grav, mu, mv)
+    u = es[0]
+    v = es[1]
+    c = es[2]
+    half_ic = es[3]
 
     dh = hr - hl
     dhu = qr[mu] - ql[mu]
     dhv = qr[mv] - ql[mv]
-    half_ic = 0.5 / c
     a1 = ((u + c) * dh - dhu) * half_ic
     a2 = dhv - v * dh
     a3 = (dhu - (u - c) * dh) * half_ic
@@ -169,34 +185,64 @@ def rpn2_shallow_roe(ixy, ql, qr, auxl, auxr, params, wave, s, amdq, apdq):
     s[2] = u + c
 
     # Harten-Hyman acts only where the characteristic speed changes sign across a
-    # wave: evaluate the outer state first (sqrt(g h) = sqrt(g) sqrt(h) is free) and
-    # the state inside the fan only when the outer speed allows a sign change.
-    sqrt_g = math.sqrt(grav)
+    # wave: evaluate the outer state first (u = (hu / sqrt(h)) / sqrt(h) and
+    # sqrt(g h) = sqrt(g) sqrt(h) come from the cell state) and the state inside the
+    # fan only when the outer speed allows a sign change.  The inner speed can change
+    # the result only when the inner state moves the right way (u - sqrt(g h) > 0 needs
+    # h > 0 and hu > 0; u + sqrt(g h) < 0 needs h > 0 and hu < 0): the division and
+    # the square root are skipped otherwise, where they would give min(s, 0) again.
     # 1-family: speed u - sqrt(g h) left of the wave (ql) and right of it (ql + W1)
     k1 = min(s[0], 0.0)
-    lam_l = ql[mu] * isl * isl - sqrt_g * sl  # u - sqrt(g h) of ql (0 velocity if dry)
+    lam_l = csl[1 + mu] * csl[1] - csl[4]  # u - sqrt(g h) of ql (0 velocity if dry)
     if lam_l < 0.0:
         h1 = hl + wave[0, 0]
-        lam_r = velocity(h1, ql[mu] + wave[mu, 0]) - sqrt_or_nan(grav * h1)
-        k1 = harten_hyman_left(s[0], lam_l, lam_r)
+        hu1 = ql[mu] + wave[mu, 0]
+        if h1 > 0.0 and hu1 > 0.0:
+            lam_r = velocity(h1, hu1) - sqrt_or_nan(grav * h1)
+            k1 = harten_hyman_left(s[0], lam_l, lam_r)
     # 2-family: linearly degenerate
     k2 = min(s[1], 0.0)
     # 3-family: u + sqrt(g h) left of the wave (qr - W3) and right of it (qr)
     k3 = min(s[2], 0.0)
-    lam_r = qr[mu] * isr * isr + sqrt_g * sr
+    lam_r = csr[1 + mu] * csr[1] + csr[4]
     if lam_r > 0.0:
         h2 = hr - wave[0, 2]
-        lam_l = velocity(h2, qr[mu] - wave[mu, 2]) + sqrt_or_nan(grav * h2)
-        k3 = harten_hyman_left(s[2], lam_l, lam_r)
+        hu2 = qr[mu] - wave[mu, 2]
+        if h2 > 0.0 and hu2 < 0.0:
+            lam_l = velocity(h2, hu2) + sqrt_or_nan(grav * h2)
+            k3 = harten_hyman_left(s[2], lam_l, lam_r)
 
     for m in range(3):
         amdq[m] = k1 * wave[m, 0] + k2 * wave[m, 1] + k3 * wave[m, 2]
         apdq[m] = (s[0] - k1) * wave[m, 0] + (s[1] - k2) * wave[m, 1] + (s[2] - k3) * wave[m, 2]
 
 
+@numba.njit
+def rpt2e_shallow_roe(ixy, imp, ql, qr, csl, csr, aux1, aux2, aux3, params, es, asdq,
+                      bmasdq, bpasdq):
+    """Transverse solve given the interface state: the Roe eigen-decomposition in the
+    transverse direction."""
+    roe_transverse_split(ixy, ql, qr, es, asdq, bmasdq, bpasdq)
+
+
+def rpn2_shallow_roe(ixy, ql, qr, auxl, auxr, params, wave, s, amdq, apdq):
+    """Normal solve: Roe linearisation, 3 waves, Harten-Hyman entropy fix (composed of
+    :func:`cell_state_shallow_roe`, :func:`edge_state_shallow_roe` and
+    :func:`rpn2e_shallow_roe`)."""
+    csl = cell_state_shallow_roe(ql, auxl, params)
+    csr = cell_state_shallow_roe(qr, auxr, params)
+    es = edge_state_shallow_roe(ixy, ql, qr, csl, csr, auxl, auxr, params)
+    rpn2e_shallow_roe(ixy, ql, qr, csl, csr, auxl, auxr, params, es, wave, s, amdq, apdq)
+
+
 def rpt2_shallow_roe(ixy, imp, ql, qr, aux1, aux2, aux3, params, asdq, bmasdq, bpasdq):
-    """Transverse solve: Roe eigen-decomposition in the transverse direction."""
-    roe_transverse_split(ixy, ql, qr, params[0], asdq, bmasdq, bpasdq)
+    """Transverse solve: Roe eigen-decomposition in the transverse direction (composed
+    of the cell, interface and transverse pieces)."""
+    csl = cell_state_shallow_roe(ql, aux2, params)
+    csr = cell_state_shallow_roe(qr, aux2, params)
+    es = edge_state_shallow_roe(ixy, ql, qr, csl, csr, aux2, aux2, params)
+    rpt2e_shallow_roe(ixy, imp, ql, qr, csl, csr, aux1, aux2, aux3, params, es, asdq,
+                      bmasdq, bpasdq)
 
 
 def _shallow_velocity(q, m):
@@ -241,6 +287,12 @@ shallow_roe = RiemannSolver(
     num_waves=3,
     rpn2=rpn2_shallow_roe,
     rpt2=rpt2_shallow_roe,
+    num_cell_state=ROE_CELL_STATE,
+    cell_state=cell_state_shallow_roe,
+    num_edge_state=ROE_EDGE_STATE,
+    edge_state=edge_state_shallow_roe,
+    rpn2e=rpn2e_shallow_roe,
+    rpt2e=rpt2e_shallow_roe,
     description="shallow water (h, hu, hv), Roe solver with Harten-Hyman entropy fix",
     **SHALLOW_WATER,
 )

@@ -3,7 +3,10 @@
 This file is a *template*: :mod:`forestpy.solvers.clawpack.kernel_cache` copies it,
 with the header below replaced by one solver's sizes, into a module file named by a
 hash of this text and of the solver's code, imports that module, and sets ``RPN2`` and
-``RPT2`` to the solver's compiled pointwise functions before the first call.  Because
+``RPT2`` to the solver's compiled pointwise functions before the first call (and, for a
+solver with the work-sharing pieces of :mod:`forestpy.vtable`, ``CELL_STATE``,
+``EDGE_STATE``, ``RPN2E`` and ``RPT2E``, which the step kernel then calls instead of
+``RPN2``/``RPT2`` when ``SHARED`` is true).  Because
 the kernels then live in a real source file, Numba's ``cache=True`` keeps their machine
 code on disk between processes; a change of the template or of the physics gives a
 new file name, so a stale cache is never used.
@@ -26,6 +29,14 @@ USE_FWAVE = False
 CACHE = False
 RPN2 = None
 RPT2 = None
+SHARED = False
+NCS = 1
+NES = 1
+HAS_EDGE = False
+CELL_STATE = None
+EDGE_STATE = None
+RPN2E = None
+RPT2E = None
 # forestpy-kernel-header-end
 
 _OPTS = {"error_model": "numpy", "boundscheck": False, "fastmath": False, "nogil": True}
@@ -33,14 +44,20 @@ _OPTS = {"error_model": "numpy", "boundscheck": False, "fastmath": False, "nogil
 
 @numba.njit(_nrt=False, cache=CACHE, **_OPTS)
 def flux_row(ixy, order, transverse_waves, n, mbc, r, q1d, auxm, aux0, auxp, dtdx1d,
-             params, lim, wave, s, amdq, apdq, cq, bm, bp, tlo, thi, Fm, Fp, Gm, Gp):
+             params, lim, wave, s, amdq, apdq, cq, bm, bp, tlo, thi, Fm, Fp, Gm, Gp, cs, es):
     """One sweep along a row (x) or column (y): Clawpack's ``flux2``.
 
     Works on a gathered, contiguous line ``q1d[k, m]`` (``k`` = array index along the
     sweep).  Adds the normal fluctuation fluxes into ``Fm``/``Fp[r, k, m]`` (interface
     ``k`` of line ``r``) and the transverse corrections into ``Gm``/``Gp[k, r, m]``
     (lower edge of cell ``k`` of line ``r``) and ``[k, r + 1, m]`` (its upper edge).
-    Returns the largest Courant number over interfaces ``mbc .. mbc + n``.  Compiled
+    Returns the largest Courant number over interfaces ``mbc .. mbc + n``.
+
+    With ``SHARED`` the solver's work-sharing pieces replace ``RPN2``/``RPT2``: ``cs[k]``
+    holds the cell state of cell ``k`` of the line (computed once per step by
+    ``run_chunk``), the interface state of each interface is computed once into
+    ``es[k]``, and the normal solve and both transverse solves of that interface read
+    them.  Compiled
     without the NRT: the per-interface array views handed to the pointwise solvers are
     plain structs (no reference counting) that LLVM folds away once they are inlined.
     """
@@ -55,9 +72,19 @@ def flux_row(ixy, order, transverse_waves, n, mbc, r, q1d, auxm, aux0, auxp, dtd
                 tlo[k, m] = 0.0
                 thi[k, m] = 0.0
     # normal Riemann problems at interfaces -1 .. n+1 (all the limiter needs)
-    for k in range(mbc - 1, mbc + n + 2):
-        RPN2(ixy, q1d[k - 1], q1d[k], aux0[k - 1], aux0[k], params,
-             wave[k], s[k], amdq[k], apdq[k])
+    if SHARED:
+        for k in range(mbc - 1, mbc + n + 2):
+            if HAS_EDGE:
+                e = EDGE_STATE(ixy, q1d[k - 1], q1d[k], cs[k - 1], cs[k], aux0[k - 1],
+                               aux0[k], params)
+                for m in range(NES):
+                    es[k, m] = e[m]
+            RPN2E(ixy, q1d[k - 1], q1d[k], cs[k - 1], cs[k], aux0[k - 1], aux0[k], params,
+                  es[k], wave[k], s[k], amdq[k], apdq[k])
+    else:
+        for k in range(mbc - 1, mbc + n + 2):
+            RPN2(ixy, q1d[k - 1], q1d[k], aux0[k - 1], aux0[k], params,
+                 wave[k], s[k], amdq[k], apdq[k])
     cfl = 0.0
     for k in range(mbc, mbc + n + 1):
         dl = dtdx1d[k - 1]
@@ -104,14 +131,22 @@ def flux_row(ixy, order, transverse_waves, n, mbc, r, q1d, auxm, aux0, auxp, dtd
                     amdq[k, m] += cq[m]
                     apdq[k, m] -= cq[m]
             # left-going part enters cell k-1, right-going part cell k
-            RPT2(ixy, 1, q1d[k - 1], q1d[k], auxm[k - 1], aux0[k - 1], auxp[k - 1],
-                 params, amdq[k], bm, bp)
+            if SHARED:
+                RPT2E(ixy, 1, q1d[k - 1], q1d[k], cs[k - 1], cs[k], auxm[k - 1],
+                      aux0[k - 1], auxp[k - 1], params, es[k], amdq[k], bm, bp)
+            else:
+                RPT2(ixy, 1, q1d[k - 1], q1d[k], auxm[k - 1], aux0[k - 1], auxp[k - 1],
+                     params, amdq[k], bm, bp)
             c = 0.5 * dl
             for m in range(meqn):
                 tlo[k - 1, m] -= c * bm[m]
                 thi[k - 1, m] -= c * bp[m]
-            RPT2(ixy, 2, q1d[k - 1], q1d[k], auxm[k], aux0[k], auxp[k],
-                 params, apdq[k], bm, bp)
+            if SHARED:
+                RPT2E(ixy, 2, q1d[k - 1], q1d[k], cs[k - 1], cs[k], auxm[k], aux0[k],
+                      auxp[k], params, es[k], apdq[k], bm, bp)
+            else:
+                RPT2(ixy, 2, q1d[k - 1], q1d[k], auxm[k], aux0[k], auxp[k],
+                     params, apdq[k], bm, bp)
             c = 0.5 * dr
             for m in range(meqn):
                 tlo[k, m] -= c * bm[m]
@@ -163,6 +198,10 @@ def run_chunk(order, transverse_waves, capa, lo, hi, q, mbc, aux, qnew, dx, dy, 
     bp = np.zeros(meqn)
     tlo = np.zeros((nmax, meqn))
     thi = np.zeros((nmax, meqn))
+    # cell states (work sharing) in both sweep layouts, interface states of one line
+    csx = np.zeros((nyt, nxt, NCS) if SHARED else (1, 1, 1))
+    csy = np.zeros((nxt, nyt, NCS) if SHARED else (1, 1, 1))
+    es = np.zeros((nmax, NES))
 
     for k_row in range(lo, hi):
         ip = rows[k_row]
@@ -181,6 +220,15 @@ def run_chunk(order, transverse_waves, capa, lo, hi, q, mbc, aux, qnew, dx, dy, 
                     v = aux[ip, a, j, i]
                     auxx[j, i, a] = v
                     auxy[i, j, a] = v
+        if SHARED:
+            # every cell's state once per step, shared by both sweeps
+            for j in range(nyt):
+                for i in range(nxt):
+                    t = CELL_STATE(qx[j, i], auxx[j, i], params)
+                    for m in range(NCS):
+                        v = t[m]
+                        csx[j, i, m] = v
+                        csy[i, j, m] = v
         if use_capa:
             for j in range(nyt):
                 for i in range(nxt):
@@ -197,7 +245,7 @@ def run_chunk(order, transverse_waves, capa, lo, hi, q, mbc, aux, qnew, dx, dy, 
                 dtdx1d[k] = dtdx * kinv[r, k]
             c = flux_row(1, order, transverse_waves, mx, mbc, r, qx[r], auxx[r - 1],
                          auxx[r], auxx[r + 1], dtdx1d, params, lim, wave, s, amdq, apdq,
-                         cq, bm, bp, tlo, thi, fm, fp, gm, gp)
+                         cq, bm, bp, tlo, thi, fm, fp, gm, gp, csx[r], es)
             if r >= mbc and r < mbc + my and c > cfl:
                 cfl = c
         # y-sweeps over columns i = -1 .. mx
@@ -206,7 +254,7 @@ def run_chunk(order, transverse_waves, capa, lo, hi, q, mbc, aux, qnew, dx, dy, 
                 dtdx1d[k] = dtdy * kinv[k, r]
             c = flux_row(2, order, transverse_waves, my, mbc, r, qy[r], auxy[r - 1],
                          auxy[r], auxy[r + 1], dtdx1d, params, lim, wave, s, amdq, apdq,
-                         cq, bm, bp, tlo, thi, gm, gp, fm, fp)
+                         cq, bm, bp, tlo, thi, gm, gp, fm, fp, csy[r], es)
             if r >= mbc and r < mbc + mx and c > cfl:
                 cfl = c
         cfl_out[ip] = cfl

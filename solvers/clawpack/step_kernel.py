@@ -18,10 +18,17 @@ cell ``i`` sits at array index ``i + mbc``; x-interface ``i`` lies between cells
 The pointwise ``rpn2``/``rpt2`` of the :class:`~forestpy.vtable.RiemannSolver` are
 compiled with Numba (without the NRT, force-inlined) and called from inside the kernels
 of :mod:`.kernel_template`, so LLVM inlines the physics; :mod:`.kernel_cache` keeps the
-compiled kernels of each solver on disk.
+compiled kernels of each solver on disk.  A solver with the work-sharing pieces of
+:mod:`forestpy.vtable` (``cell_state``, ``edge_state``, ``rpn2e``, ``rpt2e``) has them
+called instead: each cell state once per cell and sweep, each interface state once for
+the normal and both transverse solves.  ``FORESTPY_WORK_SHARING=0`` in the environment
+(or ``make_step_kernel(..., work_sharing=False)``) makes the kernel call the composed
+``rpn2``/``rpt2`` instead: the same results, bitwise, for the built-in solvers.
 """
 
 from __future__ import annotations
+
+import os
 
 import numba
 import numpy as np
@@ -30,7 +37,7 @@ from forestpy.cuda_device import recompile_tree
 
 from .kernel_cache import kernel_module
 
-__all__ = ["make_step_kernel", "jit_pointwise"]
+__all__ = ["make_step_kernel", "jit_pointwise", "work_sharing_default"]
 
 _OPTS = {"error_model": "numpy", "boundscheck": False, "fastmath": False, "nogil": True}
 
@@ -67,7 +74,14 @@ def _all_rows(npatch: int) -> np.ndarray:
     return got
 
 
-def make_step_kernel(riemann, *, order=2, transverse_waves=2, capacity_index=-1):
+def work_sharing_default() -> bool:
+    """Whether step kernels use the work-sharing pieces of a solver by default: yes,
+    unless the environment sets ``FORESTPY_WORK_SHARING=0``."""
+    return os.environ.get("FORESTPY_WORK_SHARING", "1").strip() not in ("0", "false", "off")
+
+
+def make_step_kernel(riemann, *, order=2, transverse_waves=2, capacity_index=-1,
+                     work_sharing=None):
     """Compiled batched step for ``riemann`` (a :class:`~forestpy.vtable.RiemannSolver`).
 
     Returns a Python function around the solver's compiled engine (generated from
@@ -104,6 +118,9 @@ def make_step_kernel(riemann, *, order=2, transverse_waves=2, capacity_index=-1)
     ``order`` 1 or 2; ``transverse_waves`` 0, 1
     (increment waves) or 2 (also correction waves); ``capacity_index`` the aux
     component holding the capacity ``kappa`` (-1: none).
+
+    ``work_sharing``: call the solver's work-sharing pieces where it has them (default:
+    :func:`work_sharing_default`); ``False`` calls ``rpn2``/``rpt2``.
     """
     order = int(order)
     transverse_waves = int(transverse_waves)
@@ -116,12 +133,16 @@ def make_step_kernel(riemann, *, order=2, transverse_waves=2, capacity_index=-1)
         raise ValueError(
             f"Riemann solver {riemann.name!r} has no rpt2; use transverse_waves=0"
         )
+    if work_sharing is None:
+        work_sharing = work_sharing_default()
+    shared = bool(work_sharing and riemann.shares_work)
     key = (riemann.rpn2, riemann.rpt2 if transverse_waves else None, bool(riemann.fwave),
            int(riemann.num_eqn), int(riemann.num_waves), order, transverse_waves,
-           max(capacity_index, -1))
+           max(capacity_index, -1), shared, riemann.cell_state, riemann.edge_state,
+           riemann.rpn2e, riemann.rpt2e)
     kernel = _KERNELS.get(key)
     if kernel is None:
-        engine = kernel_module(riemann, jit_pointwise).engine
+        engine = kernel_module(riemann, jit_pointwise, shared).engine
         capa = max(capacity_index, -1)
 
         def kernel(q, mbc, aux, qnew, dx, dy, dt, params, limiter_codes, cfl_out, edge_out,
