@@ -45,6 +45,9 @@ Self-check: every record holds ``max_diff_vs_1rank``, the largest difference bet
 final state gathered to rank 0 and the 1-rank run's (0: bitwise; the 1-rank run must be
 in the same launch, ``--sizes`` starting with 1), and with ``--cpu-check`` (GPU)
 ``max_diff_vs_cpu``, against a serial CPU run of the same steps on rank 0.
+
+``--profile-layout STEM``: cProfile of the new layouts (``Layout.partitioned``) on each
+rank, written to ``STEM_rank<r>.txt`` (docs/mpi.md, "A cheaper new layout").
 """
 
 import argparse
@@ -240,6 +243,45 @@ def run_size(a, comm, device):
     return rec, state
 
 
+def profile_layout(stem, skip):
+    """cProfile every ``Layout.partitioned`` call after the first ``skip`` (compilation)
+    on this rank; the statistics (cumulative and internal time) go to
+    ``stem_rank<r>.txt`` at exit."""
+    import atexit
+    import cProfile
+    import io
+    import pstats
+
+    from mpi4py import MPI
+
+    from forestpy.parallel.layout import Layout
+
+    prof, calls = cProfile.Profile(), [0]
+    build = Layout.partitioned.__func__
+
+    def partitioned(cls, *args, **kw):
+        calls[0] += 1
+        if calls[0] <= skip:
+            return build(cls, *args, **kw)
+        prof.enable()
+        try:
+            return build(cls, *args, **kw)
+        finally:
+            prof.disable()
+
+    Layout.partitioned = classmethod(partitioned)
+
+    def write():
+        out = io.StringIO()
+        out.write(f"Layout.partitioned calls: {calls[0]}, profiled: {max(calls[0] - skip, 0)}\n")
+        for key in ("cumulative", "tottime"):
+            pstats.Stats(prof, stream=out).sort_stats(key).print_stats(25)
+        with open(f"{stem}_rank{MPI.COMM_WORLD.rank}.txt", "w") as f:
+            f.write(out.getvalue())
+
+    atexit.register(write)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--backend", choices=("cpu", "gpu"), default="cpu")
@@ -257,7 +299,13 @@ def main(argv=None):
     ap.add_argument("--cpu-check", action="store_true",
                     help="GPU: compare with a serial CPU run of the same steps (rank 0)")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--profile-layout", default=None, metavar="STEM",
+                    help="cProfile Layout.partitioned (after its first --skip-layouts "
+                         "calls) on each rank; writes STEM_rank<r>.txt")
+    ap.add_argument("--skip-layouts", type=int, default=4)
     a = ap.parse_args(argv)
+    if a.profile_layout:
+        profile_layout(a.profile_layout, a.skip_layouts)
 
     from mpi4py import MPI
 

@@ -1202,9 +1202,11 @@ class Simulation:
             rows[need] = n + np.arange(len(need))
             src = self.xp.empty((n + len(need),) + density.shape[1:], dtype=density.dtype)
             src[:n] = density
-            ex.migrated += int(ex.comm.allreduce(len(need)))
-            ex.halo(src, ex.schedule(need, owner, rows, old.lo, self.backend), self.timers,
-                    send_arr=density)
+            # the schedule and the count of migrated patches in one collective
+            (plan,), counts = ex.schedules([(need, rows)], owner, old.lo, self.backend,
+                                           share=len(need))
+            ex.migrated += int(sum(counts))
+            ex.halo(src, plan, self.timers, send_arr=density)
         return src, rows, (lo, hi)
 
     def run(self, t_final: float | None = None, max_steps: int | None = None) -> Simulation:

@@ -121,28 +121,40 @@ class MPIExchange(Exchange):
         stored at rows ``rows[id]``; the ids asked of this rank are sent from its owned
         rows (``id - lo``: owned patches come first in every local array); one
         all-to-all of id lists."""
+        return self.schedules([(needed, rows)], owner, lo, backend)[0][0]
+
+    def schedules(self, wanted, owner, lo, backend, share=None):
+        """:meth:`schedule` of each ``(needed, rows)`` of ``wanted`` and, with
+        ``share`` (any picklable value), every rank's ``share`` (an allgather), all in
+        one all-to-all (each collective waits for the slowest rank, and on an
+        oversubscribed host costs a scheduler round trip).  Returns (the schedules, the
+        list of the ranks' shares in rank order, or None)."""
         comm, n = self.comm, self.nranks
-        src = owner[needed]
-        want = [needed[src == r] for r in range(n)]
-        asked = comm.alltoall(want)
-        recv = {r: rows[want[r]] for r in range(n) if len(want[r])}
-        send = {r: asked[r].astype(np.int64) - lo for r in range(n) if len(asked[r])}
-        return SimpleNamespace(recv=recv, send=send,
-                               recv_dev={r: backend.to_device(v) for r, v in recv.items()},
-                               send_dev={r: backend.to_device(v) for r, v in send.items()},
-                               cells=None)
+        want = [[] for _ in range(n)]
+        for needed, _ in wanted:
+            src = owner[needed]
+            for r in range(n):
+                want[r].append(needed[src == r])
+        got = comm.alltoall([(w, share) for w in want])
+        plans = []
+        for i, (_, rows) in enumerate(wanted):
+            recv = {r: rows[want[r][i]] for r in range(n) if len(want[r][i])}
+            send = {r: got[r][0][i].astype(np.int64) - lo for r in range(n)
+                    if len(got[r][0][i])}
+            plans.append(SimpleNamespace(
+                recv=recv, send=send,
+                recv_dev={r: backend.to_device(v) for r, v in recv.items()},
+                send_dev={r: backend.to_device(v) for r, v in send.items()},
+                cells=None))
+        return plans, None if share is None else [g[1] for g in got]
 
-    def strip_cells(self, plan, shape, num_eqn, backend, triplets, owned,
-                    strip_fraction) -> None:
-        """The halo exchange moves boundary strips, not whole patches: only the cells
-        of a patch that some rank's ghost fill or time sync reads from a remote patch
-        (``triplets``: ``(..., 3)`` arrays of (global patch, j, i), or ``(..., 4)``
-        blocks of the ghost plan, 4 cells each), the same cell set for every patch (the
-        union over all ranks: a ring along the patch's sides).  ``plan.cells`` (flat
-        indices into a padded patch of ``shape``) stays None when the ring would hold
-        most of the patch anyway."""
-        from mpi4py import MPI
-
+    @staticmethod
+    def strip_mask(shape, triplets, owned):
+        """This rank's part of the boundary strips (see :meth:`use_strips`): a uint8 mask
+        over the cells of a padded patch of ``shape``, 1 at the cells that its ghost
+        fill or time sync reads from a remote patch (``triplets``: ``(..., 3)`` arrays
+        of (global patch, j, i), or ``(..., 4)`` blocks of the ghost plan, 4 cells each;
+        ``owned(ids)``: which patches this rank owns)."""
         ny, nx = shape
         mask = np.zeros(ny * nx, dtype=np.uint8)
         for t in triplets:
@@ -152,10 +164,16 @@ class MPIExchange(Exchange):
             step = t[:, 3] if t.shape[1] == 4 else 0
             for a, b in ((0, 0), (0, 1), (1, 0), (1, 1)):  # a block's 4 cells
                 mask[(t[:, 1] + a * step) * nx + t[:, 2] + b * step] = 1
-        both = np.empty_like(mask)
-        self.comm.Allreduce(mask, both, op=MPI.MAX)
+        return mask
+
+    @staticmethod
+    def use_strips(plan, both, num_eqn, backend, strip_fraction) -> None:
+        """The halo exchange moves boundary strips, not whole patches: the cells set in
+        ``both`` (the union over all ranks of :meth:`strip_mask`: the same cell set for
+        every patch, a ring along its sides).  ``plan.cells`` (flat indices into a
+        padded patch) stays None when the ring would hold most of the patch anyway."""
         cells = np.flatnonzero(both)
-        if len(cells) > strip_fraction * mask.size:
+        if len(cells) > strip_fraction * both.size:
             return
         plan.cells = cells
         plan.cells_dev = backend.to_device(cells)

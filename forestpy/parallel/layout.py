@@ -27,6 +27,10 @@ from forestpy.patches.time_sync import TimeSyncPlan
 
 __all__ = ["Layout", "distinct_ids"]
 
+# the attributes of the early/late split (Layout._split_owned), made on first use
+_SPLIT = frozenset({"early", "late", "early_plan", "late_plan", "first_rows", "second_rows",
+                    "_early_rows", "_late_rows", "_wave_planned"})
+
 
 class Layout:
     """One rank's patches: see the module docstring.  Attributes:
@@ -120,13 +124,16 @@ class Layout:
         self.sync_plan = TimeSyncPlan(**sub, nx=nx).to(be)
         self.ghost_plan = GhostPlan(**lplan).to(be)
         self.n_edge_rows = hi - lo + len(edge_halo)
-        self.q_exchange = exchange.schedule(halo, owner, g2l, lo, be)
         pa = patch_arrays
-        exchange.strip_cells(
-            self.q_exchange, (pa.my + 2 * pa.mbc, pa.mx + 2 * pa.mbc), num_eqn, be,
+        strips = exchange.strip_mask(
+            (pa.my + 2 * pa.mbc, pa.mx + 2 * pa.mbc),
             [gplan["copy_src"], gplan["avg_src"], gplan["interp_center"],
-             gplan["interp_nbr"][gplan["interp_valid"]], sync.fine], owned, strip_fraction)
-        self.edge_exchange = exchange.schedule(edge_halo, owner, rows, lo, be)
+             gplan["interp_nbr"][gplan["interp_valid"]], sync.fine], owned)
+        # both schedules and the strips' union over the ranks: one collective
+        (self.q_exchange, self.edge_exchange), strips = exchange.schedules(
+            [(halo, g2l), (edge_halo, rows)], owner, lo, be, share=strips)
+        exchange.use_strips(self.q_exchange, np.maximum.reduce(strips), num_eqn, be,
+                            strip_fraction)
         self.local_geom = _sub_geometry(geom, self.l2g)
         self.owned_geom = _sub_geometry(geom, np.arange(lo, hi))
         self.local_arrays = SimpleNamespace(
@@ -137,8 +144,20 @@ class Layout:
         self.owned_sides = [be.to_device(s) for s in self._owned_sides]
         self.owned_arrays = SimpleNamespace(**vars(self.local_arrays), sides=self.owned_sides)
         self.halo = halo
-        self._split_owned(forest.n, gplan, lplan, owned)
+        self._split_of = lplan  # the early/late split: made on first use (__getattr__)
         return self
+
+    def __getattr__(self, name):
+        """The early/late split of the owned patches (``early``, ``late``,
+        ``early_plan``, ...) is made on first use: only the overlapped step needs it, so
+        a run that does not overlap (the CPU default) never pays for it at a regrid."""
+        lplan = self.__dict__.pop("_split_of", None)
+        if lplan is None or name not in _SPLIT:
+            if lplan is not None:
+                self._split_of = lplan
+            raise AttributeError(name)
+        self._split_owned(lplan)
+        return getattr(self, name)
 
     @property
     def nlocal(self) -> int:
@@ -150,31 +169,30 @@ class Layout:
         the local rows."""
         return slice(self.lo, self.hi) if full and not self.whole else slice(0, self.nown)
 
-    def _split_owned(self, npatch, plan: dict, lplan: dict, owned) -> None:
+    def _split_owned(self, lplan: dict) -> None:
         """Order the owned patches as early (their ghost fill reads owned patches only)
         then late (it reads remote ones), for the overlapped step; the ghost plan
-        (``plan`` in global ids, ``lplan`` the same remapped to local rows) and the
+        (``lplan``, in local rows: the owned patches are the rows below ``nown``) and the
         physical-boundary sides split by destination the same way.  Every ghost value
         depends on the plan entry's source interiors alone (surface fills included), so
         the split fill gives the serial ghost values."""
-        be, lo, hi = self.backend, self.lo, self.hi
-        kinds = {"copy": [plan["copy_src"][:, None, 0]],
-                 "avg": [plan["avg_src"][:, None, 0]],
-                 "interp": [plan["interp_center"][:, None, 0],
-                            np.where(plan["interp_valid"], plan["interp_nbr"][..., 0],
-                                     plan["interp_dst"][:, None, 0])]}
-        remote = np.zeros(npatch, dtype=bool)  # owned patches reading remote data
+        be, lo, hi, nown = self.backend, self.lo, self.hi, self.nown
+        kinds = {"copy": [lplan["copy_src"][:, None, 0]],
+                 "avg": [lplan["avg_src"][:, None, 0]],
+                 # unused neighbours (interp_valid False) point at their destination
+                 "interp": [lplan["interp_center"][:, None, 0], lplan["interp_nbr"][..., 0]]}
+        remote = np.zeros(self.nlocal, dtype=bool)  # owned patches reading remote data
         entry_late = {}
         for k, srcs in kinds.items():
-            dst = plan[f"{k}_dst"][:, 0].astype(np.int64)
+            dst = lplan[f"{k}_dst"][:, 0].astype(np.int64)
             reads_remote = np.zeros(len(dst), dtype=bool)
             for src in srcs:
-                reads_remote |= (~owned(src)).any(axis=1)
+                reads_remote |= (src >= nown).any(axis=1)
             remote[dst[reads_remote]] = True
         for k in kinds:
-            entry_late[k] = remote[plan[f"{k}_dst"][:, 0].astype(np.int64)]
+            entry_late[k] = remote[lplan[f"{k}_dst"][:, 0].astype(np.int64)]
         rows = np.arange(hi - lo)  # owned patches: local rows 0..n-1
-        early_rows, late_rows = rows[~remote[lo:hi]], rows[remote[lo:hi]]
+        early_rows, late_rows = rows[~remote[:nown]], rows[remote[:nown]]
 
         def sub_plan(mask_of):
             return GhostPlan(**{f: v[mask_of[f.split("_")[0]]] for f, v in lplan.items()}).to(be)

@@ -89,10 +89,15 @@ def build_time_sync_plan(forest, geom, patches=None, backend=None) -> TimeSyncPl
     the device for a GPU ``backend``, no plan upload; a ``prange`` loop on the host
     otherwise).  ``patches`` (leaf indices; host arrays): only the entries whose coarse
     patch is one of them, in the whole plan's order (a rank of a distributed run builds
-    the part it owns; :func:`subset_plan` of the whole plan).  Entry for entry the
+    the part it owns): a contiguous range by the faces of its patches alone, other sets
+    as :func:`subset_plan` of the whole plan.  Entry for entry the
     vectorised build of ``tests/core/patches/time_sync_reference.py``."""
     if patches is None:
         return build_time_sync_plan_on(backend, forest, geom)
+    patches = np.asarray(patches, dtype=np.int64)
+    if len(patches) and (np.diff(patches) == 1).all():  # a range: its faces only
+        return build_time_sync_plan_on(None, forest, geom, int(patches[0]),
+                                       int(patches[-1]) + 1)
     whole = build_time_sync_plan_on(None, forest, geom)
     wanted = np.zeros(forest.n, dtype=bool)
     wanted[np.asarray(patches, dtype=np.int64)] = True
@@ -238,11 +243,11 @@ def subset_plan(plan: TimeSyncPlan, keep) -> TimeSyncPlan:
 
 
 @numba.njit(inline="always")
-def _fine_across(keys, g, lvl, gqx, gqy, npatch, fine, idx):
+def _fine_across(keys, g, lvl, gqx, gqy, npatch, p0, fine, idx):
     """``fine[idx]``: the two leaves one level finer across face ``idx // npatch`` of
-    patch ``idx % npatch`` (the half at lower edge cells first), -1 where the face is not
-    a coarse-fine one."""
-    face, p = idx // npatch, idx % npatch
+    patch ``p0 + idx % npatch`` (the half at lower edge cells first), -1 where the face
+    is not a coarse-fine one."""
+    face, p = idx // npatch, p0 + idx % npatch
     mx, my = g[4], g[5]
     level = lvl[p]
     m = my if face < 2 else mx
@@ -283,12 +288,12 @@ def _edge_cell_at(side, k, mx, my, mbc):
 
 
 @numba.njit(inline="always")
-def _face_entries(g, mbc, npatch, fine, first, dx, dy, coarse, fine_cell, coarse_edge,
+def _face_entries(g, mbc, npatch, p0, fine, first, dx, dy, coarse, fine_cell, coarse_edge,
                   fine_edge, ixy, sign, width, idx):
     """The entries of the coarse-fine face ``idx`` (see _fine_across) from ``first[idx]``."""
     if fine[idx, 0] < 0:
         return
-    face, p = idx // npatch, idx % npatch
+    face, p = idx // npatch, p0 + idx % npatch
     mx, my = g[4], g[5]
     m = my if face < 2 else mx
     cside = face
@@ -315,21 +320,23 @@ def _face_entries(g, mbc, npatch, fine, first, dx, dy, coarse, fine_cell, coarse
 
 
 @numba.njit(parallel=True, cache=True)
-def _fine_across_all(keys, g, lvl, gqx, gqy, npatch, fine):
+def _fine_across_all(keys, g, lvl, gqx, gqy, npatch, p0, fine):
     for idx in numba.prange(fine.shape[0]):
-        _fine_across(keys, g, lvl, gqx, gqy, npatch, fine, idx)
+        _fine_across(keys, g, lvl, gqx, gqy, npatch, p0, fine, idx)
 
 
 @numba.njit(parallel=True, cache=True)
-def _face_entries_all(g, mbc, npatch, fine, first, dx, dy, coarse, fine_cell, coarse_edge,
-                      fine_edge, ixy, sign, width):
+def _face_entries_all(g, mbc, npatch, p0, fine, first, dx, dy, coarse, fine_cell,
+                      coarse_edge, fine_edge, ixy, sign, width):
     for idx in numba.prange(fine.shape[0]):
-        _face_entries(g, mbc, npatch, fine, first, dx, dy, coarse, fine_cell, coarse_edge,
+        _face_entries(g, mbc, npatch, p0, fine, first, dx, dy, coarse, fine_cell, coarse_edge,
                       fine_edge, ixy, sign, width, idx)
 
 
-def build_time_sync_plan_on(backend, forest, geom) -> TimeSyncPlan:
-    """:func:`build_time_sync_plan` of every patch made where ``backend`` computes (on
+def build_time_sync_plan_on(backend, forest, geom, lo: int = 0,
+                            hi: int | None = None) -> TimeSyncPlan:
+    """:func:`build_time_sync_plan` of the patches ``lo:hi`` (default all: a
+    distributed rank's owned range otherwise) made where ``backend`` computes (on
     a GPU the leaves' keys, levels, quadrant coordinates and cell sizes uploaded, a few
     numbers per leaf; None or a CPU backend: host arrays): one thread (``prange``
     iteration) per (face, patch) finds the coarse-fine faces, a prefix sum places their
@@ -342,14 +349,16 @@ def build_time_sync_plan_on(backend, forest, geom) -> TimeSyncPlan:
     else:
         xp, up, to_host = backend.xp, backend.to_device, backend.to_host
     mx, my, mbc = geom.mx, geom.my, geom.mbc
-    npatch = geom.npatch
+    hi = geom.npatch if hi is None else int(hi)
+    lo = int(lo)
+    npatch = hi - lo  # the faces of these patches only
     g = up(np.array([geom.trees_x, geom.trees_y, int(geom.periodic_x), int(geom.periodic_y),
                      mx, my], dtype=np.int64))
     keys, lvl, gqx, gqy = (up(np.ascontiguousarray(a, dtype=np.int64))
                            for a in (forest.keys, geom.level, geom.gqx, geom.gqy))
     fine = xp.empty((4 * npatch, 2), dtype=np.int64)
     per_patch(_fine_across, _fine_across_all, 4 * npatch, keys, g, lvl, gqx, gqy, npatch,
-              fine, backend=backend)
+              lo, fine, backend=backend)
     per_face = up(np.repeat(np.array([2 * my, 2 * my, 2 * mx, 2 * mx], dtype=np.int64),
                             npatch))
     counts = xp.where(fine[:, 0] >= 0, per_face, 0)
@@ -361,7 +370,7 @@ def build_time_sync_plan_on(backend, forest, geom) -> TimeSyncPlan:
                                                  for _ in range(4))
     ixy, sign = xp.empty(n, dtype=np.int64), xp.empty(n, dtype=np.int64)
     width = xp.empty(n // 2, dtype=np.float64)
-    per_patch(_face_entries, _face_entries_all, 4 * npatch, g, mbc, npatch, fine, first,
+    per_patch(_face_entries, _face_entries_all, 4 * npatch, g, mbc, npatch, lo, fine, first,
               up(geom.dx), up(geom.dy), coarse, fine_cell, coarse_edge, fine_edge, ixy, sign,
               width, backend=backend)
     return TimeSyncPlan(coarse=coarse, fine=fine_cell, coarse_edge=coarse_edge,

@@ -92,6 +92,8 @@ def test_uniform_grid_is_bitwise_the_serial_run(mpi, radial_dam, name):
     par = mpi(name)
     assert par["gathers"] == 0
     assert (par["split"][:, 1] > 0).all() and par["split"].sum() == 64  # late patches
+    # the early/late split is made on first use: never without overlap
+    assert (par["split_made"] == (name != "uniform_no_overlap_3")).all()
     # the halo exchange moves boundary strips: the 2-cell ring inside each 8 x 8 patch
     # (48 of the 144 padded cells), not whole patches
     np.testing.assert_array_equal(par["strips"], [[48, 144]] * 3)

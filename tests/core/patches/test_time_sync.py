@@ -181,19 +181,28 @@ def test_empty_plan_on_uniform_forest():
 
 def test_plan_of_some_patches_is_the_whole_plan_restricted():
     """``patches=``: exactly the whole plan's entries whose coarse patch is listed, in
-    the same order (x-normal first, pairs adjacent, the widths of those pairs)."""
+    the same order (x-normal first, pairs adjacent, the widths of those pairs); a range
+    (a rank's owned patches) is built from its own faces alone, another set by
+    restricting the whole plan; the whole plan is the vectorised reference's."""
+    from time_sync_reference import build_time_sync_plan_reference
+
     f = two_level_forest(Brick(2, 1, periodic_x=True), seed=5, nrefine=6)
     geom = PatchGeometry.from_forest(f, MX, MY, MBC)
-    whole = build_time_sync_plan(f, geom)
-    fields = ("coarse", "fine", "coarse_edge", "fine_edge", "ixy", "sign")
-    for lo, hi in ((0, f.n // 3), (f.n // 3, f.n), (5, 6)):
-        part = build_time_sync_plan(f, geom, patches=np.arange(lo, hi))
-        keep = (whole.coarse[:, 0] >= lo) & (whole.coarse[:, 0] < hi)
+    whole = build_time_sync_plan_reference(f, geom)
+    fields = ("coarse", "fine", "coarse_edge", "fine_edge", "ixy", "sign", "width")
+    odd = np.arange(1, f.n, 3)
+    for sel in [np.arange(lo, hi) for lo, hi in ((0, f.n // 3), (f.n // 3, f.n), (5, 6),
+                                                 (0, f.n))] + [odd]:
+        part = build_time_sync_plan(f, geom, patches=sel)
+        wanted = np.zeros(f.n, dtype=bool)
+        wanted[sel] = True
+        keep = wanted[whole.coarse[:, 0]]
         assert part.nx == int(keep[: whole.nx].sum())
         for k in fields:
-            assert np.array_equal(getattr(part, k), getattr(whole, k)[keep])
-        assert np.array_equal(part.width, whole.width[keep[::2]])
+            a, b = getattr(part, k), getattr(whole, k)[keep[::2] if k == "width" else keep]
+            assert a.dtype == b.dtype and np.array_equal(a, b), k
     assert 0 < len(build_time_sync_plan(f, geom, patches=np.arange(f.n // 3))) < len(whole)
+    assert 0 < len(build_time_sync_plan(f, geom, patches=odd)) < len(whole)
 
 
 @pytest.mark.parametrize("conn", [Brick(), Brick(3, 2, periodic_y=True),
@@ -201,15 +210,16 @@ def test_plan_of_some_patches_is_the_whole_plan_restricted():
 @pytest.mark.parametrize("mx,my", [(8, 8), (6, 4)])
 def test_compiled_plan_equals_the_vectorised_one(conn, mx, my):
     """The whole plan built by the compiled per-face bodies (a ``prange`` loop here, the
-    GPU's kernels there) is the vectorised build's (``patches=`` every patch: through
+    GPU's kernels there) is the vectorised build's (``time_sync_reference.py``: through
     ``Forest.face_neighbors``) entry for entry, across tree and periodic boundaries."""
     from forests import random_forest
+    from time_sync_reference import build_time_sync_plan_reference
 
     for seed in (3, 4):
         f = random_forest(conn, seed)
         geom = PatchGeometry.from_forest(f, mx, my, MBC)
         plan = build_time_sync_plan(f, geom)
-        want = build_time_sync_plan(f, geom, patches=np.arange(f.n))
+        want = build_time_sync_plan_reference(f, geom)
         assert len(plan) > 0 and plan.nx == want.nx
         for k in ("coarse", "fine", "coarse_edge", "fine_edge", "ixy", "sign", "width"):
             a, b = getattr(plan, k), getattr(want, k)

@@ -214,6 +214,8 @@ def run(out, mode, opts):
     layout = sim.comm.allgather((sim.q.shape[0], sim.aux.shape[0], sim.aux_setaux.shape[0],
                                  sim.layout.nown, len(sim.layout.halo), int(sim._full)))
     owned = sim.comm.allgather(sim.layout.nown)
+    # whether the early/late split was made (on first use: by an overlapped step only)
+    split_made = sim.comm.allgather("_split_of" not in vars(sim.layout))
     split = sim.comm.allgather((sim.layout.early.n, sim.layout.late.n))
     # cells per patch moved by the halo exchange (-1: whole patches), cells of a padded patch
     cells = sim.layout.q_exchange.cells
@@ -232,7 +234,8 @@ def run(out, mode, opts):
         if root is not None:
             np.savez(out / "result.npz", q=sim.backend.to_host(root.q), t=sim.t,
                      steps=sim.steps, regrids=sim.regrids, owned=np.array(owned),
-                     split=np.array(split), gathers=gathers, migrated=sim.exchange.migrated,
+                     split=np.array(split), split_made=np.array(split_made), gathers=gathers,
+                     migrated=sim.exchange.migrated,
                      layout=np.array(layout), totals=np.array(list(totals.values())),
                      level=sim.forest.level, record=np.array(recorder.rows),
                      memory=np.array(memory),
