@@ -101,7 +101,7 @@ def _offsets(c):
 
 
 def kernel_source(shape, arith="float32", storage="float32", forced=True, walls=True,
-                  inlet=True, outlet=None) -> str:
+                  inlet=True, outlet=None, threads=THREADS) -> str:
     """Python source of the two CUDA kernels ``step_even`` and ``step_odd``
     (module-level functions; the globals they use: ``cuda``, ``np``, ``F`` the working
     float type).
@@ -111,8 +111,9 @@ def kernel_source(shape, arith="float32", storage="float32", forced=True, walls=
     or ``"float64"``; ``forced``: include the Guo forcing terms; ``walls``: the grid has
     solid or inlet cells (read the flags); ``inlet``: it has inlet cells (the
     moving-wall term); ``outlet``: the outward normal of its pressure-outlet cells, or
-    ``None`` without them.  Kernel arguments: ``(h, flags, om_p, om_m, fx, fy, fz,
-    rho_in, ux_in, uy_in, uz_in, rho_out)``, ``h`` the flat ``27 * ncell`` store.
+    ``None`` without them; ``threads``: the block size (along ``k``).  Kernel
+    arguments: ``(h, flags, om_p, om_m, fx, fy, fz, rho_in, ux_in, uy_in, uz_in,
+    rho_out)``, ``h`` the flat ``27 * ncell`` store.
     """
     if arith not in ARITH:
         raise ValueError(f"arith must be one of {ARITH}, got {arith!r}")
@@ -147,7 +148,7 @@ def kernel_source(shape, arith="float32", storage="float32", forced=True, walls=
     def head(name):
         L.append(f"def {name}(h, flags, a_om_p, a_om_m, a_fx, a_fy, a_fz, a_rho_in, "
                  "a_ux_in, a_uy_in, a_uz_in, a_rho_out):")
-        emit(f"k = np.int32(cuda.blockIdx.x * {THREADS} + cuda.threadIdx.x)")
+        emit(f"k = np.int32(cuda.blockIdx.x * {threads} + cuda.threadIdx.x)")
         emit(f"if k >= {nz}:")
         emit("return", 2)
         emit("j = np.int32(cuda.blockIdx.y)")
@@ -323,10 +324,10 @@ _CACHE: dict = {}
 
 
 def register_kernels(shape, arith="float32", storage="float32", forced=True, walls=True,
-                     inlet=True, outlet=None, fastmath=None, cuda_jit=True):
+                     inlet=True, outlet=None, fastmath=None, cuda_jit=True, threads=THREADS):
     """``(step_even, step_odd)``: the CUDA kernels of :func:`kernel_source` (compiled on
     first launch, kept per process and specialisation).  Launch as
-    ``kernel[(ceil(nz / THREADS), ny, nx), THREADS](h_flat, flags, ...)``.
+    ``kernel[(ceil(nz / threads), ny, nx), threads](h_flat, flags, ...)``.
     ``fastmath`` (default: on for float32 arithmetic) lets the compiler fuse
     multiply-adds and use the approximate division; ``cuda_jit=False`` returns the plain
     Python functions (for compiling to PTX elsewhere)."""
@@ -334,14 +335,14 @@ def register_kernels(shape, arith="float32", storage="float32", forced=True, wal
     if fastmath is None:
         fastmath = arith == "float32"
     key = (tuple(int(s) for s in shape), arith, storage, bool(forced), bool(walls),
-           bool(inlet), outlet, bool(fastmath), bool(cuda_jit))
+           bool(inlet), outlet, bool(fastmath), bool(cuda_jit), int(threads))
     if key in _CACHE:
         return _CACHE[key]
     from numba import cuda
 
     from .fp16 import SCALE
 
-    src = kernel_source(shape, arith, storage, forced, walls, inlet, outlet)
+    src = kernel_source(shape, arith, storage, forced, walls, inlet, outlet, threads)
     ftype = getattr(np, arith)
     g = {"cuda": cuda, "np": np, "F": ftype, "H": getattr(np, storage),
          "SCALE": ftype(SCALE), "INV_SCALE": ftype(1.0 / SCALE), "__name__": __name__}

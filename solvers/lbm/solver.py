@@ -230,19 +230,21 @@ class LBM:
             self.t += steps
 
     def _run_register(self, steps, args):
-        from .fast import THREADS, register_kernels
+        from . import fast
 
         nx, ny, nz = self.shape
+        threads = fast.THREADS
         outlet = tuple(self._open[5:]) if self.outlet.any() else None
-        even, odd = register_kernels(
+        even, odd = fast.register_kernels(
             self.shape, self.arith, self.dtype.name, forced=bool(np.any(self.force)),
-            walls=bool(self.walls.any()), inlet=bool(self.inlet.any()), outlet=outlet)
+            walls=bool(self.walls.any()), inlet=bool(self.inlet.any()), outlet=outlet,
+            threads=threads)
         h = self._h.reshape(-1)
         if self.dtype == np.float16:
             h = h.view(np.float16)
-        grid = ((nz + THREADS - 1) // THREADS, ny, nx)
+        grid = ((nz + threads - 1) // threads, ny, nx)
         for _ in range(steps):
-            (odd if self.t & 1 else even)[grid, THREADS](h, self._flags, *args[:10])
+            (odd if self.t & 1 else even)[grid, threads](h, self._flags, *args[:10])
             self.t += 1
 
     # ---- host views of the state -------------------------------------------------
