@@ -10,6 +10,8 @@ kernels are launched without one); one JSON record per kernel variant:
   per-thread local memory: scratch arrays and spills), ``smem_bytes`` from ptxas;
 * ``blocks_per_sm`` / ``warps_per_sm`` on an H100/H200 multiprocessor at the launch's
   block size, and ``occupancy`` (warps / 64);
+* ``cap64_*`` / ``cap96_*``: registers and spills at ``--maxrregcount`` 64 and 96
+  (``FORESTPY_LBM_MAXREG``);
 * static PTX counts: ``ptx_fp64`` / ``ptx_fp32`` (add/sub/mul/fma/div/sqrt),
   ``ptx_local`` (``ld.local`` + ``st.local``), ``ptx_ld_global`` / ``ptx_st_global``,
   ``ptx_branches`` (``bra``) and ``ptx_lines`` (a size indicator);
@@ -61,7 +63,7 @@ def counts(ptx: str) -> dict:
             "ptx_lines": ptx.count("\n")}
 
 
-def variants(n: int, which):
+def variants(n: int, which, cases=tuple(CASES), storages=("float32", "float16", "float64")):
     """(record fields, python function, signature, threads) of each kernel variant."""
     import numpy as np
     from numba import types as T
@@ -86,7 +88,11 @@ def variants(n: int, which):
         h_type = {"float64": f8, "float32": T.float32, "float16": T.float16}
         for storage, arith in (("float32", "float32"), ("float16", "float32"),
                                ("float64", "float64"), ("float32", "float64")):
+            if storage not in storages:
+                continue
             for case, (forced, walls, inlet, outlet) in CASES.items():
+                if case not in cases:
+                    continue
                 fastmath = arith == "float32"
                 fns = register_kernels((n, n, n), arith, storage, forced, walls, inlet,
                                        outlet, fastmath=fastmath, cuda_jit=False)
@@ -103,6 +109,9 @@ def main(argv=None):
     ap.add_argument("--n", type=int, default=128, help="cube edge the register kernel "
                     "is generated for")
     ap.add_argument("--kernels", default="cell,register")
+    ap.add_argument("--cases", default=",".join(CASES), help="register kernel cases")
+    ap.add_argument("--storage", default="float32,float16,float64",
+                    help="register kernel storages")
     ap.add_argument("--ptxas", default=shutil.which("ptxas") or "/usr/local/cuda/bin/ptxas")
     ap.add_argument("--keep", default=None, help="folder to keep the PTX files in")
     args = ap.parse_args(argv)
@@ -125,7 +134,8 @@ def main(argv=None):
     tmp = None if args.keep else tempfile.TemporaryDirectory(prefix="forestpy_lbm_ptx_")
     folder = args.keep or tmp.name
     os.makedirs(folder, exist_ok=True)
-    for rec, fn, sig, threads in variants(args.n, args.kernels.split(",")):
+    for rec, fn, sig, threads in variants(args.n, args.kernels.split(","),
+                                          args.cases.split(","), args.storage.split(",")):
         t0 = time.perf_counter()
         ptx, _ = cuda.compile_ptx(fn, sig, cc=gkr.CC, fastmath=rec["fastmath"])
         name = "_".join(str(rec[k]) for k in ("kernel", "storage", "arith", "case", "parity"))
@@ -133,6 +143,10 @@ def main(argv=None):
         with open(path, "w") as f:
             f.write(ptx)
         res = gkr.ptxas(path, args.ptxas, None)
+        for cap in (64, 96):  # FORESTPY_LBM_MAXREG: what a register cap would spill
+            capped = gkr.ptxas(path, args.ptxas, cap)
+            res.update({f"cap{cap}_{k}": v for k, v in capped.items()
+                        if k in ("registers", "spill_store_bytes", "spill_load_bytes")})
         blocks, warps = gkr.occupancy(res["registers"], res["smem_bytes"], threads)
         rec.update({"part": "lbm_resources", "n": args.n, "threads": threads, **res,
                     "blocks_per_sm": blocks, "warps_per_sm": warps,

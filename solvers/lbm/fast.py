@@ -48,6 +48,8 @@ The kernel is selected with ``LBM(..., kernel="register")`` or the environment v
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from .kernels import PRESSURE, SOLID, VELOCITY
@@ -104,7 +106,8 @@ def kernel_source(shape, arith="float32", storage="float32", forced=True, walls=
                   inlet=True, outlet=None, threads=THREADS) -> str:
     """Python source of the two CUDA kernels ``step_even`` and ``step_odd``
     (module-level functions; the globals they use: ``cuda``, ``np``, ``F`` the working
-    float type).
+    float type, ``H`` the storage's, ``U`` = ``np.uint32``, the type of the array
+    indices: unsigned, so Numba emits no negative-index wrap-around).
 
     ``shape``: the grid; ``arith``: ``"float32"`` or ``"float64"``; ``storage``:
     ``"float16"`` (a float16 view of the uint16 store of :mod:`.fp16`), ``"float32"``
@@ -133,11 +136,13 @@ def kernel_source(shape, arith="float32", storage="float32", forced=True, walls=
         return f"F({float(x)!r})"
 
     def load(idx):
+        idx = f"U({idx})"
         if storage == "float16":
             return f"F(h[{idx}]) * INV_SCALE"
         return f"F(h[{idx}])" if storage != arith else f"h[{idx}]"
 
     def store(idx, val):
+        idx = f"U({idx})"
         if storage == "float16":
             emit(f"h[{idx}] = np.float16(({val}) * SCALE)")
         elif storage != arith:
@@ -329,7 +334,9 @@ def register_kernels(shape, arith="float32", storage="float32", forced=True, wal
     first launch, kept per process and specialisation).  Launch as
     ``kernel[(ceil(nz / threads), ny, nx), threads](h_flat, flags, ...)``.
     ``fastmath`` (default: on for float32 arithmetic) lets the compiler fuse
-    multiply-adds and use the approximate division; ``cuda_jit=False`` returns the plain
+    multiply-adds and use the approximate division; the environment variable
+    ``FORESTPY_LBM_MAXREG`` caps the registers per thread (``ptxas --maxrregcount``, to
+    try occupancies on a device; default none); ``cuda_jit=False`` returns the plain
     Python functions (for compiling to PTX elsewhere)."""
     outlet = None if outlet is None else tuple(int(v) for v in outlet)
     if fastmath is None:
@@ -340,17 +347,23 @@ def register_kernels(shape, arith="float32", storage="float32", forced=True, wal
         return _CACHE[key]
     from numba import cuda
 
+    from forestpy.backend import cuda_simulator_enabled
+
     from .fp16 import SCALE
 
     src = kernel_source(shape, arith, storage, forced, walls, inlet, outlet, threads)
     ftype = getattr(np, arith)
-    g = {"cuda": cuda, "np": np, "F": ftype, "H": getattr(np, storage),
+    g = {"cuda": cuda, "np": np, "F": ftype, "U": np.uint32, "H": getattr(np, storage),
          "SCALE": ftype(SCALE), "INV_SCALE": ftype(1.0 / SCALE), "__name__": __name__}
     code = compile(src, f"<forestpy lbm register kernel {key}>", "exec")
     exec(code, g)  # noqa: S102 -- our own generated source
     fns = (g["step_even"], g["step_odd"])
     if cuda_jit:
-        fns = tuple(cuda.jit(fastmath=fastmath)(f) for f in fns)
+        opts = {"fastmath": fastmath}
+        maxreg = int(os.environ.get("FORESTPY_LBM_MAXREG", "0") or 0)
+        if maxreg and not cuda_simulator_enabled():
+            opts["max_registers"] = maxreg  # to try other occupancies on a device
+        fns = tuple(cuda.jit(**opts)(f) for f in fns)
     _CACHE[key] = fns
     return fns
 
