@@ -348,6 +348,7 @@ def register_kernels(shape, arith="float32", storage="float32", forced=True, wal
     from numba import cuda
 
     from forestpy.backend import cuda_simulator_enabled
+    from forestpy.cuda_device import fast_kernel
 
     from .fp16 import SCALE
 
@@ -363,7 +364,8 @@ def register_kernels(shape, arith="float32", storage="float32", forced=True, wal
         maxreg = int(os.environ.get("FORESTPY_LBM_MAXREG", "0") or 0)
         if maxreg and not cuda_simulator_enabled():
             opts["max_registers"] = maxreg  # to try other occupancies on a device
-        fns = tuple(cuda.jit(**opts)(f) for f in fns)
+        # launched without Numba's per-launch argument typing (forestpy.cuda_device)
+        fns = tuple(fast_kernel(cuda.jit(**opts)(f)) for f in fns)
     _CACHE[key] = fns
     return fns
 

@@ -230,6 +230,8 @@ class LBM:
             self.t += steps
 
     def _run_register(self, steps, args):
+        from forestpy.cuda_device import launch_kernel
+
         from . import fast
 
         nx, ny, nz = self.shape
@@ -244,7 +246,8 @@ class LBM:
             h = h.view(np.float16)
         grid = ((nz + threads - 1) // threads, ny, nx)
         for _ in range(steps):
-            (odd if self.t & 1 else even)[grid, threads](h, self._flags, *args[:10])
+            launch_kernel(odd if self.t & 1 else even, grid, threads, 0, h, self._flags,
+                          *args[:10])
             self.t += 1
 
     # ---- host views of the state -------------------------------------------------
