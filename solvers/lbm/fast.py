@@ -141,14 +141,14 @@ def kernel_source(shape, arith="float32", storage="float32", forced=True, walls=
             return f"F(h[{idx}]) * INV_SCALE"
         return f"F(h[{idx}])" if storage != arith else f"h[{idx}]"
 
-    def store(idx, val):
+    def store(idx, val, ind=1):
         idx = f"U({idx})"
         if storage == "float16":
-            emit(f"h[{idx}] = np.float16(({val}) * SCALE)")
+            emit(f"h[{idx}] = np.float16(({val}) * SCALE)", ind)
         elif storage != arith:
-            emit(f"h[{idx}] = H({val})")
+            emit(f"h[{idx}] = H({val})", ind)
         else:
-            emit(f"h[{idx}] = {val}")
+            emit(f"h[{idx}] = {val}", ind)
 
     def head(name):
         L.append(f"def {name}(h, flags, a_om_p, a_om_m, a_fx, a_fy, a_fz, a_rho_in, "
@@ -183,8 +183,9 @@ def kernel_source(shape, arith="float32", storage="float32", forced=True, walls=
             return None
         return f"{lit(6.0 * W[q])} * rho_in * ({cu})"
 
-    def collide():
-        """f0..f26 (post-streaming) -> g0..g26 (post-collision)."""
+    def collide(put):
+        """f0..f26 (post-streaming) -> g0..g26 (post-collision), each pair stored by
+        ``put(q, indent)`` as soon as it is known (fewer values live at once)."""
         # moments (h = f - w: sum_q w_q = 1, sum_q w_q c_q = 0)
         emit("drho = f0")
         for ax in "xyz":
@@ -198,13 +199,13 @@ def kernel_source(shape, arith="float32", storage="float32", forced=True, walls=
         emit(f"rho = {lit(1.0)} + drho")
         if outlet is not None:
             emit(f"if kind == {PRESSURE}:")
-            collide_outlet(2)
+            collide_outlet(2, put)
             emit("else:")
-            collide_fluid(2)
+            collide_fluid(2, put)
         else:
-            collide_fluid(1)
+            collide_fluid(1, put)
 
-    def collide_outlet(ind):
+    def collide_outlet(ind, put):
         # rho_out (1 + u_n) = S_0 + 2 S_out from the arriving populations (Zou & He)
         emit(f"s0 = {lit(0.0)}", ind)
         emit(f"sout = {lit(0.0)}", ind)
@@ -218,6 +219,7 @@ def kernel_source(shape, arith="float32", storage="float32", forced=True, walls=
         emit(f"odrho = rho_out - {lit(1.0)}", ind)
         emit("ouu = un * un", ind)
         emit(f"g0 = {lit(W[0])} * (odrho - {lit(1.5)} * rho_out * ouu)", ind)
+        put(0, ind)
         for q in range(1, 14):
             cn = int(C[q] @ np.asarray(outlet))
             cu = {0: lit(0.0), 1: "un", -1: "-un"}[cn]
@@ -227,8 +229,10 @@ def kernel_source(shape, arith="float32", storage="float32", forced=True, walls=
             emit(f"eqm = {lit(W[q])} * ({lit(3.0)} * rho_out * cu)", ind)
             emit(f"g{q} = eqp + eqm", ind)
             emit(f"g{q + 13} = eqp - eqm", ind)
+            put(q, ind)
+            put(q + 13, ind)
 
-    def collide_fluid(ind):
+    def collide_fluid(ind, put):
         half = lit(0.5)
         for ax in "xyz":
             src = f"(j{ax} + {half} * f{ax})" if forced else f"j{ax}"
@@ -247,6 +251,7 @@ def kernel_source(shape, arith="float32", storage="float32", forced=True, walls=
         if forced:
             rest += f" + gp * ({w0} * (-uf3))"
         emit(f"g0 = {rest}", ind)
+        put(0, ind)
         for q in range(1, 14):
             w = lit(W[q])
             emit(f"cu = {_dot(C[q], ('ux', 'uy', 'uz'))}", ind)
@@ -264,6 +269,8 @@ def kernel_source(shape, arith="float32", storage="float32", forced=True, walls=
             emit(f"dm = {dm}", ind)
             emit(f"g{q} = f{q} - dp - dm", ind)
             emit(f"g{q + 13} = f{q + 13} - dp + dm", ind)
+            put(q, ind)
+            put(q + 13, ind)
 
     def off(q):
         return q * ncell
@@ -272,9 +279,7 @@ def kernel_source(shape, arith="float32", storage="float32", forced=True, walls=
     head("step_even")
     for q in range(Q):
         emit(f"f{q} = {load(f'{off(q)} + n')}")
-    collide()
-    for q in range(Q):
-        store(f"{off(OPP[q])} + n", f"g{q}")
+    collide(lambda q, ind: store(f"{off(OPP[q])} + n", f"g{q}", ind))
     L.append("")
 
     # ---- odd step: pull from x - c_q (or the reflected own slot), push to x + c_q
@@ -306,21 +311,26 @@ def kernel_source(shape, arith="float32", storage="float32", forced=True, walls=
                 emit(f"f{q} = {val}")
         else:
             emit(f"f{q} = {load(f'{off(p)} + np.int32({src})')}")
-    collide()
-    store(f"{off(0)} + n", "g0")
-    for q in range(1, Q):
+
+    def push(q, ind):
+        if q == 0:
+            store(f"{off(0)} + n", "g0", ind)
+            return
         dst = _offsets(C[q])
         if walls:
-            emit(f"bw = (wall >> {q}) & 1")
-            emit(f"m = np.int32({dst}) if bw == 0 else n")
-            emit(f"o = {off(q)} if bw == 0 else {off(OPP[q])}")
+            emit(f"bw = (wall >> {q}) & 1", ind)
+            emit(f"m = np.int32({dst}) if bw == 0 else n", ind)
+            emit(f"o = {off(q)} if bw == 0 else {off(OPP[q])}", ind)
             term = wall_term(q) if inlet else None
             if term is not None:
-                store("o + m", f"g{q} - ({term} if ((mov >> {q}) & 1) else {lit(0.0)})")
+                store("o + m", f"g{q} - ({term} if ((mov >> {q}) & 1) else {lit(0.0)})",
+                      ind)
             else:
-                store("o + m", f"g{q}")
+                store("o + m", f"g{q}", ind)
         else:
-            store(f"{off(q)} + np.int32({dst})", f"g{q}")
+            store(f"{off(q)} + np.int32({dst})", f"g{q}", ind)
+
+    collide(push)
     L.append("")
     return "\n".join(L)
 
