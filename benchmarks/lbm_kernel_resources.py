@@ -87,7 +87,8 @@ def variants(n: int, which, cases=tuple(CASES), storages=("float32", "float16", 
 
         h_type = {"float64": f8, "float32": T.float32, "float16": T.float16}
         for storage, arith in (("float32", "float32"), ("float16", "float32"),
-                               ("float64", "float64"), ("float32", "float64")):
+                               ("float64", "float64"), ("float32", "float64"),
+                               ("float16", "float64")):
             if storage not in storages:
                 continue
             for case, (forced, walls, inlet, outlet) in CASES.items():
