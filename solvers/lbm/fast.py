@@ -160,7 +160,7 @@ def kernel_source(shape, arith="float32", storage="float32", forced=True, walls=
         emit("i = np.int32(cuda.blockIdx.z)")
         emit(f"n = np.int32(np.int32(i * {ny * nz}) + np.int32(j * {nz}) + k)")
         if kinds:
-            emit("kind = flags[n]")
+            emit("kind = flags[U(n)]")
             emit(f"if kind == {SOLID} or kind == {VELOCITY}:")
             emit("return", 2)
         for v in ("om_p", "om_m", "fx", "fy", "fz", "rho_in", "ux_in", "uy_in", "uz_in",
@@ -291,7 +291,7 @@ def kernel_source(shape, arith="float32", storage="float32", forced=True, walls=
         if inlet:
             emit("mov = 0")
         for d in range(1, Q):
-            emit(f"nb = flags[{_offsets(C[d])}]")
+            emit(f"nb = flags[U({_offsets(C[d])})]")
             emit(f"wall |= np.int32(nb == {SOLID} or nb == {VELOCITY}) << {d}")
             if inlet:
                 emit(f"mov |= np.int32(nb == {VELOCITY}) << {d}")
