@@ -330,7 +330,12 @@ def kernel_source(shape, arith="float32", storage="float32", forced=True, walls=
         else:
             store(f"{off(q)} + np.int32({dst})", f"g{q}", ind)
 
-    collide(push)
+    if outlet is None:
+        collide(push)
+    else:  # the stores after the outlet/fluid branch (fewer registers there, ptxas)
+        collide(lambda q, ind: None)
+        for q in range(Q):
+            push(q, 1)
     L.append("")
     return "\n".join(L)
 
