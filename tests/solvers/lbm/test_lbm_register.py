@@ -144,3 +144,55 @@ def test_selection_and_errors(monkeypatch):
         LBM((4, 4, 4), tau=0.7, arith="float16")
     with pytest.raises(ValueError, match="int32"):
         fast.check_shape((512, 512, 512))
+
+
+_PTX = r'''
+import os, re, shutil, subprocess, sys, tempfile, types
+import numba.cuda.dispatcher as disp
+from numba import cuda, types as T
+try:
+    from numba.cuda.cudadrv import nvvm
+    nvvm.NVVM()
+except Exception as e:  # no libNVVM: nothing to compile with
+    print(e)
+    sys.exit(77)
+disp.get_current_device = lambda: types.SimpleNamespace(compute_capability=(9, 0))
+from forestpy.solvers.lbm.fast import register_kernels
+ptxas = shutil.which("ptxas") or "/usr/local/cuda/bin/ptxas"
+f8 = T.float64
+h = {"float32": T.float32, "float64": T.float64, "float16": T.float16}
+for arith, storage, case in (("float32", "float32", (False, True, False, None)),
+                             ("float32", "float16", (True, True, True, (1, 0, 0))),
+                             ("float64", "float64", (True, True, True, (0, -1, 0)))):
+    sig = (T.Array(h[storage], 1, "C"), T.Array(T.uint8, 1, "C")) + (f8,) * 10
+    for fn in register_kernels((16, 12, 20), arith, storage, *case, cuda_jit=False):
+        ptx, _ = cuda.compile_ptx(fn, sig, cc=(9, 0), fastmath=arith == "float32")
+        assert ".entry" in ptx and "ld.local" not in ptx and "st.local" not in ptx
+        if os.path.exists(ptxas):
+            with tempfile.NamedTemporaryFile("w", suffix=".ptx", delete=False) as f:
+                f.write(ptx)
+            r = subprocess.run([ptxas, "-arch=sm_90", "-v", f.name, "-o", os.devnull],
+                               capture_output=True, text=True)
+            os.unlink(f.name)
+            assert r.returncode == 0, r.stderr[-2000:]
+            assert re.search(r"0 bytes stack frame, 0 bytes spill stores", r.stderr), r.stderr
+print("ok")
+'''
+
+
+# the register kernels compiled for sm_90 with NVVM (no GPU needed), FP32/FP16/FP64,
+# walls, inlet, outlet and force: valid for the real compiler (the simulator runs them
+# as Python) and, assembled by ptxas where it is installed, with no local memory (no
+# stack frame, no spills); ~30 s
+@pytest.mark.slow
+def test_register_kernels_compile_without_local_memory():
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0")
+    r = subprocess.run([sys.executable, "-c", _PTX], env=env, capture_output=True,
+                       text=True, timeout=600)
+    if r.returncode == 77:
+        pytest.skip(f"no libNVVM: {r.stdout.strip()[:200]}")
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-3000:]
