@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from forestpy.backend import get_backend
@@ -19,9 +21,11 @@ from . import fp16
 from .kernels import CHUNK, PRESSURE, SOLID, VELOCITY, run_cpu, run_cpu_serial
 from .lattice import CS2, OPP, C, Q, W, equilibrium
 
-__all__ = ["LBM", "COLLISIONS", "MAGIC_TRT", "sphere"]
+__all__ = ["LBM", "COLLISIONS", "KERNELS", "MAGIC_TRT", "sphere"]
 
 COLLISIONS = ("bgk", "trt")
+#: the GPU kernels (``LBM(kernel=...)``)
+KERNELS = ("cell", "register")
 #: the TRT "magic" parameter (1/om+ - 1/2)(1/om- - 1/2) that puts the half-way
 #: bounce-back wall exactly half a cell out for Poiseuille flow
 MAGIC_TRT = 3.0 / 16.0
@@ -74,6 +78,15 @@ class LBM:
         ``2^15 (f - w)`` (:mod:`.fp16`).
     backend : "cpu", "gpu" or a :class:`forestpy.backend.Backend`
         Where the distributions live and the kernels run.
+    kernel : "cell", "register" or None
+        The GPU kernel: ``"cell"`` the CPU's cell body run per thread (:mod:`.gpu`),
+        ``"register"`` the unrolled kernel generated for this grid (:mod:`.fast`).
+        Default: the environment variable ``FORESTPY_LBM_KERNEL``, else ``"cell"``.
+        The CPU always runs the cell kernel.
+    arith : "float32", "float64" or None
+        The register kernel's working precision; default float64 for float64 storage,
+        float32 for float32 and float16 storage.  (The cell kernel computes in
+        float64.)
 
     The state is host-visible only through :meth:`distributions` and the fields
     computed from it (one device-to-host copy each).
@@ -83,7 +96,7 @@ class LBM:
                  solid=None, inlet=None, inlet_velocity=(0.0, 0.0, 0.0), inlet_density=1.0,
                  outlet=None, outlet_density=1.0, outlet_normal=None, rho=1.0, u=None,
                  dtype="float64",
-                 backend="cpu"):
+                 backend="cpu", kernel=None, arith=None):
         shape = tuple(int(s) for s in np.atleast_1d(shape))
         if len(shape) != 3 or min(shape) < 1:
             raise ValueError(f"shape must be three positive cell counts, got {shape}")
@@ -148,6 +161,23 @@ class LBM:
         self.dtype = dtype
         self.solid = solid.astype(bool)
         self.backend = get_backend(backend)
+        if kernel is None:
+            kernel = os.environ.get("FORESTPY_LBM_KERNEL", "cell") if self.backend.is_gpu \
+                else "cell"
+        if kernel not in KERNELS:
+            raise ValueError(f"unknown kernel {kernel!r}; valid: {KERNELS}")
+        if kernel == "register" and not self.backend.is_gpu:
+            raise ValueError("the register kernel runs on the GPU backend only")
+        if arith is None:
+            arith = "float64" if dtype == np.float64 else "float32"
+        if arith not in ("float32", "float64"):
+            raise ValueError(f"arith must be float32 or float64, got {arith!r}")
+        if kernel == "register":
+            from .fast import check_shape
+
+            check_shape(shape)
+        self.kernel = kernel
+        self.arith = arith if kernel == "register" else "float64"
         self.t = 0  # steps done
         rho = np.asarray(rho, dtype=np.float64)
         if rho.shape not in ((), shape) or not np.all(rho > 0) or not np.all(np.isfinite(rho)):
@@ -182,7 +212,9 @@ class LBM:
             raise ValueError(f"steps must be >= 0, got {steps}")
         nx, ny, nz = self.shape
         args = (self.omega_plus, self.omega_minus, *map(float, self.force), *self._open)
-        if self.backend.is_gpu:
+        if self.backend.is_gpu and self.kernel == "register":
+            self._run_register(steps, args)
+        elif self.backend.is_gpu:
             from .gpu import THREADS, gpu_step_kernel
 
             kernel = fp16.gpu_step_kernel16() if self.dtype == np.float16 else gpu_step_kernel()
@@ -196,6 +228,27 @@ class LBM:
             run = serial if self.ncell <= CHUNK else run
             run(self._h, self._flags, nx, ny, nz, self.t, steps, *args)
             self.t += steps
+
+    def _run_register(self, steps, args):
+        from forestpy.cuda_device import launch_kernel
+
+        from . import fast
+
+        nx, ny, nz = self.shape
+        threads = fast.THREADS
+        outlet = tuple(self._open[5:]) if self.outlet.any() else None
+        even, odd = fast.register_kernels(
+            self.shape, self.arith, self.dtype.name, forced=bool(np.any(self.force)),
+            walls=bool(self.walls.any()), inlet=bool(self.inlet.any()), outlet=outlet,
+            threads=threads)
+        h = self._h.reshape(-1)
+        if self.dtype == np.float16:
+            h = h.view(np.float16)
+        grid = ((nz + threads - 1) // threads, ny, nx)
+        for _ in range(steps):
+            launch_kernel(odd if self.t & 1 else even, grid, threads, 0, h, self._flags,
+                          *args[:10])
+            self.t += 1
 
     # ---- host views of the state -------------------------------------------------
     def raw(self) -> np.ndarray:
