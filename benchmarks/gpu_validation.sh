@@ -7,6 +7,8 @@
 #   bash benchmarks/gpu_validation.sh parity         # GeoClaw demos, CPU vs GPU (one dt)
 #   bash benchmarks/gpu_validation.sh kernel         # step kernel, unfused vs fused
 #   bash benchmarks/gpu_validation.sh patch_kernel   # whole-patch kernel vs row tiles (issue 32)
+#   bash benchmarks/gpu_validation.sh lbm_register   # register LBM kernel vs the cell kernel (issue 35)
+#   bash benchmarks/gpu_validation.sh regrid         # host cost of a regrid on the GPU (issue 29)
 #   bash benchmarks/gpu_validation.sh tworoe codecs lbm   # the new solvers' self-checking timings
 #   bash benchmarks/gpu_validation.sh tworoe_gauges       # two-layer gauges: overhead, vs CPU
 #   NRANKS=2 bash benchmarks/gpu_validation.sh tworoe_mpi # 2 or 4 GPUs: two-layer across ranks
@@ -110,6 +112,20 @@ lbm)
   timeout 400 $PY benchmarks/lbm.py --backend gpu --n 128,256 --steps 200 \
     > "$OUT/lbm_gpu.jsonl" 2> "$OUT/lbm_gpu.err"
   tail -c 1500 "$OUT/lbm_check.jsonl" "$OUT/lbm_gpu.jsonl" ;;
+lbm_register)
+  timeout 150 $PY -m pytest -q -p no:cacheprovider tests/solvers/lbm/test_lbm_register.py \
+    > "$OUT/lbm_register_tests.log" 2>&1
+  tail -1 "$OUT/lbm_register_tests.log"
+  timeout 420 $PY benchmarks/lbm.py --backend gpu --kernels cell,register --n 128,256 --steps 200 \
+    --dtype float32,float64,float16 > "$OUT/lbm_kernels.jsonl" 2> "$OUT/lbm_kernels.err"
+  grep -o '"kernel": "[a-z]*"\|"same_bits": [a-z]*\|"mlups": [0-9.]*\|"speedup": [0-9.]*\|"share_of_copy": [0-9.]*' \
+    "$OUT/lbm_kernels.jsonl" | paste -s -d' ' ;;
+regrid)
+  timeout 280 $PY benchmarks/regrid.py --backend gpu --mx 16 --nsteps 20 --compare-cpu \
+    > "$OUT/regrid_gpu.jsonl" 2> "$OUT/regrid_gpu.err"
+  timeout 280 $PY benchmarks/regrid.py --backend gpu --mx 16 --nsteps 20 --forest separate \
+    > "$OUT/regrid_gpu_separate.jsonl" 2> "$OUT/regrid_gpu_separate.err"
+  tail -c 1200 "$OUT/regrid_gpu.jsonl" ;;
 insitu)
   timeout 580 $PY benchmarks/lbm_insitu.py --gpu --steps 200 \
     --codecs none,dwt53:tol=1e-6,dwt53:tol=1e-5 \
