@@ -202,3 +202,38 @@ def check_figure(records, *, units=("m",), time=True, clipped=None):
             assert r["title"].endswith(")") and " (" in r["title"], r
     if clipped is not None:
         assert any("colour range clipped" in (r.get("note") or "") for r in maps) == clipped
+
+
+# Compiling CUDA kernels for the device without a GPU: a child process with the simulator
+# off, where Numba's NVVM compiles for compute capability 9.0 (PTX; ptxas assembles it
+# where installed).  The simulator runs kernels as Python and cannot see what only the
+# real compiler finds (a typing error, spills, a missing intrinsic).
+NVVM_PREAMBLE = r'''
+import sys, types
+import numba.cuda.dispatcher as disp
+try:
+    from numba.cuda.cudadrv import nvvm
+    nvvm.NVVM()
+except Exception as e:  # no libNVVM: nothing to compile with
+    print(repr(e))
+    sys.exit(77)
+# device functions ask the current device for its compute capability: there is none
+disp.get_current_device = lambda: types.SimpleNamespace(compute_capability=(9, 0))
+'''
+
+
+def compile_for_device(script: str, *, preamble: bool = True, timeout: float = 600,
+                       cwd=None) -> str:
+    """Run ``script`` (after :data:`NVVM_PREAMBLE` unless ``preamble`` is false) in a
+    child process with the CUDA simulator off; skip the test when the child exits with
+    77 (no compiler), fail on any other non-zero exit; return the child's stdout."""
+    import subprocess
+
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0")
+    code = (NVVM_PREAMBLE if preamble else "") + script
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                       text=True, timeout=timeout, cwd=cwd)
+    if r.returncode == 77:
+        pytest.skip(f"no device compiler: {r.stdout.strip()[:200]}")
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r.stdout

@@ -78,17 +78,7 @@ def test_gpu_decoder_reports_inconsistent_data():
 
 
 _PTX = r'''
-import sys, types
-import numba.cuda.dispatcher as disp
 from numba import cuda, types as T
-try:
-    from numba.cuda.cudadrv import nvvm
-    nvvm.NVVM()
-except Exception as e:  # no libNVVM: nothing to compile with
-    print(e)
-    sys.exit(77)
-# device functions ask the current device for its compute capability: there is none
-disp.get_current_device = lambda: types.SimpleNamespace(compute_capability=(9, 0))
 from forestpy.io.codecs import dwt53_gpu as G
 A = lambda dt, nd: T.Array(dt, nd, "C")
 f8, i8, u1 = T.float64, T.int64, T.uint8
@@ -107,13 +97,6 @@ print("ok")
 # as Python and cannot see a typing error that only the real compiler finds; 5-10 s
 @pytest.mark.slow
 def test_kernels_compile_for_the_device():
-    import os
-    import subprocess
-    import sys
+    from testsupport import compile_for_device
 
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0")
-    r = subprocess.run([sys.executable, "-c", _PTX], env=env, capture_output=True,
-                       text=True, timeout=600)
-    if r.returncode == 77:
-        pytest.skip(f"no libNVVM: {r.stdout.strip()[:200]}")
-    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-3000:]
+    assert compile_for_device(_PTX).strip().endswith("ok")

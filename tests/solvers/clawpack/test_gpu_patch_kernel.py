@@ -242,22 +242,14 @@ r.main(sys.argv[1:])
 @pytest.mark.slow
 def test_kernel_compiles_for_the_device():
     import json
-    import os
     import shutil
-    import subprocess
-    import sys
 
-    from testsupport import ROOT
+    from testsupport import ROOT, compile_for_device
 
     if shutil.which("ptxas") is None:
         pytest.skip("no ptxas")
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0")
-    r = subprocess.run([sys.executable, "-c", _PTX], env=env, capture_output=True,
-                       text=True, timeout=600, cwd=ROOT)
-    if r.returncode == 77:
-        pytest.skip(f"no numba-cuda or no libNVVM: {r.stdout.strip()[:200]}")
-    assert r.returncode == 0, r.stderr[-3000:]
-    rec = json.loads(r.stdout.strip().splitlines()[-1])
+    out = compile_for_device(_PTX, preamble=False, cwd=ROOT)
+    rec = json.loads(out.strip().splitlines()[-1])
     assert rec["registers"] > 0 and rec["smem_bytes"] > 0
     assert rec["spill_store_bytes"] == 0 or rec["registers"] == rec["register_cap"]
 

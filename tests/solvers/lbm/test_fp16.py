@@ -142,17 +142,7 @@ def test_bad_dtype():
 
 
 _PTX = r'''
-import sys, types
-import numba.cuda.dispatcher as disp
 from numba import cuda, types as T
-try:
-    from numba.cuda.cudadrv import nvvm
-    nvvm.NVVM()
-except Exception as e:  # no libNVVM: nothing to compile with
-    print(e)
-    sys.exit(77)
-# device functions ask the current device for its compute capability: there is none
-disp.get_current_device = lambda: types.SimpleNamespace(compute_capability=(9, 0))
 from forestpy.solvers.lbm import fp16, gpu
 i8, f8 = T.int64, T.float64
 for k, dt in ((gpu.gpu_step_kernel(), T.float32), (gpu.gpu_step_kernel(), T.float64),
@@ -170,13 +160,6 @@ print("ok")
 # compiler finds (it found one: math.floor is a float in CUDA); ~30 s
 @pytest.mark.slow
 def test_step_kernels_compile_for_the_device():
-    import os
-    import subprocess
-    import sys
+    from testsupport import compile_for_device
 
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0")
-    r = subprocess.run([sys.executable, "-c", _PTX], env=env, capture_output=True,
-                       text=True, timeout=600)
-    if r.returncode == 77:
-        pytest.skip(f"no libNVVM: {r.stdout.strip()[:200]}")
-    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-3000:]
+    assert compile_for_device(_PTX).strip().endswith("ok")
