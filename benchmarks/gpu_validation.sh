@@ -121,13 +121,13 @@ lbm_register)
   grep -o '"kernel": "[a-z]*"\|"same_bits": [a-z]*\|"mlups": [0-9.]*\|"speedup": [0-9.]*\|"share_of_copy": [0-9.]*' \
     "$OUT/lbm_kernels.jsonl" | paste -s -d' ' ;;
 regrid)
-  timeout 200 $PY -m pytest -q -p no:cacheprovider tests/core/patches/test_gpu_patches.py \
+  timeout 150 $PY -m pytest -q -p no:cacheprovider tests/core/patches/test_gpu_patches.py \
     tests/driver/test_regrid_device.py tests/driver/test_gpu_simulation.py \
     tests/core/forest/test_forest_adapt.py > "$OUT/regrid_tests.log" 2>&1
   tail -1 "$OUT/regrid_tests.log"
-  timeout 280 $PY benchmarks/regrid.py --backend gpu --mx 16 --nsteps 20 --compare-cpu \
+  timeout 200 $PY benchmarks/regrid.py --backend gpu --mx 16 --nsteps 20 --compare-cpu \
     > "$OUT/regrid_gpu.jsonl" 2> "$OUT/regrid_gpu.err"
-  timeout 280 $PY benchmarks/regrid.py --backend gpu --mx 16 --nsteps 20 --forest separate \
+  timeout 200 $PY benchmarks/regrid.py --backend gpu --mx 16 --nsteps 20 --forest separate \
     > "$OUT/regrid_gpu_separate.jsonl" 2> "$OUT/regrid_gpu_separate.err"
   tail -c 1200 "$OUT/regrid_gpu.jsonl" ;;
 insitu)
