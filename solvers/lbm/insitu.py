@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 import time
 from collections import deque
 
@@ -72,7 +73,7 @@ from forestpy.io.codecs.dwt53_3d import decode as decode3d
 
 from .kernels import CHUNK, SOLID, run_cpu, run_cpu_serial
 from .lattice import CS2, Q, W, equilibrium
-from .solver import COLLISIONS, MAGIC_TRT
+from .solver import COLLISIONS, KERNELS, MAGIC_TRT
 
 __all__ = ["InSituLBM", "Ring", "StoreFull"]
 
@@ -198,12 +199,21 @@ class InSituLBM:
         Gradual start-up of the tolerance.
     memory_limit : bytes or None
         The ring's capacity is the limit less the working set.
+    kernel : "cell", "register" or None
+        The GPU step kernel, as for :class:`~forestpy.solvers.lbm.LBM` (default the
+        environment variable ``FORESTPY_LBM_KERNEL``, else ``"cell"``; the CPU always
+        runs the cell kernel).  ``"register"``: the kernels of :mod:`.fast` generated
+        for the subgrid-with-ghosts shape (one shape for every subgrid; compiled once per
+        process and shape).
+    arith : "float32", "float64" or None
+        The register kernel's working precision (default float64 for float64 storage,
+        float32 for float32 storage).
     """
 
     def __init__(self, shape, tau, collision="bgk", magic=MAGIC_TRT, force=(0.0, 0.0, 0.0),
                  solid=None, rho=1.0, u=None, state=None, dtype="float64", backend="cpu",
                  subgrids=(2, 1, 1), steps_per_cycle=2, codec="none", block=8, chunk=None,
-                 startup=None, memory_limit=None):
+                 startup=None, memory_limit=None, kernel=None, arith=None):
         shape = tuple(int(s) for s in np.atleast_1d(shape))
         if len(shape) != 3 or min(shape) < 1:
             raise ValueError(f"shape must be three positive cell counts, got {shape}")
@@ -244,6 +254,7 @@ class InSituLBM:
         self.off = tuple(G if a in self.split else 0 for a in range(3))
         self.backend = get_backend(backend)
         xp = self.xp = self.backend.xp
+        self.kernel, self.arith = self._choose_kernel(kernel, arith)
         # codec
         name, params = parse_spec(codec) if isinstance(codec, str) else (None, None)
         if name not in ("none", "dwt53"):
@@ -333,6 +344,27 @@ class InSituLBM:
         self.ratio_history.append((0, self.ratio))
 
     # ------------------------------------------------------------------ set-up
+    def _choose_kernel(self, kernel, arith):
+        """``(kernel, arith)`` checked as :class:`~forestpy.solvers.lbm.LBM` checks them;
+        the register kernel must index the subgrid with ghosts."""
+        if kernel is None:
+            kernel = (os.environ.get("FORESTPY_LBM_KERNEL", "cell") if self.backend.is_gpu
+                      else "cell")
+        if kernel not in KERNELS:
+            raise ValueError(f"unknown kernel {kernel!r}; valid: {KERNELS}")
+        if kernel == "register" and not self.backend.is_gpu:
+            raise ValueError("the register kernel runs on the GPU backend only")
+        if arith is None:
+            arith = "float64" if self.dtype == np.float64 else "float32"
+        if arith not in ("float32", "float64"):
+            raise ValueError(f"arith must be float32 or float64, got {arith!r}")
+        if kernel == "register":
+            from .fast import check_shape
+
+            check_shape(self.ext)
+            return kernel, arith
+        return kernel, "float64"
+
     def _make_codec(self, scale, block=None):
         tol = None if self._tol is None else self._tol * scale
         return DWT53Blocks(tau=self._tau * scale, tol=tol,
@@ -362,8 +394,13 @@ class InSituLBM:
         if s not in self._flags:
             ix, iy, iz = self._ranges(s)
             solid = np.broadcast_to(_region(self._solid, ix, iy, iz, "solid"), self.ext)
-            flags = np.where(solid, SOLID, 0).astype(np.uint8).reshape(-1)
-            self._flags[s] = self.backend.to_device(flags)
+            if not solid.any():  # no wall here: the shared zero flags
+                if self._zero_flags is None:
+                    self._zero_flags = self.xp.zeros(self.ncell_ext, np.uint8)
+                self._flags[s] = self._zero_flags
+            else:
+                flags = np.where(solid, SOLID, 0).astype(np.uint8).reshape(-1)
+                self._flags[s] = self.backend.to_device(flags)
         return self._flags[s]
 
     def _init_subgrid(self, s, rho, u, state):
@@ -565,7 +602,9 @@ class InSituLBM:
                 1.0, 0.0, 0.0, 0.0, 1.0, 0, 0, 0)
         ex, ey, ez = self.ext
         flags = self._flags_of(s)
-        if self.backend.is_gpu:
+        if self.backend.is_gpu and self.kernel == "register":
+            self._step_register(flags, args)
+        elif self.backend.is_gpu:
             from .gpu import THREADS, gpu_step_kernel
 
             kernel = gpu_step_kernel()
@@ -575,6 +614,28 @@ class InSituLBM:
         else:
             run = run_cpu_serial if self.ncell_ext <= CHUNK else run_cpu
             run(self.E, flags, ex, ey, ez, self.t, self.K, *args)
+
+    def _step_register(self, flags, args):
+        """``K`` steps of the work buffer with the register kernels of :mod:`.fast`,
+        generated for the subgrid-with-ghosts shape (the same for every subgrid; periodic
+        inside it as the cell kernel is: the wrapped values only reach ghost cells that
+        the next cycle refills).  Subgrids without solid cells share the zero flags and
+        the kernels that read none."""
+        from forestpy.cuda_device import launch_kernel
+
+        from . import fast
+
+        ex, ey, ez = self.ext
+        threads = fast.THREADS
+        walls = flags is not self._zero_flags
+        even, odd = fast.register_kernels(self.ext, self.arith, self.dtype.name,
+                                          forced=bool(np.any(self.force)), walls=walls,
+                                          inlet=False, outlet=None, threads=threads)
+        h = self.E.reshape(-1)
+        grid = ((ez + threads - 1) // threads, ey, ex)
+        for k in range(self.K):
+            launch_kernel(odd if (self.t + k) & 1 else even, grid, threads, 0, h, flags,
+                          *args[:10])
 
     def _tick(self, key, t0):
         self.backend.synchronize()
