@@ -131,7 +131,7 @@ regrid)
     > "$OUT/regrid_gpu_separate.jsonl" 2> "$OUT/regrid_gpu_separate.err"
   tail -c 1200 "$OUT/regrid_gpu.jsonl" ;;
 insitu)
-  timeout 580 $PY benchmarks/lbm_insitu.py --gpu --steps 200 \
+  timeout 580 $PY benchmarks/lbm_insitu.py --gpu --kernel cell,register --steps 200 \
     --codecs none,dwt53:tol=1e-6,dwt53:tol=1e-5 \
     > "$OUT/lbm_insitu_gpu.jsonl" 2> "$OUT/lbm_insitu_gpu.err"
   tail -c 3000 "$OUT/lbm_insitu_gpu.jsonl" ;;
