@@ -131,10 +131,12 @@ regrid)
     > "$OUT/regrid_gpu_separate.jsonl" 2> "$OUT/regrid_gpu_separate.err"
   tail -c 1200 "$OUT/regrid_gpu.jsonl" ;;
 insitu)
-  timeout 580 $PY benchmarks/lbm_insitu.py --gpu --kernel cell,register --steps 200 \
-    --codecs none,dwt53:tol=1e-6,dwt53:tol=1e-5 \
-    > "$OUT/lbm_insitu_gpu.jsonl" 2> "$OUT/lbm_insitu_gpu.err"
-  tail -c 3000 "$OUT/lbm_insitu_gpu.jsonl" ;;
+  for kernel in cell register; do
+    timeout 290 $PY benchmarks/lbm_insitu.py --gpu --kernel $kernel --steps 200 \
+      --codecs none,dwt53:tol=1e-6,dwt53:tol=1e-5 \
+      > "$OUT/lbm_insitu_gpu_$kernel.jsonl" 2> "$OUT/lbm_insitu_gpu_$kernel.err"
+    tail -c 1500 "$OUT/lbm_insitu_gpu_$kernel.jsonl"
+  done ;;
 insitu10x)
   timeout 580 $PY benchmarks/lbm_insitu.py --gpu --no-check --flow wave --dtype float64 \
     --grid 16,16,262144 --subgrids 1,1,64 --tol 1e-8 --force 0 --u0 0.01 --startup '' \
