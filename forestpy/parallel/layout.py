@@ -151,12 +151,9 @@ class Layout:
         """The early/late split of the owned patches (``early``, ``late``,
         ``early_plan``, ...) is made on first use: only the overlapped step needs it, so
         a run that does not overlap (the CPU default) never pays for it at a regrid."""
-        lplan = self.__dict__.pop("_split_of", None)
-        if lplan is None or name not in _SPLIT:
-            if lplan is not None:
-                self._split_of = lplan
+        if name not in _SPLIT or "_split_of" not in self.__dict__:
             raise AttributeError(name)
-        self._split_owned(lplan)
+        self._split_owned(self.__dict__.pop("_split_of"))
         return getattr(self, name)
 
     @property
