@@ -16,6 +16,9 @@ JSON record per kernel and patch size:
   structure) and ``bar_sites`` (``bar.sync`` in the PTX);
 * ``rpn2_per_cell`` / ``rpt2_per_cell``: Riemann solves per cell update (tile halos
   included);
+* for the whole-patch kernel: ``work_sharing`` (the solver's work-sharing pieces
+  called: shallow water Roe has them), ``cell_states`` (cell states once per step in
+  shared memory), ``record_doubles`` (per face record) and ``cell_state_doubles``;
 * ``ptx_fp64``: static double-precision ``add``/``mul``/``fma``/``div``/``sqrt`` in the
   PTX (a size indicator, not the dynamic count).
 
@@ -32,7 +35,13 @@ project's development machine::
 Usage::
 
     python benchmarks/gpu_kernel_resources.py [--mx 16,32] [--kernels tile,patch]
-        [--ptxas ptxas] [--keep DIR]      (kernels: tile, patch, patch+status)
+        [--ptxas ptxas] [--keep DIR] [--caps 96,104]
+        (kernels: tile, patch, patch+status; +noshare: the patch kernel calling
+        rpn2/rpt2 instead of the work-sharing pieces, as before they were used;
+        +nocells: the cell states computed in the threads, not once into shared memory)
+
+``--caps``: also assemble at these register caps (``caps`` in the record: registers,
+spills and warps per multiprocessor at each).
 """
 
 from __future__ import annotations
@@ -130,7 +139,8 @@ def _signature(patch: bool, status: bool, tiled: bool = False):
             arr(f8, 1), arr(i8, 1), arr(f8, 1), arr(f8, 4))
 
 
-def describe(kind: str, mx: int, status: bool = False):
+def describe(kind: str, mx: int, status: bool = False, share: bool = True,
+             cells: bool | None = None):
     """(compiled kernel, its register cap, threads, facts of the plan) of one kernel."""
     from forestpy.vtable import get_riemann
 
@@ -148,14 +158,17 @@ def describe(kind: str, mx: int, status: bool = False):
     else:
         from forestpy.solvers.clawpack.gpu_patch_kernel import make_gpu_patch_kernel
 
-        k = make_gpu_patch_kernel(rs, mx, mx, 2, status=status)
+        k = make_gpu_patch_kernel(rs, mx, mx, 2, status=status, work_sharing=share,
+                                  cell_states=cells)
         nt, R = k.nthreads, k.rows_per_tile
-        cap = min(255, 65536 // (2 * nt) // 8 * 8)
+        cap = k.max_registers
         tiles = -(-mx // R)
         # per block (one a tile): 4 per pass, less the one after the last pass; the
-        # epilogue's one, one more for a patch of several tiles (the ticket) and one
-        # for the fused status (in the last block of a patch)
-        barriers = tiles * (7 + 1 + (1 if tiles > 1 else 0)) + (1 if status else 0)
+        # epilogue's one, one more for a patch of several tiles (the ticket), one for
+        # the cell states of the work-sharing contract, and one for the fused status
+        # (in the last block of a patch)
+        barriers = (tiles * (7 + 1 + (1 if tiles > 1 else 0) + (1 if k.cell_states else 0))
+                    + (1 if status else 0))
         kernel = k.kernel
     fn = kernel.py_func if hasattr(kernel, "py_func") else kernel.dispatcher.py_func
     rpn2 = rpt2 = 0
@@ -170,6 +183,11 @@ def describe(kind: str, mx: int, status: bool = False):
     facts = {"threads": nt, "rows_per_tile": R, "tiles": tiles,
              "barriers_per_patch": barriers, "rpn2_per_cell": round(rpn2 / cells, 3),
              "rpt2_per_cell": round(rpt2 / cells, 3)}
+    if kind != "tile":
+        facts.update(work_sharing=k.work_sharing, cell_states=k.cell_states,
+                     record_doubles=k.record_doubles,
+                     cell_state_doubles=k.cell_state_doubles,
+                     smem_plan_bytes=8 * k.shared_doubles)
     return fn, cap, nt, facts
 
 
@@ -179,6 +197,7 @@ def main(argv=None):
     ap.add_argument("--kernels", default="tile,patch,patch+status")
     ap.add_argument("--ptxas", default=shutil.which("ptxas") or "/usr/local/cuda/bin/ptxas")
     ap.add_argument("--keep", default=None, help="folder to keep the PTX files in")
+    ap.add_argument("--caps", default="", help="more register caps to assemble at")
     args = ap.parse_args(argv)
     _no_device()
     from numba import cuda
@@ -201,10 +220,12 @@ def main(argv=None):
     os.makedirs(folder, exist_ok=True)
     for mx in map(int, args.mx.split(",")):
         for kind in args.kernels.split(","):
-            status = kind.endswith("+status")
+            mods = kind.split("+")[1:]
+            status = "status" in mods
             base = kind.split("+")[0]
             t0 = time.perf_counter()
-            fn, cap, nt, facts = describe(base, mx, status)
+            fn, cap, nt, facts = describe(base, mx, status, "noshare" not in mods,
+                                          False if "nocells" in mods else None)
             sig = _signature(base == "patch", status, facts["tiles"] > 1)
             ptx, _ = cuda.compile_ptx(fn, sig, cc=CC)
             path = os.path.join(folder, f"{kind.replace('+', '_')}_mx{mx}.ptx")
@@ -214,11 +235,20 @@ def main(argv=None):
             free = ptxas(path, args.ptxas, None)
             blocks, warps = occupancy(capped["registers"], capped["smem_bytes"], nt)
             fblocks, fwarps = occupancy(free["registers"], free["smem_bytes"], nt)
+            caps = {}
+            for c in (int(x) for x in args.caps.split(",") if x):
+                got = ptxas(path, args.ptxas, c)
+                caps[c] = {"registers": got["registers"],
+                           "spill_store_bytes": got["spill_store_bytes"],
+                           "spill_load_bytes": got["spill_load_bytes"],
+                           "warps_per_sm": occupancy(got["registers"], got["smem_bytes"],
+                                                     nt)[1]}
             rec = {"part": "resources", "kernel": kind, "mx": mx, "solver": "shallow_roe",
                    "arith": "float64", "fma": False, "register_cap": cap, **facts,
                    **capped, "blocks_per_sm": blocks, "warps_per_sm": warps,
                    **{f"free_{k}": v for k, v in free.items() if k != "smem_bytes"},
-                   "free_warps_per_sm": fwarps, **ptx_counts(ptx),
+                   "free_warps_per_sm": fwarps, **({"caps": caps} if caps else {}),
+                   **ptx_counts(ptx),
                    "compile_s": round(time.perf_counter() - t0, 1),
                    "ptx": path if args.keep else None,
                    "toolchain": f"{numba_version}, ptxas {ptxas_version}",

@@ -14,7 +14,7 @@ Prints one JSON record per measurement:
 Usage::
 
     python benchmarks/gpu_step.py [--parts copy,kernel,step,run,cpu] [--quick]
-        [--kernel tile,patch] [--sizes 1e8] [--fma 0]
+        [--kernel tile,patch,patch-noshare,patch-nocells] [--sizes 1e8] [--fma 0]
 
 ``--kernel tile,patch`` times the row-tile and the whole-patch step kernels on the same
 patches and prints their largest differences (``kernel_compare``); every ``kernel``
@@ -92,7 +92,9 @@ def radial_patches(npatch, mx, mbc, dtype):
 def _launcher(name, rs, mx, mbc, max_registers, rows):
     """``(launch(args), threads, rows per tile)`` of the step kernel ``name`` (``tile``:
     the row-tile kernel of gpu_kernel.py, ``patch``: the whole-patch kernel of
-    gpu_patch_kernel.py), shallow water, MC, transverse 2."""
+    gpu_patch_kernel.py on the solver's work-sharing pieces, ``patch-noshare`` the same
+    calling rpn2/rpt2, ``patch-nocells`` with the cell states computed in the threads),
+    shallow water, MC, transverse 2."""
     if name == "tile":
         from forestpy.solvers.clawpack.gpu_kernel import make_gpu_step_kernel, plan_tiles
 
@@ -103,13 +105,15 @@ def _launcher(name, rs, mx, mbc, max_registers, rows):
             kernel[len(patch_rows), nt](patch_rows, *args)
 
         return launch, kernel, nt, plan_tiles(mx, mx, 3, 3, rows=rows)[0]
-    if name == "patch":
+    if name in ("patch", "patch-noshare", "patch-nocells"):
         from forestpy.solvers.clawpack.gpu_patch_kernel import make_gpu_patch_kernel
 
         k = make_gpu_patch_kernel(rs, mx, mx, mbc, order=2, transverse_waves=2,
-                                  max_registers=max_registers, rows_per_tile=rows)
+                                  max_registers=max_registers, rows_per_tile=rows,
+                                  work_sharing=name != "patch-noshare",
+                                  cell_states=False if name == "patch-nocells" else None)
         return k, k.kernel, k.nthreads, k.rows_per_tile
-    raise SystemExit(f"unknown kernel {name!r}: tile or patch")
+    raise SystemExit(f"unknown kernel {name!r}: tile, patch, patch-noshare or patch-nocells")
 
 
 def kernel_rate(mx, cells, dtype, copy_gbs, mbc=2, reps=20, max_registers=None, rows=None,

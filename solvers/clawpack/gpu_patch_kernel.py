@@ -42,11 +42,31 @@ row-tile kernel (``docs/gpu_kernel.md`` gives the reasons and the compiler's num
   summation order, so the row is bitwise the status kernel's.
 
 Physics: the Riemann solver's pointwise ``rpn2``/``rpt2``, compiled as device functions
-from the CPU source (:func:`forestpy.cuda_device.cuda_device`).  A solver that shares
-per-face state between ``rpn2`` and ``rpt2`` (the work-sharing contract of issue 32)
-plugs in at phase 1 / phase 3: the face's shared state is computed in phase 1 and
-stored beside its waves in ``F`` (see ``EDGE_STATE`` below), phase 3 hands it to the
-transverse solver instead of recomputing it from the two cell states.
+from the CPU source (:func:`forestpy.cuda_device.cuda_device`).  A solver with the
+work-sharing pieces of :mod:`forestpy.vtable` (``cell_state``, ``edge_state``,
+``rpn2e``, ``rpt2e``) has them called instead, as the CPU kernel does (default; not
+with ``work_sharing=False`` or ``FORESTPY_WORK_SHARING=0``):
+
+* **phase 0** (one barrier more per block; ``cell_states``): one thread per cell of
+  the tile and its halo (rows ``j0-2 .. j0+rt+1``, columns ``-2 .. mx+1``) computes
+  the cell's state once for the whole step, into a region ``C`` after ``F`` that
+  both passes read.  Where ``C`` would make the tiles smaller (more thread-slots per
+  patch), the cell states are computed in the threads instead: two per face thread,
+  three per cell thread of phase 3 (those the transverse solver does not read are
+  dead code the compiler drops);
+* phase 1 computes the face's state (``edge_state``) once from the two cell states
+  and calls ``rpn2e``; the face state goes into the face's record in ``F`` after
+  ``amdq``/``apdq``/``cq`` (``num_edge_state`` doubles more per record, only with
+  transverse terms);
+* phase 3 calls ``rpt2e`` with the stored state of each of the cell's two faces and
+  the cell states, instead of ``rpt2`` recomputing them (the Roe averages).
+
+The larger scratch changes the tiling: shallow water (Roe) at ``mx = 16`` no longer
+fits one tile in 48 KB and is stepped in two blocks of 9 and 7 rows (224 threads, ``C``
+in shared memory); at ``mx = 32`` in seven blocks of 5 rows (288 threads, cell states
+in the threads).  The solver-independent parts (limiter, sums, gathers) are
+unchanged, and the pieces get the CPU kernel's arguments (each cell's state from its
+own ``q`` and ``aux``, float64 rows), so the results stay the CPU kernel's bit for bit.
 """
 
 from __future__ import annotations
@@ -56,6 +76,7 @@ import math
 from numba import cuda, float64, int32
 
 from forestpy.cuda_device import cuda_device, fast_kernel
+from forestpy.step_params import device_scalar, dt_argument
 
 from .limiters import limiter_apply
 
@@ -64,9 +85,6 @@ __all__ = ["plan_patch", "make_gpu_patch_kernel", "PatchStepKernel", "SHARED_BYT
 #: static shared memory a block may use (48 KB, less a little for the reductions)
 SHARED_BYTES = 47 * 1024
 MAX_THREADS = 1024
-#: per-face doubles a solver's shared edge state would add to ``F`` (none yet: the
-#: legacy ``rpn2``/``rpt2`` recompute it; the work-sharing contract sets it)
-EDGE_STATE = 0
 #: threads of the status kernel (forestpy.patches.status._THREADS): the fused status
 #: sums in its order
 STATUS_LANES = 128
@@ -83,14 +101,17 @@ def _pass_sizes(ixy, mx, R):
 def plan_patch(mx: int, my: int, meqn: int, mwaves: int, order: int = 2,
                transverse: bool = True, shared_bytes: int = SHARED_BYTES,
                max_threads: int = MAX_THREADS, rows: int | None = None,
-               status_cols: int = 0):
+               status_cols: int = 0, cell_state: int = 0, edge_state: int = 0):
     """Rows per tile ``R``, threads per block and the sizes (in doubles) of the shared
-    regions ``A`` (waves, then transverse sums) and ``F`` (face records) for a patch
-    shape.  The largest ``R`` (whole patch first) whose scratch fits ``shared_bytes``
-    and whose faces fit ``max_threads`` threads, fewest thread-slots per patch on a tie;
-    ``rows`` forces ``R``; ``status_cols`` the columns of a fused status.  Returns
-    ``(R, nthreads, nA, nF)``."""
-    frec = (3 if order == 2 else 2) * meqn + EDGE_STATE
+    regions ``A`` (waves, then transverse sums) and ``F`` (face records, then the cell
+    states of the work-sharing contract) for a patch shape.  The fewest thread-slots per
+    patch (threads times tiles) among the ``R`` whose scratch fits ``shared_bytes`` and
+    whose faces fit ``max_threads`` threads, the largest ``R`` on a tie; ``rows``
+    forces ``R``; ``status_cols`` the columns of a fused status.  ``cell_state``: the
+    doubles of one cell's state (a region of ``(R + 4) (mx + 4)`` cells after the face
+    records), ``edge_state``: the doubles of one face's state, kept in the face's record
+    when there are transverse terms.  Returns ``(R, nthreads, nA, nF)``."""
+    frec = (3 if order == 2 else 2) * meqn + (edge_state if transverse else 0)
     best = None
     for R in range(1, my + 1):
         need_t = 0
@@ -99,6 +120,7 @@ def plan_patch(mx: int, my: int, meqn: int, mwaves: int, order: int = 2,
             NL, NN = _pass_sizes(ixy, mx, R)
             need_t = max(need_t, NL * NN, NL * (NN - 3))
             nF = max(nF, NL * (NN - 2) * frec)
+        nF += cell_state * (R + 4) * (mx + 4)
         nt = -(-need_t // 32) * 32
         # A: a face's waves, then a cell's two transverse sums, at stride nt; at the
         # end the status lanes
@@ -124,21 +146,32 @@ class PatchStepKernel:
     dt, params, limiter_codes, cfl_out, edge_out, status_out=None)`` with the arguments
     of :func:`.gpu_kernel.make_gpu_step_kernel`'s kernel (the arrays C-contiguous);
     ``status_out`` ``(npatch, 1 + len(positive))`` float64, required when built with
-    ``status=True``.  ``nthreads``, ``rows_per_tile``, ``tiles`` (blocks per patch)
-    and ``shared_doubles`` describe the launch.
+    ``status=True``.  ``nthreads``, ``rows_per_tile``, ``tiles`` (blocks per patch),
+    ``shared_doubles``, ``record_doubles`` (doubles per face record in ``F``),
+    ``cell_state_doubles`` (the cell-state region ``C``, 0 without work sharing),
+    ``max_registers`` (the register cap compiled for), ``work_sharing`` (whether
+    the solver's work-sharing pieces are called) and ``cell_states`` (whether the cell
+    states are computed once into ``C``) describe the launch.
 
     A patch of several row tiles is stepped by one block per tile (a loop over tiles
     inside one block makes the compiler keep twice the registers); the last block of a
     patch to finish writes its Courant number (and status) from the tiles' (a ticket
     per patch, in scratch arrays this object keeps per patch count)."""
 
-    def __init__(self, kernel, nthreads, rows_per_tile, tiles, shared_doubles, status):
+    def __init__(self, kernel, nthreads, rows_per_tile, tiles, shared_doubles, status, *,
+                 record_doubles=0, cell_state_doubles=0, max_registers=None,
+                 work_sharing=False, cell_states=False):
         self.kernel = kernel
         self.nthreads = nthreads
         self.rows_per_tile = rows_per_tile
         self.tiles = tiles
         self.shared_doubles = shared_doubles
         self.status = status
+        self.record_doubles = record_doubles
+        self.cell_state_doubles = cell_state_doubles
+        self.max_registers = max_registers
+        self.work_sharing = work_sharing
+        self.cell_states = cell_states
         self._scratch: dict = {}
 
     def _tile_scratch(self, q):
@@ -154,9 +187,11 @@ class PatchStepKernel:
         return got
 
     def __call__(self, rows, q, aux, qnew, dx, dy, dt, params, lim, cfl_out, edge_out,
-                 status_out=None, stream=0):
-        from forestpy.cuda_device import launch_kernel
+                 status_out=None, stream=None):
+        from forestpy.cuda_device import launch_kernel, launch_stream
 
+        if stream is None:
+            stream = launch_stream()
         for name, a in (("q", q), ("aux", aux), ("qnew", qnew), ("edge_out", edge_out)):
             if not a.flags.c_contiguous:
                 raise ValueError(f"the patch kernel needs a C-contiguous {name}")
@@ -169,7 +204,7 @@ class PatchStepKernel:
         st = status_out if self.status else dx
         cfl_tiles, tickets = self._tile_scratch(q) if self.tiles > 1 else (dx, rows)
         launch_kernel(self.kernel, len(rows) * self.tiles, self.nthreads, stream, rows,
-                      q.reshape(-1), aux.reshape(-1), qnew.reshape(-1), dx, dy, float(dt),
+                      q.reshape(-1), aux.reshape(-1), qnew.reshape(-1), dx, dy, dt_argument(dt),
                       params, lim, cfl_out, edge_out.reshape(-1), st, cfl_tiles, tickets)
 
 
@@ -177,7 +212,8 @@ def make_gpu_patch_kernel(riemann, mx: int, my: int, mbc: int, *, order: int = 2
                           transverse_waves: int = 2, capacity_index: int = -1,
                           max_registers: int | None = None,
                           shared_bytes: int = SHARED_BYTES, rows_per_tile: int | None = None,
-                          status: bool = False) -> PatchStepKernel:
+                          status: bool = False, work_sharing: bool | None = None,
+                          cell_states: bool | None = None) -> PatchStepKernel:
     """Compiled whole-patch CUDA step for one Riemann solver, patch shape and option
     set (cached per process); a :class:`PatchStepKernel`.  Launch one block per entry
     of ``rows``.  Same results as :func:`.gpu_kernel.make_gpu_step_kernel`'s kernel
@@ -186,6 +222,12 @@ def make_gpu_patch_kernel(riemann, mx: int, my: int, mbc: int, *, order: int = 2
     ``status``: also write ``status_out[p] = patch_status(qnew)[p]`` for every stepped
     patch (the positive components of ``riemann.positive``).  ``max_registers``: the
     register cap per thread (default: what lets two blocks share a multiprocessor).
+    ``work_sharing``: call the solver's work-sharing pieces where it has them, as the
+    CPU kernel does (default: :func:`.step_kernel.work_sharing_default`, on unless
+    ``FORESTPY_WORK_SHARING=0``); ``False`` calls ``rpn2``/``rpt2``.  ``cell_states``
+    (with work sharing): ``True`` computes every cell's state once per step into shared
+    memory (phase 0), ``False`` in the threads that need it (two per face, three per
+    cell of phase 3), ``None`` (default) the first unless it takes more, smaller tiles.
     """
     if mx < 2 or my < 2:
         raise ValueError("the GPU kernel needs mx, my >= 2")
@@ -196,15 +238,25 @@ def make_gpu_patch_kernel(riemann, mx: int, my: int, mbc: int, *, order: int = 2
     if transverse_waves and riemann.rpt2 is None:
         raise ValueError(f"Riemann solver {riemann.name!r} has no rpt2; use transverse_waves=0")
     positive = tuple(int(k) for k in riemann.positive) if status else ()
+    if work_sharing is None:
+        from .step_kernel import work_sharing_default
+
+        work_sharing = work_sharing_default()
+    share = bool(work_sharing and riemann.shares_work)
+    pieces = ((riemann.cell_state, riemann.edge_state, riemann.rpn2e,
+               riemann.rpt2e if transverse_waves else None, int(riemann.num_cell_state),
+               int(riemann.num_edge_state)) if share else None)
     key = (riemann.rpn2, riemann.rpt2 if transverse_waves else None, bool(riemann.fwave),
            int(riemann.num_eqn), int(riemann.num_waves), int(riemann.num_aux), mx, my, mbc,
            order, transverse_waves, max(capacity_index, -1), max_registers, shared_bytes,
-           rows_per_tile, bool(status), positive)
+           rows_per_tile, bool(status), positive, pieces,
+           None if cell_states is None or not share else bool(cell_states))
     hit = _KERNELS.get(key)
     if hit is None:
         hit = _KERNELS[key] = _build(riemann, mx, my, mbc, order, transverse_waves,
                                      max(capacity_index, -1), max_registers, shared_bytes,
-                                     rows_per_tile, bool(status), positive)
+                                     rows_per_tile, bool(status), positive, share,
+                                     cell_states)
     return hit
 
 
@@ -235,15 +287,44 @@ def _warp_tools():
 
 
 def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes, rows,
-           STATUS, POSITIVE):
+           STATUS, POSITIVE, SHARE, cells):
     MEQN = int(riemann.num_eqn)
     MWAVES = int(riemann.num_waves)
     MAUX = int(riemann.num_aux)
     MAUXL = max(MAUX, 1)
     FWAVE = bool(riemann.fwave)
     NCOL = 1 + len(POSITIVE)
-    R, NT, NA, NF = plan_patch(MX, MY, MEQN, MWAVES, ORDER, TRANS > 0, shared_bytes,
-                               rows=rows, status_cols=NCOL if STATUS else 0)
+    # the work-sharing contract: NCS doubles of cell state, NES of face state (kept in
+    # the face's record only when phase 3 reads it)
+    NCS = int(riemann.num_cell_state) if SHARE else 0
+    HAS_EDGE = SHARE and riemann.edge_state is not None
+    NES = int(riemann.num_edge_state) if HAS_EDGE else 0
+    STORE_ES = HAS_EDGE and TRANS > 0
+
+    def plan(ncs):
+        return plan_patch(MX, MY, MEQN, MWAVES, ORDER, TRANS > 0, shared_bytes, rows=rows,
+                          status_cols=NCOL if STATUS else 0, cell_state=ncs, edge_state=NES)
+
+    CELLS = SHARE and cells is not False
+    if CELLS and cells is None:
+        # C where it costs no thread-slots per patch (more, smaller tiles) against
+        # computing the cell states in the face and cell threads
+        try:
+            with_c = plan(NCS)
+        except ValueError:
+            with_c = None
+        without = plan(0)
+        CELLS = with_c is not None and (with_c[1] * -(-MY // with_c[0])
+                                        <= without[1] * -(-MY // without[0]))
+    NCS_C = NCS if CELLS else 0
+    R, NT, NA, NF = plan(NCS_C)
+    ESC = (3 if ORDER == 2 else 2) * MEQN  # the face state's first component in F
+    FREC = ESC + (NES if STORE_ES else 0)
+    NCW = MX + 4  # cells per row of C (columns -2 .. mx+1)
+    NCSC = (R + 4) * NCW  # cells of C (rows j0-2 .. j0+R+1): C's stride per component
+    CSB = NF - NCS_C * NCSC  # C's offset in Fs (after the face records)
+    NCSL = max(NCS, 1)
+    NESL = max(NES, 1)
     NTILES = -(-MY // R)
     CORR = TRANS == 2 and ORDER == 2
     NXT = MX + 2 * MBC  # row length of the padded patch
@@ -257,6 +338,13 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
     POS = POSITIVE if POSITIVE else (0,)
     rpn2 = cuda_device(riemann.rpn2)
     rpt2 = cuda_device(riemann.rpt2) if TRANS else None
+    if SHARE:
+        cell_state = cuda_device(riemann.cell_state)
+        edge_state = cuda_device(riemann.edge_state) if HAS_EDGE else None
+        rpn2e = cuda_device(riemann.rpn2e)
+        rpt2e = cuda_device(riemann.rpt2e) if TRANS else None
+    else:
+        cell_state = edge_state = rpn2e = rpt2e = None
     limiter = cuda_device(limiter_apply)
     shfl_down = _warp_tools()
     from forestpy.backend import cuda_simulator_enabled
@@ -280,21 +368,25 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
         n``).  Thread ``f`` has face ``f``, numbered so that consecutive threads step
         along x (coalesced loads in both passes).
         ``F`` holds the limited faces ``n = 1 .. NN-2``, ``T`` the cells between them
-        (``k = 0 .. NN-4``, cell ``k`` between faces ``k + 1`` and ``k + 2``).
+        (``k = 0 .. NN-4``, cell ``k`` between faces ``k + 1`` and ``k + 2``).  With work
+        sharing ``C`` (in ``Fs`` from ``CSB``) holds the cell states of the tile's rows
+        ``j0-2 ..`` and columns ``-2 ..``, ``NCW`` cells a row.
         """
         if IXY == 1:
             DN = 1  # flat step to the next cell along the normal
             DT = NXT  # ... along the face (transverse direction)
+            CSD = 1  # ... and in C
         else:
             DN = NXT
             DT = 1
+            CSD = NCW
 
         @cuda.jit(device=True, inline=True)
         def face_pass(p, t, j0, rt, q, aux, qnew, edge_out, params, lim, dtdn, dtdt, A, Fs,
                       cfl, regs, acc, last):
             # local arrays in two tuples: a call of more than 30 arguments compiles to a
             # call with *args, which Numba cannot inline
-            ql, qr, al, ar, a1, a2, a3, wave, s, amdq, apdq, cq, bm, bp = regs
+            ql, qr, al, ar, a1, a2, a3, wave, s, amdq, apdq, cq, bm, bp, csl, csr, es = regs
             fxl, fxr, gyl, gyu = acc
             qb = p * QP
             ab = p * AP
@@ -312,11 +404,13 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
                 n = t % NN
                 cell = (j0 - 1 + l) * NXT + (MBC - 1 + n)
                 lf = l * NLIM + (n - 1)  # its record in F
+                csc = CSB + (l + 1) * NCW + (n + 1)  # the cell's state in C
             else:
                 n = t // NL
                 l = t % NL
                 cell = (j0 - 1 + n) * NXT + (MBC - 1 + l)
                 lf = (n - 1) * NL + l
+                csc = CSB + (n + 1) * NCW + (l + 1)
             act = t < NL * NN
             lim_face = act and n >= 1 and n <= NN - 2
             # (1) normal Riemann problem; the waves to W, the fluctuations of a limited
@@ -329,7 +423,27 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
                 for a in range(MAUX):
                     al[a] = aux[ab + a * PLANE + cell - DN]
                     ar[a] = aux[ab + a * PLANE + cell]
-                rpn2(IXY, ql, qr, al, ar, params, wave, s, amdq, apdq)
+                if SHARE:
+                    # the two cell states (from C, or computed here), the face's state
+                    # once; float64 rows, as in the CPU kernel
+                    if CELLS:
+                        for m in range(NCS):
+                            csl[m] = Fs[m * NCSC + csc - CSD]
+                            csr[m] = Fs[m * NCSC + csc]
+                    else:
+                        cst = cell_state(ql, al, params)
+                        for m in range(NCS):
+                            csl[m] = cst[m]
+                        cst = cell_state(qr, ar, params)
+                        for m in range(NCS):
+                            csr[m] = cst[m]
+                    if HAS_EDGE:
+                        e = edge_state(IXY, ql, qr, csl, csr, al, ar, params)
+                        for m in range(NES):
+                            es[m] = e[m]
+                    rpn2e(IXY, ql, qr, csl, csr, al, ar, params, es, wave, s, amdq, apdq)
+                else:
+                    rpn2(IXY, ql, qr, al, ar, params, wave, s, amdq, apdq)
                 for m in range(MEQN):
                     for w in range(MWAVES):
                         A[(m * MWAVES + w) * NT + t] = wave[m, w]
@@ -337,9 +451,9 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
                     for m in range(MEQN):
                         Fs[m * NLF + lf] = amdq[m]
                         Fs[(MEQN + m) * NLF + lf] = apdq[m]
-                    # a solver with shared per-face state (issue 32's work-sharing
-                    # contract) stores its EDGE_STATE doubles here, after amdq, apdq
-                    # and cq, for phase 3
+                    if STORE_ES:  # the face's state for phase 3, after amdq, apdq, cq
+                        for m in range(NES):
+                            Fs[(ESC + m) * NLF + lf] = es[m]
             cuda.syncthreads()
             # (2) Courant number, limited correction from the face's and its
             # neighbours' waves; the correction to the face's record
@@ -392,12 +506,14 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
                     c0 = (j0 - 1 + l) * NXT + (MBC + k)  # the cell
                     f0 = l * NLIM + k  # its lower face in F; the upper one is f0 + 1
                     f1 = f0 + 1
+                    cs0 = CSB + (l + 1) * NCW + (k + 2)  # its state in C
                 else:
                     k = t // NL
                     l = t % NL
                     c0 = (j0 + k) * NXT + (MBC - 1 + l)
                     f0 = k * NL + l
                     f1 = f0 + NL
+                    cs0 = CSB + (k + 2) * NCW + (l + 1)
                 dc = dtdn
                 if CAPA >= 0:
                     dc = dtdn * (1.0 / aux[ab + CAPA * PLANE + c0])
@@ -414,9 +530,26 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
                     if CORR:
                         v -= Fs[(2 * MEQN + m) * NLF + f0]
                     amdq[m] = v
-                # (the work-sharing contract's transverse solve would take the faces'
-                # stored edge state from F here instead of the two cell states)
-                rpt2(IXY, 2, ql, qr, a1, a2, a3, params, amdq, bm, bp)
+                if SHARE:  # the stored state of the face, the states of its two cells
+                    if CELLS:
+                        for m in range(NCS):
+                            csl[m] = Fs[m * NCSC + cs0 - CSD]
+                            csr[m] = Fs[m * NCSC + cs0]
+                    else:  # (each cell with its own aux, as in the CPU kernel)
+                        for a in range(MAUX):
+                            al[a] = aux[ab + a * PLANE + c0 - DN]
+                        cst = cell_state(ql, al, params)
+                        for m in range(NCS):
+                            csl[m] = cst[m]
+                        cst = cell_state(qr, a2, params)
+                        for m in range(NCS):
+                            csr[m] = cst[m]
+                    if STORE_ES:
+                        for m in range(NES):
+                            es[m] = Fs[(ESC + m) * NLF + f0]
+                    rpt2e(IXY, 2, ql, qr, csl, csr, a1, a2, a3, params, es, amdq, bm, bp)
+                else:
+                    rpt2(IXY, 2, ql, qr, a1, a2, a3, params, amdq, bm, bp)
                 for m in range(MEQN):
                     cq[m] = coef * bm[m]  # the lower face's part (cq, apdq: scratch)
                     apdq[m] = coef * bp[m]
@@ -428,7 +561,24 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
                     if CORR:
                         v += Fs[(2 * MEQN + m) * NLF + f1]
                     amdq[m] = v
-                rpt2(IXY, 1, ql, qr, a1, a2, a3, params, amdq, bm, bp)
+                if SHARE:
+                    if CELLS:
+                        for m in range(NCS):
+                            csl[m] = csr[m]
+                            csr[m] = Fs[m * NCSC + cs0 + CSD]
+                    else:
+                        for a in range(MAUX):
+                            ar[a] = aux[ab + a * PLANE + c0 + DN]
+                        cst = cell_state(qr, ar, params)
+                        for m in range(NCS):
+                            csl[m] = csr[m]
+                            csr[m] = cst[m]
+                    if STORE_ES:
+                        for m in range(NES):
+                            es[m] = Fs[(ESC + m) * NLF + f1]
+                    rpt2e(IXY, 1, ql, qr, csl, csr, a1, a2, a3, params, es, amdq, bm, bp)
+                else:
+                    rpt2(IXY, 1, ql, qr, a1, a2, a3, params, amdq, bm, bp)
                 # summed in the row-tile kernel's order (lower face first)
                 for m in range(MEQN):
                     A[(2 * m) * NT + t] = cq[m] + coef * bm[m]  # tlo
@@ -529,8 +679,9 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
         return b if b < a else a
 
     @cuda.jit(**opts)
-    def step(rows, q, aux, qnew, dx, dy, dt, params, lim, cfl_out, edge_out, status_out,
+    def step(rows, q, aux, qnew, dx, dy, dtv, params, lim, cfl_out, edge_out, status_out,
              cfl_tiles, tickets):
+        dt = device_scalar(dtv)
         b = cuda.blockIdx.x
         p = rows[b // NTILES]
         tile = b % NTILES
@@ -553,7 +704,10 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
                 cuda.local.array(MEQN, float64),  # apdq
                 cuda.local.array(MEQN, float64),  # cq
                 cuda.local.array(MEQN, float64),  # bmasdq
-                cuda.local.array(MEQN, float64))  # bpasdq
+                cuda.local.array(MEQN, float64),  # bpasdq
+                cuda.local.array(NCSL, float64),  # cell states (work sharing)
+                cuda.local.array(NCSL, float64),
+                cuda.local.array(NESL, float64))  # face state
         # the cell's partial edge fluxes of the x pass, for the y pass
         acc = (cuda.local.array(MEQN, float64), cuda.local.array(MEQN, float64),
                cuda.local.array(MEQN, float64), cuda.local.array(MEQN, float64))
@@ -568,6 +722,26 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
                     edge_out[p * EP + e] = 0.0
         j0 = MBC + tile * R
         rt = R if tile < NTILES - 1 else MY - (NTILES - 1) * R
+        if SHARE:  # without an edge state the CPU kernel's row of zeros
+            es = regs[16]
+            for m in range(NESL):
+                es[m] = 0.0
+        if CELLS:
+            # (0) every cell's state once for the step (both passes read it), into C
+            ql = regs[0]
+            al = regs[2]
+            qb = p * QP
+            ab = p * AP
+            for cc in range(t, (rt + 4) * NCW, NT):
+                cell = (j0 - 2 + cc // NCW) * NXT + (MBC - 2 + cc % NCW)
+                for m in range(MEQN):
+                    ql[m] = q[qb + m * PLANE + cell]
+                for a in range(MAUX):
+                    al[a] = aux[ab + a * PLANE + cell]
+                cst = cell_state(ql, al, params)
+                for m in range(NCS):
+                    Fs[CSB + m * NCSC + cc] = cst[m]
+            cuda.syncthreads()
         cfl = x_pass(p, t, j0, rt, q, aux, qnew, edge_out, params, lim, dtdx, dtdy, A, Fs,
                      0.0, regs, acc, False)
         cfl = y_pass(p, t, j0, rt, q, aux, qnew, edge_out, params, lim, dtdy, dtdx, A, Fs,
@@ -627,4 +801,7 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
                     if t == 0:
                         status_out[p, col] = u
 
-    return PatchStepKernel(fast_kernel(step), NT, R, NTILES, NA + NF, STATUS)
+    return PatchStepKernel(fast_kernel(step), NT, R, NTILES, NA + NF, STATUS,
+                           record_doubles=FREC, cell_state_doubles=NCS_C * NCSC,
+                           max_registers=max_registers, work_sharing=SHARE,
+                           cell_states=CELLS)
