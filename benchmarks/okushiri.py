@@ -115,6 +115,8 @@ def run_case(case: str, backend: str, dx: float, t_final: float, series: str | N
         "host_transfers": sim.backend.host_transfers,
         "host_transfers_per_step": round(sim.backend.host_transfers / max(sim.steps, 1), 2),
         "timers": sim.timers.as_dict(),
+        **sim.graph_summary(),
+        "interior_digest": sim.interior_digest(),
         "gauges": gauges,
         "runup": rep["runup"],
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),

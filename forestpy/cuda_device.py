@@ -636,7 +636,25 @@ def launch_kernel(kernel, griddim, blockdim, stream, *args) -> None:
     (``kernel`` is a :class:`FastKernel` on a real GPU, see :func:`fast_kernel`)."""
     global _launches
     _launches += 1
+    if _RECORDING is not None:
+        _RECORDING.append(args)
     kernel[griddim, blockdim, stream](*args)
+
+
+_RECORDING = None  # a list while a CUDA graph is captured: the launches' arguments
+
+
+@contextmanager
+def recording_launches():
+    """Inside the block every :func:`launch_kernel`'s arguments are appended to the
+    list it yields: a captured graph keeps the arrays it writes alive with it (their
+    memory must not be handed to another array while the graph may replay)."""
+    global _RECORDING
+    saved, _RECORDING = _RECORDING, []
+    try:
+        yield _RECORDING
+    finally:
+        _RECORDING = saved
 
 
 def kernel_launches() -> int:

@@ -65,6 +65,7 @@ import numpy as np
 from numba.core.registry import CPUDispatcher
 
 from forestpy.patches.launch import for_each_cell, for_each_entry
+from forestpy.step_params import device_scalar
 
 __all__ = ["HookContext", "HookGeometry", "PointwiseBoundary", "PointwiseSource",
            "pointwise_boundary", "pointwise_source", "takes_context"]
@@ -153,11 +154,16 @@ class HookContext:
         Accepted and rejected steps before this call: a hook that counts something
         per step (a volume added) keeps the count of a call until a later call (or a
         read) sees ``step`` advanced, and drops it when the step was retaken.
+    step_params : forestpy.step_params.StepParams or None
+        On a GPU, the block the kernels read per-step values from (``t``, ``dt``, a
+        forcing's value): a hook whose kernel arguments change from step to step puts
+        them there (:meth:`~forestpy.step_params.StepParams.values`) so that a step
+        captured as a CUDA graph replays with new ones.  None on the CPU.
     """
 
     def __init__(self, geometry: HookGeometry, t: float, dt: float = 0.0, *, rows=None,
                  rows_host=None, owned: int | None = None, comm=None, step: int = 0,
-                 rejected: int = 0):
+                 rejected: int = 0, step_params=None):
         self.geometry = geometry
         self.owned = geometry.npatch if owned is None else int(owned)
         self.backend = geometry.backend
@@ -168,6 +174,14 @@ class HookContext:
             self.backend.to_host(rows)
         self.comm = comm if comm is not None and comm.size > 1 else None
         self.step, self.rejected = int(step), int(rejected)
+        self.step_params = step_params if self.backend.is_gpu else None
+
+    @property
+    def capturing(self) -> bool:
+        """Whether the call is being captured into a CUDA graph (its launches are
+        recorded, not run): a hook keeps no host count then, and counts in its
+        ``graph_replay(context)`` for every replay instead."""
+        return self.step_params is not None and self.step_params.capturing
 
     @property
     def n(self) -> int:
@@ -189,6 +203,10 @@ class HookContext:
         """A context for ``geom`` on ``backend`` alone (every row, one rank): tests,
         direct calls; uploads its geometry."""
         return cls(HookGeometry(geom, backend), t, dt)
+
+
+def _time_and_step(t, dt):
+    return (t, dt)
 
 
 def _params_on(cache: dict, params, backend):
@@ -221,7 +239,7 @@ def body(q, aux, xlower, ylower, dx, dy, t, dt, params, {value}k, j, i, mbc, qc,
         ac[m] = aux[k, m, J, I]
     x = xlower[k] + dx[k] * (i + 0.5)
     y = ylower[k] + dy[k] * (j + 0.5)
-    cell(qc, ac, x, y, t, dt, params{last})
+    cell(qc, ac, x, y, device_scalar(t), device_scalar(dt), params{last})
     for m in range({meqn}):
         q[k, m, J, I] = qc[m]
 """
@@ -259,7 +277,7 @@ def body(q, aux, idx, side, mbc, xlower, ylower, dx, dy, t, params, {value}e, qg
         ag[m] = aux[p, m, J, I]
     x = xlower[p] + dx[p] * ((I - mbc) + 0.5)
     y = ylower[p] + dy[p] * ((J - mbc) + 0.5)
-    cell(side, qg, qi, ag, x, y, t, params{last})
+    cell(side, qg, qi, ag, x, y, device_scalar(t), params{last})
     for m in range({meqn}):
         q[p, m, J, I] = qg[m]
 """
@@ -278,6 +296,8 @@ class _Pointwise:
         self.cell = _jit(cell)
         self.params = np.array(params, dtype=np.float64).reshape(-1)
         self.value = value
+        self._step_values = _time_and_step if value is None else (
+            lambda t, dt: (t, dt, float(value(t))))
         self._bodies: dict = {}
         self._params: dict = {}
 
@@ -287,13 +307,27 @@ class _Pointwise:
         if body is None:
             has_value = self.value is not None
             source = template.format(meqn=meqn, naux=naux, value="v, " if has_value else "",
-                                     last=", v" if has_value else "")
-            body = self._bodies[key] = _generated(source, {"cell": self.cell})
+                                     last=", device_scalar(v)" if has_value else "")
+            body = self._bodies[key] = _generated(source, {"cell": self.cell,
+                                                           "device_scalar": device_scalar})
         return body
 
-    def _extra(self, context: HookContext):
+    def _per_step(self, context: HookContext) -> tuple:
+        """``(t, dt, params[, v])`` of a call: numbers on the CPU; on a GPU ``t``,
+        ``dt`` and ``v`` are views of the step's parameter block
+        (:mod:`forestpy.step_params`), so that a captured step replays with new ones."""
         params = _params_on(self._params, self.params, context.backend)
-        return (params,) + ((float(self.value(context.t)),) if self.value is not None else ())
+        value = self.value
+        block = context.step_params
+        if block is None:
+            extra = (float(value(context.t)),) if value is not None else ()
+            return (context.t, context.dt, params) + extra
+        v = block.values((self, "per step"), self._step_values, context.t, context.dt)
+        return (v[0:1], v[1:2], params) + ((v[2:3],) if value is not None else ())
+
+
+    def graph_replay(self, context: HookContext) -> None:
+        """A pointwise hook keeps no count: nothing to do for a replayed step."""
 
 
 class PointwiseSource(_Pointwise):
@@ -308,7 +342,7 @@ class PointwiseSource(_Pointwise):
         meqn, naux = q.shape[1], aux.shape[1]
         body = self._body(_SOURCE_BODY, meqn, naux)
         for_each_cell(body, context.n, g.my, g.mx, g.mbc, q, aux, g.xlower, g.ylower, g.dx,
-                      g.dy, context.t, context.dt, *self._extra(context),
+                      g.dy, *self._per_step(context),
                       backend=context.backend, rows=context.rows,
                       scratch=(meqn, max(naux, 1)))
 
@@ -336,8 +370,9 @@ class PointwiseBoundary(_Pointwise):
             aux = q[:, :0]
         body = self._body(_BOUNDARY_BODY, meqn, naux)
         along = q.shape[2] if side < 2 else q.shape[3]
+        t, _, *extra = self._per_step(context)
         for_each_entry(body, len(idx) * along * g.mbc, q, aux, idx, side, g.mbc, g.xlower,
-                       g.ylower, g.dx, g.dy, context.t, *self._extra(context),
+                       g.ylower, g.dx, g.dy, t, *extra,
                        backend=context.backend, scratch=(meqn, meqn, max(naux, 1)))
 
     def __call__(self, side, q, aux, x, y, t):

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -44,7 +45,7 @@ from forestpy.patches import (
     transfer,
 )
 from forestpy.patches.ghost_plan import copy_ghost_frame
-from forestpy.patches.status import patch_status, step_status
+from forestpy.patches.status import launch_step_status, patch_status, step_status
 from forestpy.patches.surface_ghosts import fill_ghosts_surface
 from forestpy.patches.surface_regrid import ShorelineRegrid, surface_dry_tolerance
 from forestpy.patches.tagging import TaggedPatches, regrid_flags
@@ -208,6 +209,7 @@ class Simulation:
         name="simulation",
         check_state=True,
         subcycle=None,
+        gpu_graph=None,
     )
 
     def __init__(self, riemann, *, qinit: Callable, domain: Domain | None = None, comm=None,
@@ -257,6 +259,10 @@ class Simulation:
         self.check_state = bool(opts["check_state"])
         self.subcycle = (not self.backend.is_gpu if opts["subcycle"] is None
                          else bool(opts["subcycle"]))
+        # one-dt GPU steps replayed as CUDA graphs (forestpy.step_graph); on by default,
+        # FORESTPY_GPU_GRAPH=0 turns it off for any run that does not set the option
+        self.gpu_graph = (os.environ.get("FORESTPY_GPU_GRAPH", "1") != "0"
+                          if opts["gpu_graph"] is None else bool(opts["gpu_graph"]))
         self.hook_rows = None  # the owned rows a src2 call sees (subcycled level steps)
         self.params = self.riemann.params_array(opts["params"])
         self.bc = normalize_bc(opts["bc"], *self.domain.periodic)
@@ -602,7 +608,8 @@ class Simulation:
                 geom, self.backend, dx=arrays.dx, dy=arrays.dy,
                 centers_host=lambda: self.centers_host, centers=lambda: self.centers)
         return HookContext(g, t, dt, rows=rows, rows_host=rows_host, owned=self.layout.nown,
-                           comm=self.comm, step=self.steps, rejected=self.rejected_steps)
+                           comm=self.comm, step=self.steps, rejected=self.rejected_steps,
+                           step_params=self.step_params)
 
     def _fill_ghosts_surface(self, q, i: int, j: int, plan=None) -> None:
         """Ghost fill of a depth ``q[i]`` over the bottom ``aux[j]`` (see
@@ -819,22 +826,93 @@ class Simulation:
         """
         if self.subcycling:
             return self._subcycler.coarse_step(dt)
+        graph = self._step_graph()
+        if graph is not None:
+            result = graph.step(dt)
+            if result is not None:
+                return result
+        q_new, read_status = self._launch_step(dt)
+        with self.timers("cfl_check"):
+            status = read_status()
+        return self._finish_step(q_new, status, dt)
+
+    def _step_graph(self):
+        """The :class:`~forestpy.step_graph.StepGraph` of a GPU run with ``gpu_graph``
+        on, None otherwise (or once it has found that the run's steps cannot be
+        replayed)."""
+        graph = self.__dict__.get("_graph")
+        if graph is None and self.gpu_graph and self.backend.is_gpu:
+            from forestpy.step_graph import StepGraph
+
+            graph = self._graph = StepGraph(self)
+        return graph if graph is not None and graph.usable() else None
+
+    def graph_summary(self) -> dict:
+        """How the GPU steps ran: ``gpu_graph`` (replayed from CUDA graphs), captures,
+        replays and, when graphs were off, why (:mod:`forestpy.step_graph`)."""
+        graph = self.__dict__.get("_graph")
+        if graph is None:
+            return {"gpu_graph": False, "graph_captures": 0, "graph_replays": 0,
+                    "graph_off_reason": "off" if not self.gpu_graph else "no GPU step yet"}
+        return graph.summary()
+
+    def interior_digest(self) -> list:
+        """``[sum, sum of |q|]`` of the owned interiors on the host: two runs that
+        should agree bit for bit compare these (one transfer)."""
+        b = self.mbc
+        q = self._owned(self.q)[:, :, b:-b, b:-b]
+        xp = self.xp
+        return [float(v) for v in self.backend.to_host(xp.stack([q.sum(), xp.abs(q).sum()]))]
+
+    @property
+    def step_params(self):
+        """The GPU's block of per-step values (:mod:`forestpy.step_params`), None on the
+        CPU."""
+        if not self.backend.is_gpu:
+            return None
+        block = self.__dict__.get("_step_params")
+        if block is None:
+            from forestpy.step_params import StepParams
+
+            block = self._step_params = StepParams(self.backend)
+        return block
+
+    def _device_dt(self, dt):
+        """``dt`` for the step kernel and the time sync: a view of the step's parameter
+        block where the solver takes one (GPU), else the number."""
+        if self.step_params is None or not getattr(self.solver, "device_dt", False):
+            return dt
+        return self.step_params.values("dt", _dt_only, self.t, dt)
+
+    def _launch_step(self, dt, buffers=None):
+        """Everything of a step before its status reaches the host: ``(q_new, read)``
+        with ``read()`` the step's status (one transfer on the GPU).  ``buffers``:
+        ``(q_new, cfl, edge, rows)`` to step into (a serial GPU step: the arrays a
+        captured graph keeps)."""
         self._localize()
         self._root_copy = None  # the state changes
         L = self.layout
         if self.overlap and not L.whole and self.vtable.b4step is None:
             q_new, cfl, edge = self._step_overlapped(dt)
+            dtk = dt
         else:
             self.fill_ghosts()
             if self.vtable.b4step is not None:
                 with self.timers("sources"):
                     self.vtable.b4step(self, dt)
+            dtk = self._device_dt(dt) if L.whole else dt
             with self.timers("step"):
-                q_new, cfl, edge = self._step_all(dt)
+                if buffers is not None:
+                    out, cfl_out, edge_out, rows = buffers
+                    q_new, cfl, edge = self.vtable.step(
+                        self.q, self.aux, L.local_arrays, dtk, out=out, edge_out=edge_out,
+                        rows=rows, cfl_out=cfl_out)
+                else:
+                    q_new, cfl, edge = self._step_all(dtk)
         if self.vtable.time_sync is not None:
             self.exchange.halo(edge, L.edge_exchange, self.timers)
             with self.timers("time_sync"):
-                self.vtable.time_sync(L.sync_plan, self.q, q_new, self.aux, edge, dt)
+                self.vtable.time_sync(L.sync_plan, self.q, q_new, self.aux, edge, dtk)
         if self.vtable.src2 is not None:  # on every rank: a hook may communicate
             with self.timers("sources"):
                 own = self._owned
@@ -847,7 +925,22 @@ class Simulation:
                     x, y = self.centers
                     src2(own(q_new), own(self.aux), own(x), own(y), self.t, dt)
         with self.timers("cfl_check"):
+            return q_new, self._status_reader(q_new, cfl)
+
+    def _status_reader(self, q_new, cfl):
+        """A function returning :meth:`_global_status` of the step: on a GPU the
+        status kernel is launched now and its record read by the call."""
+        if not (self.backend.is_gpu and self.layout.nown):
             status = self._global_status(q_new, cfl)
+            return lambda: status
+        out = launch_step_status(self._owned(q_new), self.mbc, self.riemann.positive, cfl,
+                                 self.backend, self.check_state)
+        backend, exchange, check = self.backend, self.exchange, self.check_state
+        return lambda: exchange.reduce_status(backend.to_host(out).copy(), check)
+
+    def _finish_step(self, q_new, status, dt) -> tuple[bool, float]:
+        """Accept or reject the step that wrote ``q_new`` from its host ``status``."""
+        L = self.layout
         courant = float(status[0])
         if courant > self.cfl_max or not math.isfinite(courant):
             self.rejected_steps += 1
@@ -1564,3 +1657,7 @@ class _OwnedView:
     def centers_host(self):
         return tuple(self._sim._owned(c) for c in self._sim.centers_host)
 
+
+
+def _dt_only(t: float, dt: float) -> tuple:
+    return (dt,)

@@ -352,6 +352,7 @@ class GeoClawSources:
         self._level_slots = {}  # id(level rows) -> (rows, geometry, backend slots)
         self._no_slot = None
         self._partial = None  # per-patch results of the positivity sums (backend)
+        self._totals = None  # and their sums over the call (reused: a graph replays it)
         self._added = 0.0  # volume injected by the discharge sources (accepted steps)
         self._moved = []  # per accepted call: backend totals (moved at [1]) or a float
         self._moved_folded = 0.0
@@ -518,22 +519,15 @@ class GeoClawSources:
         reduction over the ranks, every rank calling the hook).  The volume is kept to
         round-off; where no depth is negative the positivity fix changes no bit."""
         ctx = context
-        if self._pending is not None and ctx.step > self._pending[0]:
-            self._accept()  # the simulation accepted the step of the pending counts
-        # the calls of one step (one per level when the levels subcycle) add up; a call
-        # not followed by an accepted step is discarded
-        key = (ctx.step, ctx.rejected)
-        pending = self._pending if self._pending is not None and \
-            self._pending[3] == key else (ctx.step, 0.0, [], key)
         self._source_cells(ctx)
-        added = 0.0
-        increments = []
-        for src, (_, area), share in zip(self.sources, self._cells, self._shares(ctx)):
-            rate = src.rate(ctx.t)
-            increments.append(rate * ctx.dt / area if rate > 0.0 else 0.0)
-            if rate > 0.0:
-                added += rate * ctx.dt if share == 1.0 else rate * ctx.dt * share
-        floats, ints = self._constants(ctx.dt)
+        ints = self._constants(ctx.dt)[1]
+        block = ctx.step_params
+        if block is None:
+            floats = self._constants(ctx.dt)[0]
+            increments = self._increments(ctx.t, ctx.dt)
+        else:  # on a GPU from the step's parameter block: a captured step replays
+            floats = block.values((self, "constants"), self._float_constants, ctx.t, ctx.dt)
+            increments = block.values((self, "increments"), self._increments, ctx.t, ctx.dt)
         g = ctx.geometry
         nall = q.shape[0]
         slot = self._slots(ctx)
@@ -545,9 +539,11 @@ class GeoClawSources:
                 partial, type(q)):  # kept between calls: no allocation per step
             partial = self._partial = be.xp.empty((ctx.n, POSITIVITY_SUMS.nvals),
                                                   dtype=np.float64)
+            self._totals = be.xp.empty(POSITIVITY_SUMS.nvals + POSITIVITY_SUMS.ndomain + 1,
+                                       dtype=np.float64)
         totals = for_each_patch(POSITIVITY_SUMS, ctx.n, g.my, g.mx, g.mbc, q, g.area, slot,
                                 flags, backend=be, rows=ctx.rows, nall=nall,
-                                partial=partial)
+                                partial=partial, totals=self._totals)
         moved = totals
         if ctx.comm is not None:
             moved, totals = self._leftover_over_ranks(q, ctx, totals)
@@ -555,9 +551,44 @@ class GeoClawSources:
         # their level-mates could not cover (rare; nothing to do otherwise)
         for_each_cell(_sources_cell, nall if flags[_SLOTS] else ctx.n, g.my, g.mx, g.mbc,
                       q, aux, g.ylower, g.dy, partial, totals, slot, self._cell_bits,
-                      tuple(increments) or (0.0,), floats, flags, backend=be,
+                      increments, floats, flags, backend=be,
                       rows=None if flags[_SLOTS] else ctx.rows)
+        if not ctx.capturing:
+            self._count(ctx, moved)
+
+    def graph_replay(self, context) -> None:
+        """The counts of a call that a replayed CUDA graph made (its launches were
+        captured from :meth:`apply` with this context's sizes; see
+        :mod:`forestpy.step_graph`): no launch but a copy of the call's totals."""
+        self._count(context, self._totals)
+
+    def _count(self, ctx, moved) -> None:
+        """Keep the volume added and moved by a call until its step is accepted: the
+        calls of one step (one per level when the levels subcycle) add up; a call not
+        followed by an accepted step is discarded."""
+        if self._pending is not None and ctx.step > self._pending[0]:
+            self._accept()  # the simulation accepted the step of the pending counts
+        key = (ctx.step, ctx.rejected)
+        pending = self._pending if self._pending is not None and \
+            self._pending[3] == key else (ctx.step, 0.0, [], key)
+        added = 0.0
+        for src, share in zip(self.sources, self._shares(ctx)):
+            rate = src.rate(ctx.t)
+            if rate > 0.0:
+                added += rate * ctx.dt if share == 1.0 else rate * ctx.dt * share
+        if hasattr(moved, "shape"):  # the totals' buffer is the next call's too
+            moved = moved.copy()
         self._pending = (pending[0], pending[1] + added, pending[2] + [moved], key)
+
+    def _float_constants(self, t, dt):
+        return self._constants(dt)[0]
+
+    def _increments(self, t, dt) -> tuple:
+        """Depth added to a source's cells in a step ``dt`` from ``t`` (one entry at
+        least)."""
+        rates = [src.rate(t) for src in self.sources]
+        return tuple(r * dt / area if r > 0.0 else 0.0
+                     for r, (_, area) in zip(rates, self._cells)) or (0.0,)
 
     def _slots(self, ctx):
         """Batch row of every owned patch (-1: not in the call), a backend array made

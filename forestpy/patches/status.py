@@ -162,10 +162,10 @@ def courant_of_rows(cfl, rows, out, slot: int) -> None:
     """``out[slot] = max(cfl[rows])`` on the device (NaN if any is, 0 for no rows), one
     launch of one block: a level step's Courant number kept on the device until the
     subcycled step reads all of them at once."""
-    from forestpy.cuda_device import launch_kernel
+    from forestpy.cuda_device import launch_kernel, launch_stream
 
     _gpu_step_kernel()
-    launch_kernel(_GPU["rows_max"], 1, _THREADS, 0, cfl, rows, out, int(slot))
+    launch_kernel(_GPU["rows_max"], 1, _THREADS, launch_stream(), cfl, rows, out, int(slot))
 
 
 def step_status(q, mbc: int, positive, cfl, backend, check: bool = True) -> np.ndarray:
@@ -177,16 +177,21 @@ def step_status(q, mbc: int, positive, cfl, backend, check: bool = True) -> np.n
     ``cfl``; the sum is not finite if a value is not; the minima are exact.  Device
     arrays ``q`` and ``cfl`` on the GPU backend ``backend``.
     """
+    return backend.to_host(launch_step_status(q, mbc, positive, cfl, backend, check)).copy()
+
+
+def launch_step_status(q, mbc: int, positive, cfl, backend, check: bool = True):
+    """The launch of :func:`step_status` without the transfer: the device record
+    (reused by the next launch; its address stays while ``q`` has as many patches)."""
     ncol = 1 + len(positive) if check else 0
-    out = _status_launch(q, mbc, positive, cfl, backend, ncol)[1]
-    return backend.to_host(out).copy()
+    return _status_launch(q, mbc, positive, cfl, backend, ncol)[1]
 
 
 def _status_launch(q, mbc: int, positive, cfl, backend, ncol: int):
     """One launch of the status kernel: ``(per-patch rows, record)`` in the backend's
     reused work arrays (valid until the next launch); ``cfl`` None: no Courant
     numbers (the record's first entry is then 0)."""
-    from forestpy.cuda_device import launch_kernel
+    from forestpy.cuda_device import launch_kernel, launch_stream
 
     npatch = q.shape[0] if ncol else 0
     work = _GPU.setdefault(("work", id(backend)), {})
@@ -206,7 +211,8 @@ def _status_launch(q, mbc: int, positive, cfl, backend, ncol: int):
         cfl = work.get("no_cfl")
         if cfl is None:
             cfl = work["no_cfl"] = backend.xp.zeros(0)
-    launch_kernel(_gpu_step_kernel(), max(npatch, 1), _THREADS, 0, q, mbc, pos, ncol, cfl,
+    stream = launch_stream()
+    launch_kernel(_gpu_step_kernel(), max(npatch, 1), _THREADS, stream, q, mbc, pos, ncol, cfl,
                   rows[:npatch], work["ticket"], out)
     return rows[:npatch, :ncol], out
 

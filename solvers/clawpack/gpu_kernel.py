@@ -38,6 +38,7 @@ import math
 from numba import cuda, float64
 
 from forestpy.cuda_device import cuda_device, fast_kernel
+from forestpy.step_params import device_scalar, dt_argument
 
 from .limiters import limiter_apply
 
@@ -406,7 +407,8 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
     if not TILED:
 
         @cuda.jit(**opts)
-        def step(rows, q, aux, qnew, dx, dy, dt, params, lim, cfl_out, edge_out):
+        def step(rows, q, aux, qnew, dx, dy, dtv, params, lim, cfl_out, edge_out):
+            dt = device_scalar(dtv)
             p = rows[cuda.blockIdx.x]
             c = run_tiles(p, 0, NTILES, q, aux, qnew, dx, dy, dt, params, lim, edge_out)
             if cuda.threadIdx.x == 0:
@@ -415,8 +417,9 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
     else:
 
         @cuda.jit(**opts)
-        def step(rows, q, aux, qnew, dx, dy, dt, params, lim, cfl_out, edge_out, cfl_tiles,
+        def step(rows, q, aux, qnew, dx, dy, dtv, params, lim, cfl_out, edge_out, cfl_tiles,
                  tickets):
+            dt = device_scalar(dtv)
             b = cuda.blockIdx.x
             p = rows[b // NTILES]
             tile = b % NTILES
@@ -483,9 +486,10 @@ def make_gpu_fluctuation_kernel(riemann):
     def fluct(ixy, ql, qr, auxl, auxr, params, out):
         n = ql.shape[0]
         if n:
-            from forestpy.cuda_device import launch_kernel
+            from forestpy.cuda_device import launch_kernel, launch_stream
 
-            launch_kernel(kernel, (n + 127) // 128, 128, 0, ixy, ql, qr, auxl, auxr, params,
+            stream = launch_stream()
+            launch_kernel(kernel, (n + 127) // 128, 128, stream, ixy, ql, qr, auxl, auxr, params,
                           out)
 
     _KERNELS[key] = fluct
@@ -522,45 +526,47 @@ class GPUTimeSync:
 
     def apply(self, plan, q_old, q_new, aux, edge, dt, params, capacity_index):
         """``q_new``'s coarse edge cells corrected for a step ``dt`` of every level."""
-        from forestpy.cuda_device import launch_kernel
+        from forestpy.cuda_device import launch_kernel, launch_stream
         from forestpy.patches.time_sync import corner_partners
 
         npairs = len(plan) // 2
         if npairs:
             partner, shared = corner_partners(plan, _xp(q_new))
-            launch_kernel(self._apply, *self._grid(npairs), 0, npairs, plan.nx // 2, partner,
+            stream = launch_stream()
+            launch_kernel(self._apply, *self._grid(npairs), stream, npairs, plan.nx // 2, partner,
                           shared, plan.coarse, plan.fine, plan.coarse_edge, plan.fine_edge,
-                          plan.sign, plan.width, q_old, q_new, aux, edge, float(dt), params,
+                          plan.sign, plan.width, q_old, q_new, aux, edge, dt_argument(dt), params,
                           int(capacity_index))
 
     def add_fine_terms(self, plan, q_coarse, q_fine, aux, edge, dt, params, fine_sum):
         """``fine_sum += dt * fine_face_terms(plan, q_coarse, q_fine, aux, edge, ...)``."""
-        from forestpy.cuda_device import launch_kernel
+        from forestpy.cuda_device import launch_kernel, launch_stream
 
         npairs = len(plan) // 2
         if npairs:
-            launch_kernel(self._fine, *self._grid(npairs), 0, npairs, plan.nx // 2,
+            launch_kernel(self._fine, *self._grid(npairs), launch_stream(), npairs, plan.nx // 2,
                           plan.coarse, plan.fine, plan.fine_edge, plan.sign, q_coarse, q_fine,
-                          aux, edge, float(dt), params, fine_sum)
+                          aux, edge, dt_argument(dt), params, fine_sum)
 
     def start_coarse_sums(self, plan, edge, dt, coarse_sum, fine_sum):
         """``coarse_sum = dt * coarse_face_fluxes(plan, edge)``; ``fine_sum = 0``."""
-        from forestpy.cuda_device import launch_kernel
+        from forestpy.cuda_device import launch_kernel, launch_stream
 
         npairs = len(plan) // 2
         if npairs:
-            launch_kernel(self._coarse, *self._grid(npairs), 0, npairs, plan.coarse_edge,
-                          edge, float(dt), coarse_sum, fine_sum)
+            stream = launch_stream()
+            launch_kernel(self._coarse, *self._grid(npairs), stream, npairs, plan.coarse_edge,
+                          edge, dt_argument(dt), coarse_sum, fine_sum)
 
     def correct(self, plan, q, aux, fine_sum, coarse_sum, capacity_index):
         """``correct_coarse(plan, q, aux, fine_sum, coarse_sum, capacity_index)``."""
-        from forestpy.cuda_device import launch_kernel
+        from forestpy.cuda_device import launch_kernel, launch_stream
         from forestpy.patches.time_sync import corner_partners
 
         npairs = len(plan) // 2
         if npairs:
             partner, shared = corner_partners(plan, _xp(q))
-            launch_kernel(self._correct, *self._grid(npairs), 0, npairs, plan.nx // 2,
+            launch_kernel(self._correct, *self._grid(npairs), launch_stream(), npairs, plan.nx // 2,
                           partner, shared, plan.coarse, plan.sign, plan.width, q, aux,
                           fine_sum, coarse_sum, int(capacity_index))
 
@@ -648,7 +654,8 @@ def make_gpu_time_sync(riemann) -> GPUTimeSync:
 
     @cuda.jit
     def apply_kernel(npairs, nx, partner, shared, coarse, fine, coarse_edge, fine_edge, sign,
-                     width, q_old, q_new, aux, edge, dt, params, capa):
+                     width, q_old, q_new, aux, edge, dtv, params, capa):
+        dt = device_scalar(dtv)
         k = cuda.grid(1)
         if k >= npairs or (k < nx and shared[k]):
             return
@@ -660,7 +667,8 @@ def make_gpu_time_sync(riemann) -> GPUTimeSync:
 
     @cuda.jit
     def fine_kernel(npairs, nx, coarse, fine, fine_edge, sign, q_coarse, q_fine, aux, edge,
-                    dt, params, fine_sum):
+                    dtv, params, fine_sum):
+        dt = device_scalar(dtv)
         k = cuda.grid(1)
         if k >= npairs:
             return
@@ -671,7 +679,8 @@ def make_gpu_time_sync(riemann) -> GPUTimeSync:
             fine_sum[k, m] = fine_sum[k, m] + dt * f0[m]
 
     @cuda.jit
-    def coarse_kernel(npairs, coarse_edge, edge, dt, coarse_sum, fine_sum):
+    def coarse_kernel(npairs, coarse_edge, edge, dtv, coarse_sum, fine_sum):
+        dt = device_scalar(dtv)
         k = cuda.grid(1)
         if k >= npairs:
             return

@@ -141,7 +141,8 @@ class ClawpackSolver:
         return q_new, cfl, edge
 
     def _step_gpu(self, q, aux, geom, dt, out=None, edge_out=None, rows=None, cfl_out=None):
-        from forestpy.cuda_device import launch_kernel
+        from forestpy.cuda_device import launch_kernel, launch_stream
+        from forestpy.step_params import dt_argument
 
         from .gpu_kernel import make_gpu_step_kernel
 
@@ -174,13 +175,13 @@ class ClawpackSolver:
             transverse_waves=self.transverse_waves, capacity_index=self.capacity_index,
             block_per_tile=tiles > 1,
         )
-        args = (rows, q, aux, q_new, geom.dx, geom.dy, float(dt), self.params_on_backend,
+        args = (rows, q, aux, q_new, geom.dx, geom.dy, dt_argument(dt), self.params_on_backend,
                 self._limiter_codes_dev, cfl, edge)
         if tiles > 1:
-            launch_kernel(kernel, len(rows) * tiles, nthreads, 0, *args,
+            launch_kernel(kernel, len(rows) * tiles, nthreads, launch_stream(), *args,
                           *self._tile_scratch(npatch, tiles))
         else:
-            launch_kernel(kernel, len(rows), nthreads, 0, *args)
+            launch_kernel(kernel, len(rows), nthreads, launch_stream(), *args)
         return q_new, cfl, edge
 
     #: GPU step kernel blocks: ``True`` one per row tile of a patch, ``False`` (default)
@@ -253,6 +254,12 @@ class ClawpackSolver:
         if got is None:
             got = cache[npatch] = self.backend.to_device(np.arange(npatch, dtype=np.int64))
         return got
+
+    @property
+    def device_dt(self) -> bool:
+        """Whether :meth:`step` and :meth:`time_sync` take ``dt`` as a one-entry device
+        view on the GPU (the step's parameter block, :mod:`forestpy.step_params`)."""
+        return self.on_gpu
 
     def time_sync(self, plan, q_old, q_new, aux, edge, dt) -> None:
         """Coarse-fine conservation fix of ``q_new`` (see :mod:`forestpy.patches.time_sync`);
