@@ -3,7 +3,7 @@
 # against the same runs without graphs, interleaved on the same card in one call.
 # Each record has wall_s, timers, graph_captures / graph_replays / graph_off_reason and
 # interior_digest (bitwise comparison of the final states).  Run from the repository
-# root on a GPU machine:  OUT=dir bash benchmarks/gpu_graph.sh [okushiri] [merewether] [cpu] [parity]
+# root on a GPU machine:  OUT=dir bash benchmarks/gpu_graph.sh [okushiri] [merewether] [cpu] [parity] [kernel] [radial] [mcpu]
 set -u
 OUT=${OUT:-gpu_out}
 mkdir -p "$OUT"
@@ -44,6 +44,21 @@ parity)  # CPU against GPU (graphs on by default): same forests, steps, states
       >> "$OUT/parity.jsonl" 2>> "$OUT/parity.err"
     echo "parity $demo rc=$?"; tail -c 700 "$OUT/parity.jsonl"
   done ;;
+kernel)  # issue 32: the row-tile and the whole-patch step kernels, same patches, no FMA
+  timeout 200 $PY benchmarks/gpu_step.py --parts kernel --kernel tile,patch \
+    --mx 16,32 --dtypes float64 --sizes 1e8 --fma 0 >> "$OUT/kernel.jsonl" 2>> "$OUT/kernel.err"
+  echo "kernel rc=$?"; grep -o '"kernel": "[a-z-]*", "mx": [0-9]*\|"Gcell_s": [0-9.]*\|"max_rel_diff_cpu_qnew": [0-9.e-]*\|"bitwise_equal": [a-z]*\|"speedup": [0-9.]*' "$OUT/kernel.jsonl" | paste -s -d' ' ;;
+radial)  # issue 29: radial dam adaptive L7-9 (one dt), steps without and with regrids
+  for g in 0 1; do
+    FORESTPY_GPU_GRAPH=$g timeout 150 $PY benchmarks/gpu_step.py --parts step,run \
+      --levels 9 --adaptive --mx 16 --dtypes float64 --nsteps 20 >> "$OUT/radial.jsonl" 2>> "$OUT/radial.err"
+    echo "radial graph=$g rc=$?"; tail -n 2 "$OUT/radial.jsonl" | cut -c1-400
+  done ;;
+mcpu)  # Merewether on the CPU backend, all cores of the host (one dt, as the GPU run)
+  NUMBA_NUM_THREADS=16 timeout 200 $PY benchmarks/merewether.py --backend cpu --subcycle off \
+    > "$OUT/one.jsonl" 2>> "$OUT/mcpu.err"
+  echo "merewether cpu 16 rc=$? $(show "$OUT/one.jsonl")"
+  cat "$OUT/one.jsonl" >> "$OUT/merewether_cpu.jsonl" ;;
 esac
 done
 rm -f "$OUT/one.jsonl"

@@ -552,7 +552,9 @@ def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, size: int, err) -> 
             done += got
         if fp.read(1):  # also makes zipfile check the CRC at the member's end
             raise err(f"member {name!r} holds more than its header says")
-    return {name[:-4]: arr}
+    # in C order whatever the file's: a Fortran-ordered state would make every kernel
+    # that takes it compile again for that layout
+    return {name[:-4]: arr if arr.flags.c_contiguous else arr.copy(order="C")}
 
 
 def text_member(member: np.ndarray) -> str:

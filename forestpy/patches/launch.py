@@ -533,8 +533,11 @@ def for_each_patch(reduction: PatchReduction, n: int, my: int, mx: int, mbc: int
     xp = backend.xp if _on_gpu(backend) else np
     nvals = reduction.nvals
     nt = nvals + reduction.ndomain + 1
-    if n == 0:
-        return xp.zeros(nt, dtype=np.float64) if totals is None else totals
+    if n == 0:  # no patch (a rank owning none): the sums are zero
+        if totals is None:
+            return xp.zeros(nt, dtype=np.float64)
+        totals[...] = 0.0
+        return totals
     if totals is None:  # every entry is written by the launch: no fill kernel
         totals = xp.empty(nt, dtype=np.float64)
     scratch = tuple(int(s) for s in scratch)

@@ -219,6 +219,18 @@ def test_per_patch_reduction_and_domain_pass(backend):
     assert np.array_equal(again, totals)
 
 
+def test_per_patch_reduction_over_no_patch_zeroes_a_given_totals_buffer():
+    # a rank owning no patch reuses its totals buffer between calls (GeoClaw's sources):
+    # the sums of an empty call are zero, not what the buffer held
+    from forestpy.backend import get_backend
+
+    be = get_backend("cpu")
+    buf = np.full(CENTRE.nvals + CENTRE.ndomain + 1, np.nan)
+    q = np.zeros((0, 3, 8, 8))
+    got = for_each_patch(CENTRE, 0, 4, 4, 2, q, backend=be, nall=0, totals=buf)
+    assert got is buf and np.array_equal(buf, np.zeros_like(buf))
+
+
 @pytest.mark.parametrize("n, m", [(40, 4), (3, 20)])  # more patches / cells than threads
 def test_per_patch_reduction_gives_the_same_bits_on_both_backends(n, m):
     """The CPU sums in the GPU block's order, so positivity and the like cannot part

@@ -6,6 +6,7 @@ final states are compared after ``fill_ghosts()`` (every ghost then has a define
 value) and, separately, on the interiors.
 """
 
+import io
 import json
 import zipfile
 from pathlib import Path
@@ -243,6 +244,24 @@ def test_bad_checkpoint_files(kind, good_checkpoint, tmp_path):
     msg = str(info.value)
     assert str(path) in msg and BAD[kind] in msg and "\n" not in msg
     assert isinstance(info.value, ValueError)
+
+
+def test_a_fortran_ordered_member_reads_in_c_order(radial_dam, good_checkpoint, tmp_path):
+    # a valid .npy may store its array in Fortran order: the state must come back in C
+    # order, or every kernel that takes it would compile again for that layout
+    path = tmp_path / "fortran.npz"
+    with zipfile.ZipFile(good_checkpoint) as zin, zipfile.ZipFile(path, "w") as zout:
+        for info in zin.infolist():
+            raw = zin.read(info)
+            if info.filename == "q.npy":
+                buf = io.BytesIO()
+                np.save(buf, np.asfortranarray(np.load(io.BytesIO(raw))))
+                raw = buf.getvalue()
+                assert b"'fortran_order': True" in raw
+            zout.writestr(info, raw)
+    data = read_checkpoint(path)
+    assert data["q"].flags.c_contiguous
+    assert np.array_equal(data["q"], read_checkpoint(good_checkpoint)["q"])
 
 
 def test_mismatched_simulation(radial_dam, good_checkpoint):
