@@ -246,7 +246,7 @@ def test_bad_checkpoint_files(kind, good_checkpoint, tmp_path):
     assert isinstance(info.value, ValueError)
 
 
-def test_a_fortran_ordered_member_reads_in_c_order(radial_dam, good_checkpoint, tmp_path):
+def test_a_fortran_ordered_member_reads_in_c_order(good_checkpoint, tmp_path):
     # a valid .npy may store its array in Fortran order: the state must come back in C
     # order, or every kernel that takes it would compile again for that layout
     path = tmp_path / "fortran.npz"
