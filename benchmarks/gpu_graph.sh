@@ -3,7 +3,7 @@
 # against the same runs without graphs, interleaved on the same card in one call.
 # Each record has wall_s, timers, graph_captures / graph_replays / graph_off_reason and
 # interior_digest (bitwise comparison of the final states).  Run from the repository
-# root on a GPU machine:  OUT=dir bash benchmarks/gpu_graph.sh [okushiri] [merewether] [cpu] [parity] [kernel] [radial] [mcpu]
+# root on a GPU machine:  OUT=dir bash benchmarks/gpu_graph.sh [okushiri] [merewether] [cpu] [parity] [kernel] [radial] [mcpu] [share] [regrid]
 set -u
 OUT=${OUT:-gpu_out}
 mkdir -p "$OUT"
@@ -59,6 +59,19 @@ mcpu)  # Merewether on the CPU backend, all cores of the host (one dt, as the GP
     > "$OUT/one.jsonl" 2>> "$OUT/mcpu.err"
   echo "merewether cpu 16 rc=$? $(show "$OUT/one.jsonl")"
   cat "$OUT/one.jsonl" >> "$OUT/merewether_cpu.jsonl" ;;
+share)  # Okushiri: the step kernels' device seconds (CUDA events, graphs off) and launches
+  FORESTPY_GPU_GRAPH=0 timeout 170 $PY benchmarks/okushiri.py --backend gpu --case adaptive \
+    --subcycle off --inline --step-events > "$OUT/one.jsonl" 2>> "$OUT/share.err"
+  echo "okushiri step events rc=$? $(show "$OUT/one.jsonl") $(grep -o '"step_kernel_[a-z_]*": [0-9.]*\|"host_launches_per_step": [0-9.]*' "$OUT/one.jsonl" | paste -s -d' ')"
+  cat "$OUT/one.jsonl" >> "$OUT/share.jsonl"
+  FORESTPY_GPU_GRAPH=1 timeout 170 $PY benchmarks/okushiri.py --backend gpu --case adaptive \
+    --subcycle off --inline > "$OUT/one.jsonl" 2>> "$OUT/share.err"
+  echo "okushiri graphs rc=$? $(show "$OUT/one.jsonl") $(grep -o '"host_launches_per_step": [0-9.]*' "$OUT/one.jsonl")"
+  cat "$OUT/one.jsonl" >> "$OUT/share.jsonl" ;;
+regrid)  # issue 29: the phases of each regrid of the radial dam L7-9, mx 16, synchronised
+  timeout 200 $PY benchmarks/regrid.py --backend gpu --mx 16 --nsteps 20 --profile 40 \
+    > "$OUT/regrid.jsonl" 2> "$OUT/regrid.err"
+  echo "regrid rc=$?"; tail -n 1 "$OUT/regrid.jsonl" | cut -c1-1500 ;;
 esac
 done
 rm -f "$OUT/one.jsonl"

@@ -68,10 +68,42 @@ def _device(backend: str) -> str:
         return "gpu"
 
 
+class _TimedStep:
+    """``sim.vtable`` with each ``step`` call (the step kernel) between two CUDA events:
+    the device seconds of the step kernels of a run (graphs off: an event recorded
+    while a graph is captured does not time its replays)."""
+
+    def __init__(self, vtable):
+        self._vtable, self.events = vtable, []
+
+    def __getattr__(self, name):
+        return getattr(self._vtable, name)
+
+    def step(self, *args, **kwargs):
+        import cupy
+
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record()
+        out = self._vtable.step(*args, **kwargs)
+        end.record()
+        self.events.append((start, end))
+        return out
+
+    def device_seconds(self) -> float:
+        import cupy
+
+        if not self.events:
+            return 0.0
+        self.events[-1][1].synchronize()
+        return sum(cupy.cuda.get_elapsed_time(a, b) for a, b in self.events) / 1e3
+
+
 def run_case(case: str, backend: str, dx: float, t_final: float, series: str | None,
              mx: int, max_level: int, riemann_solver: str = "geoclaw",
-             subcycle: bool = True) -> dict:
+             subcycle: bool = True, step_events: bool = False) -> dict:
     import numba
+
+    from forestpy.cuda_device import kernel_launches
 
     demo = _demo()
     common = dict(backend=backend, mx=mx, max_level=max_level, riemann_solver=riemann_solver)
@@ -79,10 +111,21 @@ def run_case(case: str, backend: str, dx: float, t_final: float, series: str | N
     demo.setup(dx_finest=0.112, t_final=0.2, subcycle=subcycle, **common).run()
     sim = demo.setup(dx_finest=dx, t_final=t_final, adaptive=(case == "adaptive"),
                      subcycle=subcycle, **common)
+    if step_events:
+        if backend != "gpu" or sim.gpu_graph:
+            raise SystemExit("--step-events times GPU runs with FORESTPY_GPU_GRAPH=0")
+        sim.vtable = _TimedStep(sim.vtable)
     load_before = round(os.getloadavg()[0], 2)
+    launches0 = kernel_launches()
     t0 = time.perf_counter()
     sim.run()
     wall = time.perf_counter() - t0
+    launches = kernel_launches() - launches0
+    events = {}
+    if step_events:
+        kernel_s = sim.vtable.device_seconds()
+        events = {"step_kernel_device_s": round(kernel_s, 4),
+                  "step_kernel_share_of_wall": round(kernel_s / wall, 4)}
     out = Path(series) / f"{backend}_{case}" if series else Path("/tmp") / f"okushiri_{os.getpid()}"
     rep = demo.report(sim, out, plot=False)
     gauges = {g: {k: round(v, 6) for k, v in e.items()
@@ -116,6 +159,13 @@ def run_case(case: str, backend: str, dx: float, t_final: float, series: str | N
         "host_transfers_per_step": round(sim.backend.host_transfers / max(sim.steps, 1), 2),
         "timers": sim.timers.as_dict(),
         **sim.graph_summary(),
+        # forestpy's kernel launches from the host (a graph's captured ones counted at
+        # capture) and, with graphs, the graph launches: what the host launches per step
+        # (CuPy's own array operations are not counted)
+        "kernel_launches": launches,
+        "host_launches_per_step": round(
+            (launches + sim.graph_summary()["graph_replays"]) / max(sim.steps, 1), 2),
+        **events,
         "interior_digest": sim.interior_digest(),
         "gauges": gauges,
         "runup": rep["runup"],
@@ -152,6 +202,9 @@ def main(argv=None) -> None:
     p.add_argument("--subcycle", choices=("on", "off"), default="on",
                    help="local time stepping of the adaptive case (default on)")
     p.add_argument("--inline", action="store_true", help="run in this process")
+    p.add_argument("--step-events", action="store_true",
+                   help="GPU, graphs off (FORESTPY_GPU_GRAPH=0): time the step kernels "
+                        "with CUDA events (step_kernel_device_s)")
     args = p.parse_args(argv)
     if args.compare:
         print(json.dumps({"benchmark": "okushiri_series_difference", "a": args.compare[0],
@@ -163,7 +216,7 @@ def main(argv=None) -> None:
         for case in cases:
             print(json.dumps(run_case(case, args.backend, args.dx, args.t_final, args.series,
                                       args.mx, args.max_level, args.riemann_solver,
-                                      args.subcycle == "on")),
+                                      args.subcycle == "on", args.step_events)),
                   flush=True)
         return
     for threads in args.threads or [1, os.cpu_count()]:

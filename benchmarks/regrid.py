@@ -42,6 +42,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib.util
 import json
 import os
@@ -193,6 +194,13 @@ def run(args):
     be.synchronize()
     info["warmup_s"] = round(time.perf_counter() - t0, 2)
     info["warmup_regrids"] = sim.regrids
+    if args.gc == "freeze":  # what exists now is never traversed by a collection again
+        gc.collect()
+        gc.freeze()
+    elif args.gc == "off":
+        gc.disable()
+    info["gc"] = args.gc
+    info["gc_collections"] = [g["collections"] for g in gc.get_stats()]
     records, saved = [], []
     sim.timers = Timers(sync=be.synchronize)
     instrument(sim, records, args.check, saved)
@@ -222,6 +230,8 @@ def run(args):
         keys = recs[0]["ms"].keys()
         return {k: round(float(np.mean([r["ms"][k] for r in recs])), 3) for k in keys}
 
+    info["gc_collections"] = [g["collections"] - c for g, c in
+                              zip(gc.get_stats(), info["gc_collections"])]
     summary = {
         "part": "summary", **info, "steps": sim.steps - steps0, "wall_s": round(wall, 3),
         "regrids": len(records), "changed": len(changed),
@@ -247,7 +257,7 @@ def run(args):
     if profiler is not None:
         import pstats
 
-        pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(
+        pstats.Stats(profiler, stream=sys.stderr).sort_stats(args.profile_sort).print_stats(
             args.profile)
     return sim
 
@@ -292,6 +302,9 @@ def main(argv=None):
                          "benchmarks/regrid_pieces.py")
     ap.add_argument("--profile", type=int, default=0,
                     help="cProfile the measured steps, print N lines to stderr")
+    ap.add_argument("--profile-sort", default="cumulative", choices=("cumulative", "tottime"))
+    ap.add_argument("--gc", default="default", choices=("default", "freeze", "off"),
+                    help="Python's cycle collector during the measured steps")
     args = ap.parse_args(argv)
     emit({"part": "info", "argv": sys.argv, "date": time.strftime("%Y-%m-%d %H:%M"),
           "host": platform.node(), "host_cpus": os.cpu_count(),

@@ -134,7 +134,8 @@ class StepGraph:
         watch = _AllocationWatch()
         error = graph = None
         block.begin_capture(sim.t, dt)
-        with on_stream(stream), recording_launches() as launched, watch:
+        with on_stream(stream), recording_launches() as launched, watch, \
+                sim.timers.unsynchronised():
             stream.begin_capture()
             try:
                 q_new, read = sim._launch_step(dt, buffers=self._buffers)

@@ -86,6 +86,17 @@ class Timers:
                         outer[1] += elapsed
                         break
 
+    @contextmanager
+    def unsynchronised(self):
+        """Inside the block phases do not synchronise the device: a CUDA graph capture
+        fails at the first synchronisation (the step graph captures with the timers of a
+        benchmark that synchronises each phase)."""
+        saved, self.sync = self.sync, None
+        try:
+            yield
+        finally:
+            self.sync = saved
+
     def other(self, wall: float) -> float:
         """Wall time not covered by any top-level phase."""
         covered = sum(v for k, v in self.seconds.items() if "." not in k)

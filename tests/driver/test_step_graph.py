@@ -152,3 +152,24 @@ def test_a_replayed_source_call_counts_as_the_call_it_repeats():
     assert [np.asarray(m).tolist() for m in replayed[2]] == \
         [np.asarray(m).tolist() for m in applied[2]]
     assert replayed[2][-1] is not hook._totals  # a copy: the next call reuses the buffer
+
+
+def test_timers_do_not_synchronise_inside_a_capture():
+    """A benchmark's timers synchronise the device around each phase; a CUDA graph
+    capture fails at the first synchronisation, so the capture suspends it."""
+    from forestpy.timers import Timers
+
+    calls = []
+    timers = Timers(sync=lambda: calls.append(1))
+    with timers("step"):
+        pass
+    assert len(calls) == 2
+    with timers.unsynchronised():
+        with timers("step"), timers("ghost_fill"):
+            pass
+    assert len(calls) == 2 and timers.seconds["ghost_fill"] >= 0.0
+    with pytest.raises(RuntimeError), timers.unsynchronised():
+        raise RuntimeError("a failed capture")
+    with timers("step"):
+        pass
+    assert len(calls) == 4
