@@ -3,7 +3,7 @@
 # against the same runs without graphs, interleaved on the same card in one call.
 # Each record has wall_s, timers, graph_captures / graph_replays / graph_off_reason and
 # interior_digest (bitwise comparison of the final states).  Run from the repository
-# root on a GPU machine:  OUT=dir bash benchmarks/gpu_graph.sh [okushiri] [merewether] [cpu] [parity] [kernel] [radial] [mcpu] [share] [regrid]
+# root on a GPU machine:  OUT=dir bash benchmarks/gpu_graph.sh [okushiri] [merewether] [cpu] [parity] [kernel] [radial] [mcpu] [share] [regrid] [gc] [oprofile] [defer]
 set -u
 OUT=${OUT:-gpu_out}
 mkdir -p "$OUT"
@@ -72,6 +72,34 @@ regrid)  # issue 29: the phases of each regrid of the radial dam L7-9, mx 16, sy
   timeout 200 $PY benchmarks/regrid.py --backend gpu --mx 16 --nsteps 20 --profile 40 \
     > "$OUT/regrid.jsonl" 2> "$OUT/regrid.err"
   echo "regrid rc=$?"; tail -n 1 "$OUT/regrid.jsonl" | cut -c1-1500 ;;
+gc)  # issue 29: does Python's cycle collector cost the regrid? default / freeze / off
+  for g in default freeze off default freeze off; do
+    timeout 120 $PY benchmarks/regrid.py --backend gpu --mx 16 --nsteps 20 --gc $g \
+      > "$OUT/one.jsonl" 2>> "$OUT/gc.err"
+    echo "regrid gc=$g rc=$? $(tail -n 1 "$OUT/one.jsonl" | $PY -c 'import json,sys; r=json.loads(sys.stdin.read()); print(r["wall_s"], r["gc_collections"], (r["ms_changed"] or {}).get("total"), (r["ms_unchanged"] or {}).get("total"))')"
+    cat "$OUT/one.jsonl" >> "$OUT/gc.jsonl"
+  done
+  timeout 120 $PY benchmarks/regrid.py --backend gpu --mx 16 --nsteps 20 --profile 45 \
+    --profile-sort tottime > "$OUT/one.jsonl" 2> "$OUT/gc_profile.err"
+  echo "profile tottime rc=$?" ;;
+defer)  # Okushiri graphs on: the gauges' and fgmax's on_step run after each step (0) or
+  # while the next step is on the device (1); same digests of the state and gauges
+  for run in 1 2; do
+    for d in 0 1; do
+      FORESTPY_DEFER_CALLBACKS=$d timeout 170 $PY benchmarks/okushiri.py --backend gpu \
+        --case adaptive --subcycle off --inline > "$OUT/one.jsonl" 2>> "$OUT/defer.err"
+      echo "okushiri defer=$d run=$run rc=$? $(show "$OUT/one.jsonl") $(grep -o '"defer_callbacks": [a-z]*\|"gauge_digest": \[[^]]*\]\|"output": [0-9.]*\|"cfl_check": [0-9.]*\|"regrid": [0-9.]*' "$OUT/one.jsonl" | paste -s -d' ')"
+      cat "$OUT/one.jsonl" >> "$OUT/defer.jsonl"
+    done
+  done ;;
+oprofile)  # Okushiri graphs on, cProfile of a warm run (the host's share, by function)
+  timeout 170 $PY benchmarks/okushiri.py --backend gpu --case adaptive --subcycle off \
+    --inline > "$OUT/one.jsonl" 2>> "$OUT/oprofile.err"
+  echo "okushiri warm-up rc=$? $(show "$OUT/one.jsonl")"
+  timeout 170 $PY -m cProfile -o "$OUT/okushiri.prof" benchmarks/okushiri.py --backend gpu \
+    --case adaptive --subcycle off --inline > "$OUT/one.jsonl" 2>> "$OUT/oprofile.err"
+  echo "okushiri profiled rc=$? $(show "$OUT/one.jsonl")"
+  $PY -c "import pstats; s=pstats.Stats('$OUT/okushiri.prof'); s.sort_stats('tottime').print_stats(40); s.sort_stats('cumulative').print_stats(60)" > "$OUT/okushiri_profile.txt" 2>&1 ;;
 esac
 done
 rm -f "$OUT/one.jsonl"

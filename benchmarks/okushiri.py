@@ -32,6 +32,8 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]
 CASES = ("uniform", "adaptive")
 
@@ -167,10 +169,24 @@ def run_case(case: str, backend: str, dx: float, t_final: float, series: str | N
             (launches + sim.graph_summary()["graph_replays"]) / max(sim.steps, 1), 2),
         **events,
         "interior_digest": sim.interior_digest(),
+        "defer_callbacks": sim._defers_callbacks(),
+        "gauge_digest": _gauge_digest(sim),
         "gauges": gauges,
         "runup": rep["runup"],
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
     }
+
+
+def _gauge_digest(sim) -> list:
+    """``[samples, sum of the samples]`` of the run's gauges: runs that should agree
+    bit for bit compare these."""
+    from forestpy.callbacks import Gauges
+
+    g = next((cb for cb in sim.callbacks if isinstance(cb, Gauges)), None)
+    if g is None:
+        return []
+    values = np.array(g._values, dtype=np.float64)
+    return [len(g.times), float(values.sum())]
 
 
 def compare_series(a, b) -> dict:

@@ -265,6 +265,7 @@ class Gauges:
     """
 
     timer_phase = "output"
+    deferrable = True  # on_step: device work on the stream, reading the interior
 
     def __init__(self, points, fields: Sequence | None = None, path=None,
                  units: Mapping[str, str] | None = None, crs: str | None = None,

@@ -146,7 +146,13 @@ class Simulation:
         Objects with optional ``on_start(sim)``, ``on_step(sim)``, ``on_end(sim)``;
         ``next_time(sim)`` (optional) names a time the steps must land on exactly (an
         output time), ``timer_phase`` (optional) the timer their calls are charged to
-        (``"output"`` for writers; ``"callbacks"`` by default).
+        (``"output"`` for writers; ``"callbacks"`` by default).  ``deferrable = True``
+        (optional) says that ``on_step`` only reads the interior of ``sim.q`` (and
+        ``aux``, ``t``, the forest) through work ordered on the device's stream, as
+        :class:`~forestpy.callbacks.Gauges` and GeoClaw's ``FGMax`` do: a serial GPU
+        run whose ``on_step`` callbacks all say so runs them while the next step is on
+        the device (after its launch, before its status is read), with the same
+        results.
     backend : str or Backend
         ``"cpu"`` or ``"gpu"`` (patch arrays resident on the GPU for the whole run).
     dtype : str
@@ -263,6 +269,10 @@ class Simulation:
         # FORESTPY_GPU_GRAPH=0 turns it off for any run that does not set the option
         self.gpu_graph = (os.environ.get("FORESTPY_GPU_GRAPH", "1") != "0"
                           if opts["gpu_graph"] is None else bool(opts["gpu_graph"]))
+        # deferrable on_step callbacks run while the next step is on the device: None
+        # is on for GPU runs (FORESTPY_DEFER_CALLBACKS=0 turns it off), True or False
+        # forces it (on the CPU the step is done by then: nothing is hidden)
+        self.defer_callbacks = None
         self.hook_rows = None  # the owned rows a src2 call sees (subcycled level steps)
         self.params = self.riemann.params_array(opts["params"])
         self.bc = normalize_bc(opts["bc"], *self.domain.periodic)
@@ -811,9 +821,11 @@ class Simulation:
             return min(self.dt_max, self.t_final - self.t) or probe
         return probe * self.cfl_desired / c
 
-    def step(self, dt: float) -> tuple[bool, float]:
+    def step(self, dt: float, between: Callable | None = None) -> tuple[bool, float]:
         """Try one step of size ``dt`` of the owned patches; return (accepted, Courant
-        number).
+        number).  ``between()`` (optional) runs once, after the step's work is launched
+        and before its status is read (the host's work for the previous step: see
+        :meth:`_defers_callbacks`).
 
         Halo exchange and ghost fill, step kernel, the edge fluxes of remote fine
         patches, time sync of the owned coarse patches, split sources, then the Courant
@@ -825,13 +837,17 @@ class Simulation:
         (:meth:`_step_overlapped`).
         """
         if self.subcycling:
+            if between is not None:
+                between()
             return self._subcycler.coarse_step(dt)
         graph = self._step_graph()
         if graph is not None:
-            result = graph.step(dt)
+            result = graph.step(dt, between)
             if result is not None:
                 return result
         q_new, read_status = self._launch_step(dt)
+        if between is not None:
+            between()
         with self.timers("cfl_check"):
             status = read_status()
         return self._finish_step(q_new, status, dt)
@@ -1319,12 +1335,15 @@ class Simulation:
         taken = 0
         if self.subcycling:
             self._coarsest_stepped = int(self.geom.level.min())
+        defer = self._defers_callbacks()
+        pending = None  # the on_step callbacks of the last accepted step, deferred
         while self.t < t_final - eps and (max_steps is None or taken < max_steps):
             dt = min(self.dt, self.dt_max, t_final - self.t)
             stop = self._next_stop(eps)
             if stop is not None and self.t + dt > stop:
                 dt = stop - self.t  # land on the output time, as Clawpack does
-            accepted, courant = self.step(dt)
+            accepted, courant = self.step(dt, pending)
+            pending = None
             if courant > 0:
                 self.dt = min(self.dt_max, dt * self.cfl_desired / courant)
             if not accepted:
@@ -1342,16 +1361,47 @@ class Simulation:
                 and self.max_level > self.min_level
             ):
                 self.regrid()
-            for cb in self.callbacks:
-                if hasattr(cb, "on_step"):
-                    with self.timers(getattr(cb, "timer_phase", "callbacks")):
-                        cb.on_step(self)
+            if defer:
+                pending = self._step_callbacks
+            else:
+                self._step_callbacks()
+        if pending is not None:
+            pending()
         for cb in self.callbacks:
             if hasattr(cb, "on_end"):
                 with self.timers(getattr(cb, "timer_phase", "callbacks")):
                     cb.on_end(self)
         self.wall_s += time.perf_counter() - start
         return self
+
+    def _step_callbacks(self) -> None:
+        for cb in self.callbacks:
+            if hasattr(cb, "on_step"):
+                with self.timers(getattr(cb, "timer_phase", "callbacks")):
+                    cb.on_step(self)
+
+    def _defers_callbacks(self) -> bool:
+        """Whether :meth:`run` runs the ``on_step`` callbacks of a step while the next
+        step is on the device: a serial run with one dt for all levels, no ``b4step``,
+        ``defer_callbacks`` on (by default on a GPU), and every ``on_step`` callback
+        ``deferrable`` with no ``next_time`` (the next step's output times are asked
+        before the callback's ``on_step`` of the step before).  The callbacks then see
+        the state, time, step count and forest of their step, as without deferral;
+        only the host's time to run them is hidden behind the device's step."""
+        defer = self.defer_callbacks
+        if defer is None:
+            defer = self.backend.is_gpu and os.environ.get("FORESTPY_DEFER_CALLBACKS",
+                                                           "1") != "0"
+        if not defer or self.subcycling:
+            return False
+        if self.comm is not None and getattr(self.comm, "size", 1) > 1:
+            return False
+        if self.vtable.b4step is not None:  # it may change aux (a moving bed) in place
+            return False
+        stepping = [cb for cb in self.callbacks if hasattr(cb, "on_step")]
+        return bool(stepping) and all(
+            getattr(cb, "deferrable", False) and not hasattr(cb, "next_time")
+            for cb in stepping)
 
     def _next_stop(self, eps: float) -> float | None:
         """The earliest time after ``t`` that a callback asks the steps to land on

@@ -67,9 +67,10 @@ class StepGraph:
         return {"gpu_graph": self.usable(), "graph_captures": self.captures,
                 "graph_replays": self.replays, "graph_off_reason": self.reason}
 
-    def step(self, dt) -> tuple[bool, float] | None:
+    def step(self, dt, between=None) -> tuple[bool, float] | None:
         """The step ``dt`` replayed from a graph: ``(accepted, Courant number)``, or
-        None when this step must run without one (the caller then steps as usual)."""
+        None when this step must run without one (the caller then steps as usual and
+        ``between`` has not run).  ``between()``: see :meth:`Simulation.step`."""
         sim = self.sim
         L = sim.layout
         if not L.whole:
@@ -99,6 +100,8 @@ class StepGraph:
         src2 = sim.vtable.src2
         if src2 is not None:
             src2.graph_replay(sim.hook_context(sim.t, dt))
+        if between is not None:
+            between()
         with sim.timers("cfl_check"):
             status = entry.read()
         self.replays += 1

@@ -112,6 +112,7 @@ class FGMax:
     simulation's coordinates, beside the frames, with the origin and ``crs`` stored."""
 
     timer_phase = "output"
+    deferrable = True  # on_step: device work on the stream, reading the interior
     collective = True  # distributed: on every rank, each folding its own points
 
     def __init__(self, x, y, topo_index: int | None = 0, dry_tolerance: float = 1e-3,

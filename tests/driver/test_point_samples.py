@@ -224,3 +224,76 @@ def test_gpu_gauges_and_fgmax_move_nothing_to_the_host_per_step(radial_dam):
     for name, got in maxima.items():
         want = getattr(cpu.callbacks[-1].cb, name)
         assert np.allclose(got, want, rtol=1e-12, atol=0, equal_nan=True), name
+
+
+class _StepSpy:
+    """A deferrable ``on_step`` that records what it sees, and whether a step of the
+    simulation was in flight (``sim.step`` running) when it was called."""
+
+    deferrable = True
+
+    def __init__(self, sim):
+        self.seen, self.inside = [], []
+        self._in_step = False
+        step = sim.step
+
+        def spied(dt, between=None):
+            self._in_step = True
+            try:
+                return step(dt, between)
+            finally:
+                self._in_step = False
+
+        sim.step = spied
+
+    def on_step(self, sim):
+        self.seen.append((sim.steps, sim.t, sim.forest, sim.regrids))
+        self.inside.append(self._in_step)
+
+
+def test_deferred_callbacks_see_their_step_and_record_the_same(radial_dam):
+    """Gauges and fgmax run while the next step is launched (after its launch, before
+    its status is read: on a GPU, while it is on the device; forced on the CPU here,
+    where the next step is done by then, which tests that it leaves what they read
+    alone): the same samples, maxima, steps and regrids, bit for bit, as running them
+    after their step; a callback that is not deferrable turns it off."""
+    X, Y = np.meshgrid([-1.1, 0.13, 0.9], [-0.4, 0.6])
+
+    def run(defer, extra=()):
+        sim = _adaptive(radial_dam, mx=4, max_level=3, t_final=1.0, regrid_interval=1,
+                        subcycle=False)
+        sim.defer_callbacks = defer
+        spy = _StepSpy(sim)
+        sim.callbacks += [Gauges(POINTS, fields=FIELDS),
+                          FGMax(X, Y, topo_index=None, sea_level=1.0, arrival_tol=0.05),
+                          spy, *extra]
+        sim.run()
+        return sim, spy
+
+    (off, spy_off), (on, spy_on) = run(False), run(True)
+    assert on.steps == off.steps > 4 and on.regrids == off.regrids > 0
+    assert on._defers_callbacks() and not off._defers_callbacks()
+    assert spy_on.seen == spy_off.seen  # each its own step's count, time and forest
+    assert not any(spy_off.inside)
+    # all but the last step's callbacks ran while the next step was launched
+    assert spy_on.inside == [True] * (on.steps - 1) + [False]
+    g_off, g_on = off.callbacks[-3], on.callbacks[-3]
+    assert g_on.times == g_off.times
+    assert np.array_equal(np.array(g_on._values), np.array(g_off._values))
+    f_off, f_on = off.callbacks[-2], on.callbacks[-2]
+    for name in ("max_depth", "max_speed", "max_surface", "arrival_time"):
+        assert np.array_equal(getattr(f_on, name), getattr(f_off, name), equal_nan=True)
+    assert np.array_equal(on.q, off.q)
+
+    class Plain:  # not deferrable: every on_step runs after its step, as before
+        def on_step(self, sim):
+            pass
+
+    mixed, spy = run(True, extra=[Plain()])
+    assert not mixed._defers_callbacks() and not any(spy.inside)
+    assert spy.seen == spy_off.seen
+    cpu = radial_dam.setup(mx=4, subcycle=False)
+    cpu.callbacks.append(Gauges(POINTS))
+    assert not cpu._defers_callbacks()  # the CPU's default: nothing to hide
+    cpu.defer_callbacks = True
+    assert cpu._defers_callbacks()
