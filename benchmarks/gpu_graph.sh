@@ -3,7 +3,7 @@
 # against the same runs without graphs, interleaved on the same card in one call.
 # Each record has wall_s, timers, graph_captures / graph_replays / graph_off_reason and
 # interior_digest (bitwise comparison of the final states).  Run from the repository
-# root on a GPU machine:  OUT=dir bash benchmarks/gpu_graph.sh [okushiri] [merewether] [cpu] [parity] [kernel] [radial] [mcpu] [share] [regrid] [gc] [oprofile] [defer]
+# root on a GPU machine:  OUT=dir bash benchmarks/gpu_graph.sh [okushiri] [merewether] [cpu] [parity] [kernel] [radial] [mcpu] [share] [regrid] [gc] [oprofile] [defer] [tags] [compare] [rcompare]
 set -u
 OUT=${OUT:-gpu_out}
 mkdir -p "$OUT"
@@ -73,7 +73,7 @@ regrid)  # issue 29: the phases of each regrid of the radial dam L7-9, mx 16, sy
     > "$OUT/regrid.jsonl" 2> "$OUT/regrid.err"
   echo "regrid rc=$?"; tail -n 1 "$OUT/regrid.jsonl" | cut -c1-1500 ;;
 gc)  # issue 29: does Python's cycle collector cost the regrid? default / freeze / off
-  for g in default freeze off default freeze off; do
+  for g in default freeze off; do
     timeout 120 $PY benchmarks/regrid.py --backend gpu --mx 16 --nsteps 20 --gc $g \
       > "$OUT/one.jsonl" 2>> "$OUT/gc.err"
     echo "regrid gc=$g rc=$? $(tail -n 1 "$OUT/one.jsonl" | $PY -c 'import json,sys; r=json.loads(sys.stdin.read()); print(r["wall_s"], r["gc_collections"], (r["ms_changed"] or {}).get("total"), (r["ms_unchanged"] or {}).get("total"))')"
@@ -91,6 +91,48 @@ defer)  # Okushiri graphs on: the gauges' and fgmax's on_step run after each ste
       echo "okushiri defer=$d run=$run rc=$? $(show "$OUT/one.jsonl") $(grep -o '"defer_callbacks": [a-z]*\|"gauge_digest": \[[^]]*\]\|"output": [0-9.]*\|"cfl_check": [0-9.]*\|"regrid": [0-9.]*' "$OUT/one.jsonl" | paste -s -d' ')"
       cat "$OUT/one.jsonl" >> "$OUT/defer.jsonl"
     done
+  done ;;
+tags)  # Okushiri graphs on: tagging passes run plainly (0) or replayed from graphs (1)
+  for run in 1 2; do
+    for tg in 0 1; do
+      FORESTPY_TAG_GRAPH=$tg timeout 170 $PY benchmarks/okushiri.py --backend gpu \
+        --case adaptive --subcycle off --inline > "$OUT/one.jsonl" 2>> "$OUT/tags.err"
+      echo "okushiri tag_graph=$tg run=$run rc=$? $(show "$OUT/one.jsonl") $(grep -o '"tag_graph_[a-z_]*": [^,]*\|"gauge_digest": \[[^]]*\]\|"output": [0-9.]*\|"cfl_check": [0-9.]*\|"regrid": [0-9.]*\|"regrid.tagging": [0-9.]*\|"regrids": [0-9]*' "$OUT/one.jsonl" | paste -s -d' ')"
+      cat "$OUT/one.jsonl" >> "$OUT/tags.jsonl"
+    done
+  done ;;
+compare)  # Okushiri: the code before ($BEFORE: a tree installed into $BEFORE_SITE) and
+  # now, interleaved, then now without the tagging graphs and without deferred callbacks
+  for run in 1 2; do
+    for v in before now; do
+      if [ $v = before ]; then
+        PYTHONPATH=$BEFORE_SITE:${PYTHONPATH:-} timeout 170 $PY $BEFORE/benchmarks/okushiri.py \
+          --backend gpu --case adaptive --subcycle off --inline > "$OUT/one.jsonl" 2>> "$OUT/compare.err"
+      else
+        timeout 170 $PY benchmarks/okushiri.py --backend gpu --case adaptive --subcycle off \
+          --inline > "$OUT/one.jsonl" 2>> "$OUT/compare.err"
+      fi
+      echo "okushiri $v run=$run rc=$? $(show "$OUT/one.jsonl") $(grep -o '"tag_graph_[a-z_]*": [^,]*\|"defer_callbacks": [a-z]*\|"gauge_digest": \[[^]]*\]\|"output": [0-9.]*\|"cfl_check": [0-9.]*\|"regrid": [0-9.]*\|"regrid.tagging": [0-9.]*\|"host_launches_per_step": [0-9.]*\|"runup_m": [0-9.]*' "$OUT/one.jsonl" | paste -s -d' ')"
+      sed "s/^{/{\"version\": \"$v\", /" "$OUT/one.jsonl" >> "$OUT/compare.jsonl"
+    done
+  done
+  for env in FORESTPY_TAG_GRAPH=0 FORESTPY_DEFER_CALLBACKS=0; do
+    env $env timeout 170 $PY benchmarks/okushiri.py --backend gpu --case adaptive --subcycle off \
+      --inline > "$OUT/one.jsonl" 2>> "$OUT/compare.err"
+    echo "okushiri $env rc=$? $(show "$OUT/one.jsonl") $(grep -o '"tag_graph_[a-z_]*": [^,]*\|"defer_callbacks": [a-z]*\|"output": [0-9.]*\|"cfl_check": [0-9.]*\|"regrid": [0-9.]*' "$OUT/one.jsonl" | paste -s -d' ')"
+    sed "s/^{/{\"version\": \"$env\", /" "$OUT/one.jsonl" >> "$OUT/compare.jsonl"
+  done ;;
+rcompare)  # the radial dam L7-9 (regrid every 2 steps): before ($BEFORE) and now
+  for v in before now; do
+    if [ $v = before ]; then
+      PYTHONPATH=$BEFORE_SITE:${PYTHONPATH:-} timeout 150 $PY $BEFORE/benchmarks/gpu_step.py --parts run \
+        --levels 9 --adaptive --mx 16 --dtypes float64 --nsteps 20 > "$OUT/one.jsonl" 2>> "$OUT/rcompare.err"
+    else
+      timeout 150 $PY benchmarks/gpu_step.py --parts run --levels 9 --adaptive --mx 16 \
+        --dtypes float64 --nsteps 20 > "$OUT/one.jsonl" 2>> "$OUT/rcompare.err"
+    fi
+    echo "radial $v rc=$?"; tail -n 1 "$OUT/one.jsonl" | cut -c1-400
+    sed "s/^{/{\"version\": \"$v\", /" "$OUT/one.jsonl" >> "$OUT/rcompare.jsonl"
   done ;;
 oprofile)  # Okushiri graphs on, cProfile of a warm run (the host's share, by function)
   timeout 170 $PY benchmarks/okushiri.py --backend gpu --case adaptive --subcycle off \

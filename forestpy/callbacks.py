@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from forestpy.io.summary import atomic_path, write_text_atomic
-from forestpy.patches.point_samples import PointCells, SampleRows
+from forestpy.patches.point_samples import PointCells, SampleRows, gather_sample
 
 __all__ = ["Progress", "progress_scope", "report_start", "report_step", "Gauges",
            "read_gauges", "read_gauge_units", "gauge_ids",
@@ -379,6 +379,11 @@ class Gauges:
             self._exchange, self._layout = sim.exchange, layout
         if relocated or not self._owners:
             self._owners.append((len(self._pending_times), cells.owner))
+        if q.size and sim.backend.is_gpu:  # one launch gathers the whole row
+            gather_sample(q, aux, cells.entries(qcomp, range(layout[1])), rows,
+                          sim.backend)
+            self._pending_times.append(float(sim.t))
+            return
         row = rows.next_row()
         if q.size:  # a rank holding no patch holds no gauge: its row is not read
             xp, nq = sim.backend.xp, len(cells.x) * layout[0]

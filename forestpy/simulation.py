@@ -704,16 +704,29 @@ class Simulation:
                                        L.owned_geom, self.t, ctx=self.hook_context(self.t))
         if L.nown:
             patches, families = self._tagging()
-            with self.timers("regrid.criterion"):
-                bits = self._tag_bits(patches)
-            flags, change = regrid_flags(
-                bits, patches.level, families, self.max_level,
-                0 if frozen_below is None else frozen_below, low, be)
-            new = (flags != memo[1]).any() if memo is not None else xp.ones((), dtype=bool)
-            record[:] = be.to_host(xp.stack([change, new.astype(np.int64)]))
+
+            def tag():
+                with self.timers("regrid.criterion"):
+                    bits = self._tag_bits(patches)
+                flags, change = regrid_flags(
+                    bits, patches.level, families, self.max_level,
+                    0 if frozen_below is None else frozen_below, low, be)
+                new = (flags != memo[1]).any() if memo is not None else \
+                    xp.ones((), dtype=bool)
+                return flags, xp.stack([change, new.astype(np.int64)])
+
+            graph = self._tag_graph()
+            if graph is None:
+                flags, rec = tag()
+            else:  # a replayed pass's flags are the graph's: copied when they are kept
+                flags, rec = graph.run(graph.key(patches, frozen_below, memo), tag,
+                                       keep=(patches, self.aux, memo))
+            record[:] = be.to_host(rec)
         count, differs = (int(v) for v in self.exchange.allreduce(record, "sum"))
         if count == 0 or (memo is not None and differs == 0):
             return None
+        if flags is not None and self.__dict__.get("_tag_graph_obj") is not None:
+            flags = flags.copy()
         self._tag_fetched = (frozen_below, flags)
         mine = np.zeros(0, dtype=np.uint8) if flags is None else be.to_host(flags)
         every = self.exchange.allgather_rows(mine, L.offsets)
@@ -863,14 +876,35 @@ class Simulation:
             graph = self._graph = StepGraph(self)
         return graph if graph is not None and graph.usable() else None
 
+    def _tag_graph(self):
+        """The :class:`~forestpy.tag_graph.TagGraph` of a GPU run with ``gpu_graph``
+        on (``FORESTPY_TAG_GRAPH=0`` turns it off alone), None otherwise."""
+        graph = self.__dict__.get("_tag_graph_obj")
+        if graph is None:
+            if not (self.gpu_graph and self.backend.is_gpu) or getattr(
+                    self.backend, "simulator", False) or os.environ.get(
+                    "FORESTPY_TAG_GRAPH", "1") == "0":
+                return None
+            from forestpy.tag_graph import TagGraph
+
+            graph = self._tag_graph_obj = TagGraph(self)
+        return graph if graph.reason is None else None
+
     def graph_summary(self) -> dict:
         """How the GPU steps ran: ``gpu_graph`` (replayed from CUDA graphs), captures,
-        replays and, when graphs were off, why (:mod:`forestpy.step_graph`)."""
+        replays and, when graphs were off, why (:mod:`forestpy.step_graph`); where
+        tagging passes were replayed too, their ``tag_graph_*`` counts
+        (:mod:`forestpy.tag_graph`)."""
         graph = self.__dict__.get("_graph")
         if graph is None:
-            return {"gpu_graph": False, "graph_captures": 0, "graph_replays": 0,
-                    "graph_off_reason": "off" if not self.gpu_graph else "no GPU step yet"}
-        return graph.summary()
+            out = {"gpu_graph": False, "graph_captures": 0, "graph_replays": 0,
+                   "graph_off_reason": "off" if not self.gpu_graph else "no GPU step yet"}
+        else:
+            out = graph.summary()
+        tags = self.__dict__.get("_tag_graph_obj")
+        if tags is not None:  # the tagging passes' graphs (forestpy.tag_graph)
+            out.update(tags.summary())
+        return out
 
     def interior_digest(self) -> list:
         """``[sum, sum of |q|]`` of the owned interiors on the host: two runs that

@@ -211,6 +211,13 @@ class GeoClawRefinement:
         """Only the topography criterion reads ghost cells (the first layer)."""
         return self.topo_tolerance is not None and t <= self.topo_until
 
+    def graph_key(self, t: float):
+        """What the launches of :meth:`__call__` take from the host at time ``t``
+        (which regions are active, whether the topography criterion is on): a pass is
+        replayed from a CUDA graph while it stays the same (:mod:`forestpy.tag_graph`);
+        everything else they read is made once per forest."""
+        return tuple(r.active(t) for r in self.regions), self.reads_ghosts(t)
+
     def __call__(self, q, aux, patches, t):
         """Regrid flags (bit 0 refine, bit 1 coarsen) of the patches
         (:class:`~forestpy.patches.tagging.TaggedPatches`) in one pass: the flags of

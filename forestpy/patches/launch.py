@@ -431,10 +431,15 @@ def _njit(func):
     return numba.njit(func)
 
 
-def _gpu_function(key, source, scope, **fields):
+def _gpu_function(key, source, scope, lazy=None, **fields):
+    """The kernel of ``source`` (generated from ``fields``, and ``lazy()``'s fields:
+    made only when the kernel is) over the bodies ``scope``, compiled once per key."""
     kernel = _KERNELS.get(key)
     if kernel is None:
         from numba import cuda, float64, int32
+
+        if lazy is not None:
+            fields = {**fields, **lazy()}
 
         scope = {"cuda": cuda, "float64": float64, "int32": int32,
                  **{k: cuda_device(v) for k, v in scope.items() if v is not None}}
@@ -464,20 +469,27 @@ def for_each_entry(body, n: int, *args, backend=None, scratch=()) -> None:
     CPU) and passed after ``e``; a body must not keep values in them between calls."""
     if n == 0:
         return
-    scratch = tuple(int(s) for s in scratch)
-    fields = dict(pre=_names(len(args)), chunk=_CPU_CHUNK)
+    scratch = tuple(int(s) for s in scratch) if scratch else ()
     if not _on_gpu(backend):
+        fields = dict(pre=_names(len(args)), chunk=_CPU_CHUNK)
         alloc, names = _scratch_code(scratch, 8, gpu=False)
         loop = _cpu_function(("entries", body, len(args), scratch), _CPU_ENTRIES,
                              {"body": body}, cpu_alloc=alloc, scratch=names, **fields)
         loop(n, *args)
         return
-    require_device(backend, *(a for a in args if hasattr(a, "shape")))
-    alloc, names = _scratch_code(scratch, 8, gpu=True)
-    flat, flat_fields, lengths = _flattened(args)
+    require_device(backend, *args)
+    # a launch costs the host tens of microseconds: the generated source's pieces are
+    # made only when the kernel is (the tuple lengths are its key)
+    lengths = tuple(len(a) if isinstance(a, tuple) else -1 for a in args)
+
+    def source_fields():
+        alloc, names = _scratch_code(scratch, 8, gpu=True)
+        return dict(pre=_names(len(args)), chunk=_CPU_CHUNK, gpu_alloc=alloc,
+                    scratch=names, **_flattened(args)[1])
+
     kernel = _gpu_function(("entries", body, lengths, scratch), _GPU_ENTRIES,
-                           {"body": body}, gpu_alloc=alloc, scratch=names, **fields,
-                           **flat_fields)
+                           {"body": body}, lazy=source_fields)
+    flat = _flattened(args)[0] if -1 < max(lengths, default=-1) else args
     launch_kernel(kernel, blocks(n), THREADS, launch_stream(), n, *flat)
 
 

@@ -6,7 +6,9 @@ forest for them is host work and uploading the result is a transfer, so
 :class:`PointCells` does both only when the forest (or this rank's share of it)
 changes, and keeps the answer on the backend: the cell of each point as
 ``(row, j, i)`` and, per array shape asked for, the flat positions of chosen
-components, so that one ``take`` gathers a whole sample.  :class:`SampleRows` holds the
+components, so that one ``take`` gathers a whole sample (on a GPU one kernel,
+:func:`gather_sample`, gathers the components of ``q`` and of ``aux`` together into
+the row: a launch, not two ``take`` calls and their views).  :class:`SampleRows` holds the
 samples of many steps on the device (grown by doubling up to a cap) until the caller
 copies them to the host in one transfer, at output times.
 
@@ -19,9 +21,31 @@ the caller discards); ``owner`` says which rank holds each point.
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 
-__all__ = ["PointCells", "SampleRows"]
+__all__ = ["PointCells", "SampleRows", "gather_sample"]
+
+
+@numba.njit(inline="always")
+def _gather_entry(q, aux, entries, data, row, k):
+    """``data[row, k]`` = entry ``k`` of a sample: ``entries[k] = (array, patch,
+    component, j, i)`` with array 0 for ``q``, 1 for ``aux``."""
+    p, c, j, i = entries[k, 1], entries[k, 2], entries[k, 3], entries[k, 4]
+    if entries[k, 0] == 0:
+        data[row, k] = q[p, c, j, i]
+    else:
+        data[row, k] = aux[p, c, j, i]
+
+
+def gather_sample(q, aux, entries, rows, backend) -> None:
+    """Fill the next row of ``rows`` (:class:`SampleRows`) with the state at the
+    ``entries`` (:meth:`PointCells.entries`) in one kernel launch (GPU backend)."""
+    from forestpy.patches.launch import launch
+
+    row = rows.next_index()
+    launch(_gather_entry, entries.shape[0], q, q if aux is None else aux, entries,
+           rows.data, row, backend=backend)
 
 
 class PointCells:
@@ -69,6 +93,31 @@ class PointCells:
         self._key = key
         self.epoch += 1
         return True
+
+    def entries(self, q_components, aux_components):
+        """Backend int64 array ``(n, 5)`` of :func:`gather_sample`'s entries: every
+        point's ``q_components`` (in point-major order, as :meth:`flat_index`), then
+        every point's ``aux_components``; points of other ranks read cell
+        ``(0, c, 0, 0)``.  Made once per location and components."""
+        key = ("entries", tuple(int(c) for c in q_components),
+               tuple(int(c) for c in aux_components))
+        got = self._flat.get(key)
+        if got is None:
+            parts = []
+            for which, comps in enumerate(key[1:]):
+                comp = np.asarray(comps, dtype=np.int64)
+                n, m = len(self.rows), len(comp)
+                e = np.zeros((n, m, 5), dtype=np.int64)
+                e[..., 0] = which
+                here = self.rows >= 0
+                e[..., 1] = np.where(here, self.rows, 0)[:, None]
+                e[..., 2] = comp[None, :]
+                e[..., 3] = np.where(here, self.j, 0)[:, None]
+                e[..., 4] = np.where(here, self.i, 0)[:, None]
+                parts.append(e.reshape(-1, 5))
+            got = self._flat[key] = self._backend.to_device(
+                np.ascontiguousarray(np.concatenate(parts)))
+        return got
 
     def flat_index(self, shape, components):
         """Backend int64 array ``(npoints, len(components))``: the position of component
@@ -120,6 +169,16 @@ class SampleRows:
         row = self._data[self.n]
         self.n += 1
         return row
+
+    @property
+    def data(self):
+        """The backend buffer (its first :attr:`n` rows filled)."""
+        return self._data
+
+    def next_index(self) -> int:
+        """The index of the next row in :attr:`data` (grown as :meth:`next_row`)."""
+        self.next_row()
+        return self.n - 1
 
     def take(self) -> np.ndarray:
         """The rows appended since the last call, as a host array ``(n, width)`` (a

@@ -115,6 +115,21 @@ def test_point_cells_are_the_cells_sample_reads(radial_dam):
     flat = cells.flat_index(sim.q.shape, [2, 0])
     np.testing.assert_array_equal(sim.q.reshape(-1)[flat], sim.sample(x, y)[:, [2, 0]])
     assert cells.flat_index(sim.q.shape, [2, 0]) is flat  # made once per location
+    # the entries of the GPU's one-launch gather, run here by the CPU loop of the body
+    from forestpy.patches.launch import for_each_entry
+    from forestpy.patches.point_samples import _gather_entry
+
+    entries = cells.entries([2, 0], [1])
+    assert cells.entries([2, 0], [1]) is entries
+    rows = SampleRows(sim.backend, len(entries), sim.q.dtype, capacity=1)
+    rows.next_row()[:] = -1.0
+    row = rows.next_index()
+    assert row == 1 and rows.n == 2
+    # the radial dam has no aux fields: q stands in for aux (entries of array 1)
+    for_each_entry(_gather_entry, len(entries), sim.q, sim.q, entries, rows.data, row)
+    q = sim.sample(x, y)
+    want = np.concatenate([q[:, [2, 0]].ravel(), q[:, 1]])
+    np.testing.assert_array_equal(rows.take()[1], want)
     with pytest.raises(ValueError, match="outside the domain"):
         PointCells([9.0], [0.0]).update(sim)
 

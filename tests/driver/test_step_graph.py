@@ -173,3 +173,54 @@ def test_timers_do_not_synchronise_inside_a_capture():
     with timers("step"):
         pass
     assert len(calls) == 4
+
+
+def test_tagging_passes_run_plainly_then_are_captured_then_replayed():
+    """forestpy.tag_graph: a key's first pass runs (it uploads the per-forest arrays),
+    its second is captured, later ones replay; a new forest drops the old graphs; no
+    key (a criterion without ``graph_key``) always runs.  The capture itself needs a
+    GPU: here it is a stand-in that records the pass."""
+    from forestpy.tag_graph import TagGraph, _Captured
+
+    class Recorded(TagGraph):
+        def _capture(self, key, tag, keep):
+            result = tag()
+            graph = SimpleNamespace(launch=lambda stream: launched.append(key))
+            self._entries[key] = _Captured(graph, ("replayed", key), None, keep)
+            self.captures += 1
+            return result
+
+    ran, launched = [], []
+
+    def tag():
+        ran.append(1)
+        return "ran", len(ran)
+
+    g = Recorded(SimpleNamespace())
+    forest_a, forest_b = object(), object()
+    got = [g.run("k", tag, keep=(forest_a,)) for _ in range(4)]
+    assert got == [("ran", 1), ("ran", 2), ("replayed", "k"), ("replayed", "k")]
+    assert (g.captures, g.replays, launched) == (1, 2, ["k", "k"])
+    assert g.run("k", tag, keep=(forest_b,)) == ("ran", 3)  # new forest: seen afresh
+    assert g.run(None, tag, keep=(forest_b,)) == ("ran", 4)
+    assert g.summary() == {"tag_graph_captures": 1, "tag_graph_replays": 2,
+                           "tag_graph_off_reason": None}
+
+
+def test_geoclaw_tagging_key_follows_the_active_regions():
+    import importlib.util
+
+    from testsupport import ROOT
+
+    spec = importlib.util.spec_from_file_location(
+        "okushiri_demo", ROOT / "demos" / "geoclaw" / "okushiri.py")
+    demo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(demo)
+    sim = demo.setup(dx_finest=0.112, t_final=0.2)
+    crit = sim.vtable.tag4regrid
+    assert sim._tag_graph() is None  # CPU: passes run as before
+    from forestpy.extensions.geoclaw.refinement import Region
+
+    crit.regions = list(crit.regions) + [Region(0.0, 1.0, 0.0, 1.0, 0, 2, t1=5.0, t2=9.0)]
+    assert crit.graph_key(0.0) != crit.graph_key(6.0)
+    assert crit.graph_key(6.0) == crit.graph_key(7.0)
