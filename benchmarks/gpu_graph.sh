@@ -125,13 +125,13 @@ compare)  # Okushiri: the code before ($BEFORE: a tree installed into $BEFORE_SI
 rcompare)  # the radial dam L7-9 (regrid every 2 steps): before ($BEFORE) and now
   for v in before now; do
     if [ $v = before ]; then
-      PYTHONPATH=$BEFORE_SITE:${PYTHONPATH:-} timeout 150 $PY $BEFORE/benchmarks/gpu_step.py --parts run \
+      PYTHONPATH=$BEFORE_SITE:${PYTHONPATH:-} timeout 150 $PY $BEFORE/benchmarks/gpu_step.py --parts step,run \
         --levels 9 --adaptive --mx 16 --dtypes float64 --nsteps 20 > "$OUT/one.jsonl" 2>> "$OUT/rcompare.err"
     else
-      timeout 150 $PY benchmarks/gpu_step.py --parts run --levels 9 --adaptive --mx 16 \
+      timeout 150 $PY benchmarks/gpu_step.py --parts step,run --levels 9 --adaptive --mx 16 \
         --dtypes float64 --nsteps 20 > "$OUT/one.jsonl" 2>> "$OUT/rcompare.err"
     fi
-    echo "radial $v rc=$?"; tail -n 1 "$OUT/one.jsonl" | cut -c1-400
+    echo "radial $v rc=$?"; tail -n 2 "$OUT/one.jsonl" | cut -c1-400
     sed "s/^{/{\"version\": \"$v\", /" "$OUT/one.jsonl" >> "$OUT/rcompare.jsonl"
   done ;;
 oprofile)  # Okushiri graphs on, cProfile of a warm run (the host's share, by function)

@@ -49,7 +49,7 @@ class TagGraph:
         self._entries: dict = {}
         self._seen: set = set()
         self._stream = None
-        self._patches = ()
+        self._patches = None
 
     def key(self, patches, frozen_below, memo):
         """The key of a pass on the simulation now, or None when it cannot be replayed."""
@@ -72,10 +72,11 @@ class TagGraph:
         next pass."""
         if key is None:
             return tag()
-        if keep[:1] != self._patches:  # a new forest or layout: the old graphs go
+        if self._patches is None or keep[0] is not self._patches:
+            # a new forest or layout (patches compare by identity): the old graphs go
             self._entries.clear()
             self._seen.clear()
-            self._patches = keep[:1]
+            self._patches = keep[0]
         entry = self._entries.get(key)
         if entry is not None:
             entry.graph.launch(self._stream)

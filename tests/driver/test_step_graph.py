@@ -197,7 +197,10 @@ def test_tagging_passes_run_plainly_then_are_captured_then_replayed():
         return "ran", len(ran)
 
     g = Recorded(SimpleNamespace())
-    forest_a, forest_b = object(), object()
+    from forestpy.patches.tagging import TaggedPatches
+
+    # patches hold arrays: compared by identity, never by value
+    forest_a, forest_b = (TaggedPatches(None, np.arange(3), None) for _ in range(2))
     got = [g.run("k", tag, keep=(forest_a,)) for _ in range(4)]
     assert got == [("ran", 1), ("ran", 2), ("replayed", "k"), ("replayed", "k")]
     assert (g.captures, g.replays, launched) == (1, 2, ["k", "k"])
