@@ -126,7 +126,7 @@ class StepGraph:
     def _capture(self, dt) -> _Captured | None:
         import cupy
 
-        from forestpy.cuda_device import on_stream, recording_launches
+        from forestpy.cuda_device import recording_launches
 
         sim = self.sim
         block = sim.step_params
@@ -135,21 +135,13 @@ class StepGraph:
         stream = self._stream
         cupy.cuda.Device().synchronize()
         watch = _AllocationWatch()
-        error = graph = None
         block.begin_capture(sim.t, dt)
-        with on_stream(stream), recording_launches() as launched, watch, \
-                sim.timers.unsynchronised():
-            stream.begin_capture()
-            try:
-                q_new, read = sim._launch_step(dt, buffers=self._buffers)
-            except Exception as exc:  # noqa: BLE001 - reported, then steps without graphs
-                error = exc
-            finally:
-                try:
-                    graph = stream.end_capture()
-                except Exception as exc:  # noqa: BLE001
-                    error = error or exc
-                recorded = block.end_capture()
+        try:
+            with recording_launches() as launched, watch:
+                out, graph, error = capture(
+                    sim, stream, lambda: sim._launch_step(dt, buffers=self._buffers))
+        finally:
+            recorded = block.end_capture()
         if error is None and watch.allocations:
             error = RuntimeError(f"{watch.allocations} device allocation(s) in the step")
         if error is not None:
@@ -158,7 +150,30 @@ class StepGraph:
                           RuntimeWarning, stacklevel=3)
             return None
         self.captures += 1
+        q_new, read = out
         return _Captured(graph, recorded, q_new, read, keep=list(launched) + [self._buffers])
+
+
+def capture(sim, stream, work):
+    """``(result, graph, error)``: ``work()`` captured on the CuPy ``stream`` into a
+    CUDA graph (forestpy's launches and CuPy's work go to the stream; the timers do not
+    synchronise), and the exception that made the capture fail (None when it did
+    not).  The capture always ends, so the stream is usable after a failure."""
+    from forestpy.cuda_device import on_stream
+
+    result = graph = error = None
+    with on_stream(stream), sim.timers.unsynchronised():
+        stream.begin_capture()
+        try:
+            result = work()
+        except Exception as exc:  # noqa: BLE001 - reported by the caller
+            error = exc
+        finally:
+            try:
+                graph = stream.end_capture()
+            except Exception as exc:  # noqa: BLE001
+                error = error or exc
+    return result, graph, error
 
 
 def _unsupported(sim) -> str | None:

@@ -90,7 +90,7 @@ class TagGraph:
     def _capture(self, key, tag, keep):
         import cupy
 
-        from forestpy.cuda_device import on_stream
+        from forestpy.step_graph import capture
 
         sim = self.sim
         if self._stream is None:  # blocking: ordered with the default stream's work
@@ -101,18 +101,7 @@ class TagGraph:
             tag()  # fills the pool with this pass's blocks; its outputs are dropped
             result = tag()  # this pass's answer (blocks of the first outputs now free)
             cupy.cuda.Device().synchronize()
-            error = graph = captured = None
-            with on_stream(stream), sim.timers.unsynchronised():
-                stream.begin_capture()
-                try:
-                    captured = tag()
-                except Exception as exc:  # noqa: BLE001 - reported, then passes as before
-                    error = exc
-                finally:
-                    try:
-                        graph = stream.end_capture()
-                    except Exception as exc:  # noqa: BLE001
-                        error = error or exc
+            captured, graph, error = capture(sim, stream, tag)
         if error is not None:
             self.reason = f"the tagging could not be captured: {type(error).__name__}: {error}"
             self._entries.clear()
