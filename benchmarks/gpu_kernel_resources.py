@@ -38,7 +38,9 @@ Usage::
         [--ptxas ptxas] [--keep DIR] [--caps 96,104]
         (kernels: tile, patch, patch+status; +noshare: the patch kernel calling
         rpn2/rpt2 instead of the work-sharing pieces, as before they were used;
-        +nocells: the cell states computed in the threads, not once into shared memory)
+        +nocells: the cell states computed in the threads, not once into shared memory;
+        tile+float32, tile+mixed: the tile kernel in that precision, float32 storage
+        for float32)
 
 ``--caps``: also assemble at these register caps (``caps`` in the record: registers,
 spills and warps per multiprocessor at each).
@@ -119,13 +121,16 @@ def ptxas(ptx_path: str, exe: str, cap: int | None) -> dict:
 
 def ptx_counts(ptx: str) -> dict:
     fp64 = len(re.findall(r"\b(?:add|sub|mul|fma|div|sqrt)\.[a-z.]*f64\b", ptx))
-    return {"ptx_fp64": fp64, "bar_sites": len(re.findall(r"\bbar(?:rier)?\.sync", ptx))}
+    fp32 = len(re.findall(r"\b(?:add|sub|mul|fma|div|sqrt)\.[a-z.]*f32\b", ptx))
+    return {"ptx_fp64": fp64, "ptx_fp32": fp32,
+            "bar_sites": len(re.findall(r"\bbar(?:rier)?\.sync", ptx))}
 
 
-def _signature(patch: bool, status: bool, tiled: bool = False):
+def _signature(patch: bool, status: bool, tiled: bool = False, storage: str = "float64"):
     from numba import types as T
 
     f8, i8 = T.float64, T.int64
+    fs = T.float32 if storage == "float32" else f8
 
     def arr(dt, nd):
         return T.Array(dt, nd, "C")
@@ -135,12 +140,12 @@ def _signature(patch: bool, status: bool, tiled: bool = False):
                 arr(f8, 1), arr(i8, 1), arr(f8, 1), arr(f8, 1),
                 arr(f8, 2) if status else arr(f8, 1),
                 arr(f8, 2) if tiled else arr(f8, 1), arr(T.int32, 1) if tiled else arr(i8, 1))
-    return (arr(i8, 1), arr(f8, 4), arr(f8, 4), arr(f8, 4), arr(f8, 1), arr(f8, 1), f8,
+    return (arr(i8, 1), arr(fs, 4), arr(fs, 4), arr(fs, 4), arr(f8, 1), arr(f8, 1), f8,
             arr(f8, 1), arr(i8, 1), arr(f8, 1), arr(f8, 4))
 
 
 def describe(kind: str, mx: int, status: bool = False, share: bool = True,
-             cells: bool | None = None):
+             cells: bool | None = None, precision: str = "float64"):
     """(compiled kernel, its register cap, threads, facts of the plan) of one kernel."""
     from forestpy.vtable import get_riemann
 
@@ -149,8 +154,8 @@ def describe(kind: str, mx: int, status: bool = False, share: bool = True,
     if kind == "tile":
         from forestpy.solvers.clawpack.gpu_kernel import make_gpu_step_kernel, plan_tiles
 
-        kernel, nt = make_gpu_step_kernel(rs, mx, mx, 2)
-        R = plan_tiles(mx, mx, meqn, mwaves)[0]
+        kernel, nt = make_gpu_step_kernel(rs, mx, mx, 2, precision=precision)
+        R = plan_tiles(mx, mx, meqn, mwaves, word=4 if precision == "float32" else 8)[0]
         cap = min(128, 65536 // nt // 8 * 8)
         tiles = -(-mx // R)
         # 4 barriers per pass and tile; the block reduction: 1 + log2(threads)
@@ -224,9 +229,11 @@ def main(argv=None):
             status = "status" in mods
             base = kind.split("+")[0]
             t0 = time.perf_counter()
+            arith = next((m for m in mods if m in ("float32", "mixed")), "float64")
             fn, cap, nt, facts = describe(base, mx, status, "noshare" not in mods,
-                                          False if "nocells" in mods else None)
-            sig = _signature(base == "patch", status, facts["tiles"] > 1)
+                                          False if "nocells" in mods else None, arith)
+            sig = _signature(base == "patch", status, facts["tiles"] > 1,
+                             "float32" if arith == "float32" else "float64")
             ptx, _ = cuda.compile_ptx(fn, sig, cc=CC)
             path = os.path.join(folder, f"{kind.replace('+', '_')}_mx{mx}.ptx")
             with open(path, "w") as f:
@@ -244,7 +251,7 @@ def main(argv=None):
                            "warps_per_sm": occupancy(got["registers"], got["smem_bytes"],
                                                      nt)[1]}
             rec = {"part": "resources", "kernel": kind, "mx": mx, "solver": "shallow_roe",
-                   "arith": "float64", "fma": False, "register_cap": cap, **facts,
+                   "arith": arith, "fma": False, "register_cap": cap, **facts,
                    **capped, "blocks_per_sm": blocks, "warps_per_sm": warps,
                    **{f"free_{k}": v for k, v in free.items() if k != "smem_bytes"},
                    "free_warps_per_sm": fwarps, **({"caps": caps} if caps else {}),

@@ -254,7 +254,7 @@ def describe_options(options: Mapping, title: str = "options") -> str:
 
 def standard_options(*, mx=16, min_level=2, max_level=4, refine_threshold=0.05,
                      regrid_interval=2, t_final=1.0, cfl=0.9, backend="cpu",
-                     dtype="float64", subcycle=None) -> dict:
+                     dtype="float64", subcycle=None, precision="float64") -> dict:
     """The options every adaptive demo shares, typed and documented, with the demo's
     own defaults; merge them into the demo's ``OPTIONS``.  The levels are bounded by
     the forest's coordinates (:data:`~forestpy.forest.quadrants.MAX_LEVEL`)."""
@@ -277,6 +277,10 @@ def standard_options(*, mx=16, min_level=2, max_level=4, refine_threshold=0.05,
         backend=Option(backend, "where the patches live", choices=("cpu", "gpu")),
         dtype=Option(dtype, "storage precision of the fields (float32: GPU only)",
                      choices=("float64", "float32")),
+        precision=Option(precision, "arithmetic of the GPU step kernel (float32 implies "
+                         "float32 storage; mixed: FP64 normal solve and update, FP32 "
+                         "limiter and transverse terms)",
+                         choices=("float64", "float32", "mixed")),
     )
 
 
@@ -286,5 +290,6 @@ def simulation_options(o) -> dict:
     use the default criterion pass on); ``cfl_max`` is 1."""
     return dict(mx=o["mx"], min_level=o["min_level"], max_level=o["max_level"],
                 regrid_interval=o["regrid_interval"], cfl_desired=o["cfl"], cfl_max=1.0,
-                t_final=o["t_final"], backend=o["backend"], dtype=o["dtype"],
-                subcycle=o["subcycle"])
+                t_final=o["t_final"], backend=o["backend"],
+                dtype="float32" if o.get("precision") == "float32" else o["dtype"],
+                subcycle=o["subcycle"], precision=o.get("precision", "float64"))

@@ -49,6 +49,7 @@ from forestpy.patches.status import launch_step_status, patch_status, step_statu
 from forestpy.patches.surface_ghosts import fill_ghosts_surface
 from forestpy.patches.surface_regrid import ShorelineRegrid, surface_dry_tolerance
 from forestpy.patches.tagging import TaggedPatches, regrid_flags
+from forestpy.precision import check_precision
 from forestpy.timers import Timers, phase
 from forestpy.vtable import SolverVtable, get_method, get_riemann, step_takes_patch_list
 
@@ -157,6 +158,10 @@ class Simulation:
         ``"cpu"`` or ``"gpu"`` (patch arrays resident on the GPU for the whole run).
     dtype : str
         ``"float64"``, or ``"float32"`` storage of the fields on the GPU.
+    precision : str
+        Arithmetic of the GPU step kernel (:mod:`forestpy.precision`): ``"float64"``
+        (default), ``"float32"`` (implies ``dtype="float32"``) or ``"mixed"`` (FP64
+        storage, normal solve and update; limiter and transverse terms in FP32).
     t_final : float
         Default end time for :meth:`run`.
     comm : MPI communicator, optional
@@ -211,6 +216,7 @@ class Simulation:
         callbacks=(),
         backend="cpu",
         dtype="float64",
+        precision="float64",
         t_final=1.0,
         name="simulation",
         check_state=True,
@@ -227,6 +233,14 @@ class Simulation:
                 f"{sorted(self.OPTION_DEFAULTS)}"
             )
         opts = {**self.OPTION_DEFAULTS, **options}
+        self.precision = check_precision(opts["precision"])
+        if self.precision == "float32":
+            if "dtype" not in options:
+                opts["dtype"] = "float32"
+            elif np.dtype(opts["dtype"]) != np.float32:
+                raise ValueError(f"precision='float32' computes on float32 fields, not "
+                                 f"dtype={opts['dtype']!r} (use precision='mixed' for FP64 "
+                                 "storage)")
         self.riemann = get_riemann(riemann)
         self.domain = domain or Domain()
         self.backend = get_backend(opts["backend"], opts["dtype"])
@@ -284,6 +298,7 @@ class Simulation:
             limiter=opts["limiter"],
             capacity_index=opts["capacity_index"],
             backend=self.backend,
+            **({} if self.precision == "float64" else {"precision": self.precision}),
         )
         self.solver.set_params(self.params)
         self.capacity_index = self.solver.capacity_index

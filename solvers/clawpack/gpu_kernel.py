@@ -28,16 +28,26 @@ Physics comes from the pointwise ``rpn2``/``rpt2`` of the Riemann solver, compil
 CUDA device functions from the same Python source as on the CPU
 (:func:`forestpy.cuda_device.cuda_device`).  Kernels are specialised on the patch
 shape, the solver's sizes and the options (compile-time constants), and cached per
-process.  Field arrays may be float64 or float32 (storage); arithmetic is float64.
+process.  Field arrays may be float64 or float32 (storage); arithmetic is float64, or
+with ``precision`` (:mod:`forestpy.precision`):
+
+* ``"float32"``: every operation in FP32 (the solver's and limiter's sources compiled
+  with FP32 literals, the parameters converted once per thread, the shared scratch in
+  FP32: half the bytes, so taller row tiles);
+* ``"mixed"``: the normal solve, the fluctuations and the update in FP64 (so the
+  conserved totals change by FP64 round-off only), the limiter, the second-order
+  correction and the transverse splittings in FP32.
 """
 
 from __future__ import annotations
 
 import math
 
-from numba import cuda, float64
+import numpy as np
+from numba import cuda, float32, float64
 
 from forestpy.cuda_device import cuda_device, fast_kernel
+from forestpy.precision import check_precision, in_precision
 from forestpy.step_params import device_scalar, dt_argument
 
 from .limiters import limiter_apply
@@ -58,13 +68,13 @@ _KERNELS: dict = {}
 
 def plan_tiles(mx: int, my: int, meqn: int, mwaves: int, transverse: bool = True,
                shared_bytes: int = SHARED_BYTES, max_threads: int = MAX_THREADS,
-               rows: int | None = None):
+               rows: int | None = None, word: int = 8):
     """Rows per tile ``R``, threads per block and shared slots for a patch shape.
 
     Chooses the ``R`` that needs the fewest thread-slots per patch (threads per block
-    times tiles) while the per-face scratch fits ``shared_bytes`` and one face or cell
-    per thread fits ``max_threads``; ``rows`` forces ``R`` (if it fits).  Returns
-    ``(R, nthreads, nslot, slot)``.
+    times tiles) while the per-face scratch (``word`` bytes per value) fits
+    ``shared_bytes`` and one face or cell per thread fits ``max_threads``; ``rows``
+    forces ``R`` (if it fits).  Returns ``(R, nthreads, nslot, slot)``.
     """
     slot = max(meqn * mwaves + mwaves, (6 if transverse else 2) * meqn)
     best = None
@@ -74,7 +84,7 @@ def plan_tiles(mx: int, my: int, meqn: int, mwaves: int, transverse: bool = True
         need = max(nfx, nfy, R * mx)
         nthreads = -(-need // 32) * 32
         nslot = max(nfx, nfy)
-        if nthreads > max_threads or nslot * slot * 8 > shared_bytes:
+        if nthreads > max_threads or nslot * slot * word > shared_bytes:
             break
         cost = nthreads * (-(-my // R))
         if rows is not None:
@@ -90,18 +100,20 @@ def plan_tiles(mx: int, my: int, meqn: int, mwaves: int, transverse: bool = True
 
 
 def tiles_per_patch(riemann, mx: int, my: int, *, transverse_waves: int = 2,
-                    shared_bytes: int = SHARED_BYTES, rows_per_tile: int | None = None) -> int:
+                    shared_bytes: int = SHARED_BYTES, rows_per_tile: int | None = None,
+                    precision: str = "float64") -> int:
     """Row tiles of the step kernel for this patch shape (blocks per patch with
     ``block_per_tile``)."""
     R = plan_tiles(mx, my, int(riemann.num_eqn), int(riemann.num_waves), transverse_waves > 0,
-                   shared_bytes, rows=rows_per_tile)[0]
+                   shared_bytes, rows=rows_per_tile, word=_word(precision))[0]
     return -(-my // R)
 
 
 def make_gpu_step_kernel(riemann, mx: int, my: int, mbc: int, *, order: int = 2,
                          transverse_waves: int = 2, capacity_index: int = -1,
                          max_registers: int | None = None, shared_bytes: int = SHARED_BYTES,
-                         rows_per_tile: int | None = None, block_per_tile: bool = False):
+                         rows_per_tile: int | None = None, block_per_tile: bool = False,
+                         precision: str = "float64"):
     """Compiled CUDA step for one Riemann solver, patch shape and option set.
 
     Returns ``(kernel, nthreads)``; launch with one block per patch to step::
@@ -128,7 +140,11 @@ def make_gpu_step_kernel(riemann, mx: int, my: int, mbc: int, *, order: int = 2,
     ``tickets`` (int32, ``(npatch,)``, zero before the first launch, zero again after
     each) counts the finished tiles of a patch: the last one writes ``cfl_out``.  The
     same arithmetic per cell as one block per patch, so the same results.
+
+    ``precision``: ``"float64"`` (default), ``"float32"`` or ``"mixed"`` (see the module
+    docstring); the arrays and the launch are the same in every mode.
     """
+    precision = check_precision(precision)
     if mx < 2 or my < 2:
         raise ValueError("the GPU kernel needs mx, my >= 2")
     if mbc < 2:
@@ -140,33 +156,51 @@ def make_gpu_step_kernel(riemann, mx: int, my: int, mbc: int, *, order: int = 2,
     key = (riemann.rpn2, riemann.rpt2 if transverse_waves else None, bool(riemann.fwave),
            int(riemann.num_eqn), int(riemann.num_waves), int(riemann.num_aux), mx, my, mbc,
            order, transverse_waves, max(capacity_index, -1), max_registers, shared_bytes,
-           rows_per_tile, bool(block_per_tile))
+           rows_per_tile, bool(block_per_tile), precision)
     hit = _KERNELS.get(key)
     if hit is None:
         hit = _build(riemann, mx, my, mbc, order, transverse_waves, max(capacity_index, -1),
-                     max_registers, shared_bytes, rows_per_tile, bool(block_per_tile))
+                     max_registers, shared_bytes, rows_per_tile, bool(block_per_tile),
+                     precision)
         _KERNELS[key] = hit
     return hit
 
 
+def _word(precision: str) -> int:
+    """Bytes per value of the step kernel's shared scratch."""
+    return 4 if precision == "float32" else 8
+
+
 def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes, rows,
-           TILED):
+           TILED, precision="float64"):
     MEQN = int(riemann.num_eqn)
     MWAVES = int(riemann.num_waves)
     MAUX = int(riemann.num_aux)
     MAUXL = max(MAUX, 1)
     FWAVE = bool(riemann.fwave)
     R, NT, NSLOT, SLOT = plan_tiles(MX, MY, MEQN, MWAVES, TRANS > 0, shared_bytes,
-                                    rows=rows)
+                                    rows=rows, word=_word(precision))
+    # RN: the normal solve, the fluxes, the update and the shared scratch; RT: the
+    # limiter, the second-order correction and the transverse splittings
+    RN = float32 if precision == "float32" else float64
+    RT = float64 if precision == "float64" else float32
+    nRN = np.float32 if precision == "float32" else np.float64
+    nRT = np.float64 if precision == "float64" else np.float32
+    ZERO_N, HALF_N, ONE_N = nRN(0.0), nRN(0.5), nRN(1.0)
+    ZERO_T, ONE_T = nRT(0.0), nRT(1.0)
+    NPAR = max(len(riemann.params_array()), 1)
     NTILES = -(-MY // R)
     SOFF = MEQN * MWAVES  # offset of the speeds in a slot
     CORR = TRANS == 2 and ORDER == 2
     WX = MX + 3  # x-faces per row of a tile
     WY = MX + 2  # columns of y-faces
     MAXM = max(MX, MY)
-    rpn2 = cuda_device(riemann.rpn2)
-    rpt2 = cuda_device(riemann.rpt2) if TRANS else None
-    limiter = cuda_device(limiter_apply)
+    rpn2 = in_precision(riemann.rpn2, nRN, "cuda")
+    rpt2 = in_precision(riemann.rpt2, nRT, "cuda") if TRANS else None
+    limiter = in_precision(limiter_apply, nRT, "cuda")
+    as_n = _converter(RN, precision == "float32", NPAR)  # the parameters in RN
+    as_t = _converter(RT, precision != "float64", NPAR)  # in RT
+    qt = _converter(RT, precision == "mixed", MEQN)  # states, fluctuations in RT
     if max_registers is None:
         # 128 registers fit two blocks of NT threads on a multiprocessor, where the
         # compiler's own choice fits one (docs/performance.md, register cap)
@@ -193,7 +227,7 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
 
         @cuda.jit(device=True, inline=True)
         def transverse(imp, jc, ic, c, asdq, p, t, aux, params, S, ql, qr, a1, a2, a3, bm,
-                       bp):
+                       bp, abuf):
             # rpt2 of the fluctuation asdq going into cell (jc, ic), with the aux of
             # that cell and of its two neighbours along the face; c bm, c bp to the
             # face's slots 2 imp and 2 imp + 1
@@ -201,15 +235,15 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
                 a1[a] = aux[p, a, jc - DI, ic - DJ]
                 a2[a] = aux[p, a, jc, ic]
                 a3[a] = aux[p, a, jc + DI, ic + DJ]
-            rpt2(IXY, imp, ql, qr, a1, a2, a3, params, asdq, bm, bp)
+            rpt2(IXY, imp, ql, qr, a1, a2, a3, params, qt(asdq, abuf), bm, bp)
             for m in range(MEQN):
                 S[2 * imp * MEQN + m, t] = c * bm[m]
                 S[(2 * imp + 1) * MEQN + m, t] = c * bp[m]
 
         @cuda.jit(device=True, inline=True)
         def face_pass(p, t, j0, rt, q, aux, qnew, edge_out, params, lim, dtdn, dtdt, S,
-                      own, jr, ci, cj, kc, cfl, regs, fxl, fxr, gyl, gyu):
-            ql, qr, al, ar, a1, a2, a3, wave, s, amdq, apdq, cq, bm, bp = regs
+                      own, jr, ci, cj, kc, cfl, regs, fxl, fxr, gyl, gyu, params_t):
+            ql, qr, al, ar, a1, a2, a3, wave, s, amdq, apdq, cq, bm, bp, qlt, qrt, abuf = regs
             act = t < (rt + EXTRA) * W
             j = j0 - 1 + t // W
             i = MBC - 1 + t % W
@@ -244,8 +278,8 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
             dr = dtdn
             if inb:
                 if CAPA >= 0:  # as the CPU kernel: dt/dx times the inverse capacity
-                    dl = dtdn * (1.0 / aux[p, CAPA, jl, il])
-                    dr = dtdn * (1.0 / aux[p, CAPA, j, i])
+                    dl = dtdn * (ONE_N / RN(aux[p, CAPA, jl, il]))
+                    dr = dtdn * (ONE_N / RN(aux[p, CAPA, j, i]))
                 if tile_line:
                     for w in range(MWAVES):
                         sp = S[SOFF + w, t]
@@ -253,34 +287,35 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
                         if c > cfl:
                             cfl = c
                 for m in range(MEQN):
-                    cq[m] = 0.0
+                    cq[m] = ZERO_T
                 if ORDER == 2:
-                    dtdxave = 0.5 * (dl + dr)
+                    dtdxave = RT(HALF_N * (dl + dr))
                     for w in range(MWAVES):
-                        wn = 0.0
+                        wn = ZERO_T
                         for m in range(MEQN):
-                            wn += S[m * MWAVES + w, t] * S[m * MWAVES + w, t]
+                            wt = RT(S[m * MWAVES + w, t])
+                            wn += wt * wt
                         if wn == 0.0:
                             continue
-                        sp = S[SOFF + w, t]
+                        sp = RT(S[SOFF + w, t])
                         tu = t - FN if sp > 0.0 else t + FN
-                        dot = 0.0
+                        dot = ZERO_T
                         for m in range(MEQN):
-                            dot += S[m * MWAVES + w, tu] * S[m * MWAVES + w, t]
+                            dot += RT(S[m * MWAVES + w, tu]) * RT(S[m * MWAVES + w, t])
                         phi = limiter(lim[w], dot / wn)
                         asp = abs(sp)
                         if FWAVE:
-                            c = phi * math.copysign(1.0, sp) * (1.0 - asp * dtdxave)
+                            c = phi * math.copysign(ONE_T, sp) * (ONE_T - asp * dtdxave)
                         else:
-                            c = phi * asp * (1.0 - asp * dtdxave)
+                            c = phi * asp * (ONE_T - asp * dtdxave)
                         for m in range(MEQN):
-                            cq[m] += c * S[m * MWAVES + w, t]
+                            cq[m] += c * RT(S[m * MWAVES + w, t])
             cuda.syncthreads()  # neighbours' waves read: slots may be overwritten
             # (c) fluctuation fluxes and transverse splittings to the face's slot
             if inb:
                 for m in range(MEQN):
-                    S[m, t] = amdq[m] + 0.5 * cq[m]
-                    S[MEQN + m, t] = 0.5 * cq[m] - apdq[m]
+                    S[m, t] = amdq[m] + HALF_N * cq[m]
+                    S[MEQN + m, t] = HALF_N * cq[m] - apdq[m]
                 if TRANS:
                     if CORR:
                         for m in range(MEQN):
@@ -288,10 +323,12 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
                             apdq[m] -= cq[m]
                     # the left-going part enters the left / lower cell, slots 2 and 3;
                     # the right-going part the right / upper cell, slots 4 and 5
-                    transverse(1, jl, il, -0.5 * dl, amdq, p, t, aux, params, S, ql, qr,
-                               a1, a2, a3, bm, bp)
-                    transverse(2, j, i, -0.5 * dr, apdq, p, t, aux, params, S, ql, qr,
-                               a1, a2, a3, bm, bp)
+                    qlr = qt(ql, qlt)
+                    qrr = qt(qr, qrt)
+                    transverse(1, jl, il, -HALF_N * dl, amdq, p, t, aux, params_t, S, qlr,
+                               qrr, a1, a2, a3, bm, bp, abuf)
+                    transverse(2, j, i, -HALF_N * dr, apdq, p, t, aux, params_t, S, qlr,
+                               qrr, a1, a2, a3, bm, bp, abuf)
             cuda.syncthreads()
             # (d) the cell gathers its two faces and their neighbours' transverse terms,
             # summed in the CPU kernel's order (run_chunk: each face's normal flux, then
@@ -303,10 +340,10 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
                 for m in range(MEQN):
                     lo_face = S[MEQN + m, f0]  # plus flux of the left / lower face
                     hi_face = S[m, f1]  # minus flux of the right / upper face
-                    tlo = 0.0
-                    thi = 0.0
-                    thim = 0.0
-                    tlop = 0.0
+                    tlo = ZERO_N
+                    thi = ZERO_N
+                    thim = ZERO_N
+                    tlop = ZERO_N
                     if TRANS:
                         tlo = S[4 * MEQN + m, f0] + S[2 * MEQN + m, f1]
                         thi = S[5 * MEQN + m, f0] + S[3 * MEQN + m, f1]
@@ -322,7 +359,7 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
                         fp_l = (fxl[m] + thim) + tlo
                         gm_u = gyu[m] + hi_face
                         gp_l = gyl[m] + lo_face
-                        qnew[p, m, cj, ci] = (q[p, m, cj, ci] - (dtdt * kc) * (fm_r - fp_l)
+                        qnew[p, m, cj, ci] = (RN(q[p, m, cj, ci]) - (dtdt * kc) * (fm_r - fp_l)
                                               - (dtdn * kc) * (gm_u - gp_l))
                         if ci == MBC:
                             edge_out[p, 0, m, cj - MBC] = fp_l
@@ -345,29 +382,34 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
         """Row tiles ``first .. last - 1`` of patch ``p`` by this block; returns the
         block's largest Courant number (every thread)."""
         t = cuda.threadIdx.x
-        S = cuda.shared.array((SLOT, NSLOT), float64)
-        red = cuda.shared.array(NT, float64)
-        regs = (cuda.local.array(MEQN, float64),  # ql
-                cuda.local.array(MEQN, float64),  # qr
-                cuda.local.array(MAUXL, float64),  # auxl
-                cuda.local.array(MAUXL, float64),  # auxr
-                cuda.local.array(MAUXL, float64),  # transverse aux1, aux2, aux3
-                cuda.local.array(MAUXL, float64),
-                cuda.local.array(MAUXL, float64),
-                cuda.local.array((MEQN, MWAVES), float64),  # wave
-                cuda.local.array(MWAVES, float64),  # s
-                cuda.local.array(MEQN, float64),  # amdq
-                cuda.local.array(MEQN, float64),  # apdq
-                cuda.local.array(MEQN, float64),  # second-order correction
-                cuda.local.array(MEQN, float64),  # bmasdq
-                cuda.local.array(MEQN, float64))  # bpasdq
-        fxl = cuda.local.array(MEQN, float64)  # x pass: normal fluxes of the x faces,
-        fxr = cuda.local.array(MEQN, float64)
-        gyl = cuda.local.array(MEQN, float64)  # and transverse parts of the y edges
-        gyu = cuda.local.array(MEQN, float64)
-        dtdx = dt / dx[p]
-        dtdy = dt / dy[p]
-        cfl = 0.0
+        S = cuda.shared.array((SLOT, NSLOT), RN)
+        red = cuda.shared.array(NT, RN)
+        regs = (cuda.local.array(MEQN, RN),  # ql
+                cuda.local.array(MEQN, RN),  # qr
+                cuda.local.array(MAUXL, RN),  # auxl
+                cuda.local.array(MAUXL, RN),  # auxr
+                cuda.local.array(MAUXL, RT),  # transverse aux1, aux2, aux3
+                cuda.local.array(MAUXL, RT),
+                cuda.local.array(MAUXL, RT),
+                cuda.local.array((MEQN, MWAVES), RN),  # wave
+                cuda.local.array(MWAVES, RN),  # s
+                cuda.local.array(MEQN, RN),  # amdq
+                cuda.local.array(MEQN, RN),  # apdq
+                cuda.local.array(MEQN, RT),  # second-order correction
+                cuda.local.array(MEQN, RT),  # bmasdq
+                cuda.local.array(MEQN, RT),  # bpasdq
+                cuda.local.array(MEQN, RT),  # ql, qr, asdq in RT (mixed precision)
+                cuda.local.array(MEQN, RT),
+                cuda.local.array(MEQN, RT))
+        fxl = cuda.local.array(MEQN, RN)  # x pass: normal fluxes of the x faces,
+        fxr = cuda.local.array(MEQN, RN)
+        gyl = cuda.local.array(MEQN, RN)  # and transverse parts of the y edges
+        gyu = cuda.local.array(MEQN, RN)
+        params_t = as_t(params, cuda.local.array(NPAR, RT))
+        params = as_n(params, cuda.local.array(NPAR, RN))
+        dtdx = RN(dt / dx[p])
+        dtdy = RN(dt / dy[p])
+        cfl = ZERO_N
         if first == 0:
             # unused edge entries (mx != my) are zero, as on the CPU
             for e in range(t, 4 * MEQN * MAXM, NT):
@@ -384,13 +426,13 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
             jr = t // MX
             ci = MBC + t % MX
             cj = j0 + jr
-            kc = 1.0
+            kc = ONE_N
             if own and CAPA >= 0:
-                kc = 1.0 / aux[p, CAPA, cj, ci]
+                kc = ONE_N / RN(aux[p, CAPA, cj, ci])
             cfl = x_pass(p, t, j0, rt, q, aux, qnew, edge_out, params, lim, dtdx, dtdy, S,
-                         own, jr, ci, cj, kc, cfl, regs, fxl, fxr, gyl, gyu)
+                         own, jr, ci, cj, kc, cfl, regs, fxl, fxr, gyl, gyu, params_t)
             cfl = y_pass(p, t, j0, rt, q, aux, qnew, edge_out, params, lim, dtdy, dtdx, S,
-                         own, jr, ci, cj, kc, cfl, regs, fxl, fxr, gyl, gyu)
+                         own, jr, ci, cj, kc, cfl, regs, fxl, fxr, gyl, gyu, params_t)
 
         # block maximum of the Courant number
         red[t] = cfl
@@ -438,6 +480,26 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
                     tickets[p] = 0
 
     return fast_kernel(step), NT
+
+
+def _converter(real, convert: bool, n: int):
+    """Device function ``(src, buf) -> values``: ``src`` itself when ``convert`` is
+    false (no copy: the FP64 kernel is unchanged), else ``buf`` holding its first ``n``
+    entries as ``real``."""
+    if not convert:
+        @cuda.jit(device=True, inline=True)
+        def same(src, buf):
+            return src
+
+        return same
+
+    @cuda.jit(device=True, inline=True)
+    def converted(src, buf):
+        for k in range(n):
+            buf[k] = real(src[k])
+        return buf
+
+    return converted
 
 
 def _sizes(riemann):

@@ -7,6 +7,7 @@ import os
 import numpy as np
 
 from forestpy.patches.time_sync import apply_time_sync
+from forestpy.precision import check_precision
 from forestpy.vtable import RiemannSolver
 
 from .fluctuations import make_fluctuation_kernel
@@ -38,6 +39,12 @@ class ClawpackSolver:
         :mod:`.gpu_kernel`, ``"patch"`` the whole-patch kernel of
         :mod:`.gpu_patch_kernel` (same results, ``docs/gpu_kernel.md``).  Default: the
         environment variable ``FORESTPY_GPU_KERNEL``, else ``"tile"``.
+    precision : {"float64", "float32", "mixed"}
+        Arithmetic of the GPU step kernel (:mod:`forestpy.precision`): ``"float32"``
+        all of it in FP32 (with FP32 storage, ``Simulation(dtype="float32")``),
+        ``"mixed"`` the normal solve and the update in FP64, the limiter and the
+        transverse terms in FP32.  The CPU kernel and the GPU whole-patch kernel
+        compute in float64 only.
     """
 
     def __init__(
@@ -50,6 +57,7 @@ class ClawpackSolver:
         capacity_index: int = -1,
         backend=None,
         gpu_kernel: str | None = None,
+        precision: str = "float64",
     ):
         if order not in (1, 2):
             raise ValueError(f"order must be 1 or 2, got {order!r}")
@@ -74,6 +82,14 @@ class ClawpackSolver:
         if gpu_kernel not in ("tile", "patch"):
             raise ValueError(f"gpu_kernel must be 'tile' or 'patch', got {gpu_kernel!r}")
         self.gpu_kernel = gpu_kernel
+        self.precision = check_precision(precision)
+        if self.precision != "float64":
+            if backend is None or not backend.is_gpu:
+                raise ValueError(f"precision={self.precision!r} needs the GPU backend (the "
+                                 "CPU step kernel computes in float64)")
+            if gpu_kernel != "tile":
+                raise ValueError(f"precision={self.precision!r} needs gpu_kernel='tile' "
+                                 "(the whole-patch kernel computes in float64)")
         self.riemann = riemann
         self.order = order
         self.transverse_waves = transverse_waves
@@ -173,7 +189,7 @@ class ClawpackSolver:
         kernel, nthreads = make_gpu_step_kernel(
             self.riemann, geom.mx, geom.my, geom.mbc, order=self.order,
             transverse_waves=self.transverse_waves, capacity_index=self.capacity_index,
-            block_per_tile=tiles > 1,
+            block_per_tile=tiles > 1, precision=self.precision,
         )
         args = (rows, q, aux, q_new, geom.dx, geom.dy, dt_argument(dt), self.params_on_backend,
                 self._limiter_codes_dev, cfl, edge)
@@ -204,7 +220,8 @@ class ClawpackSolver:
         tiles = shapes.get(key)
         if tiles is None:
             tiles = shapes[key] = tiles_per_patch(self.riemann, geom.mx, geom.my,
-                                                  transverse_waves=self.transverse_waves)
+                                                  transverse_waves=self.transverse_waves,
+                                                  precision=self.precision)
         if tiles == 1 or mode:
             return tiles
         waves = self.__dict__.setdefault("_waves", {})
@@ -244,7 +261,7 @@ class ClawpackSolver:
             k = make_gpu_patch_kernel(self.riemann, geom.mx, geom.my, geom.mbc, **options)
             return blocks_per_wave(k.kernel, k.nthreads)
         kernel, nthreads = make_gpu_step_kernel(self.riemann, geom.mx, geom.my, geom.mbc,
-                                                **options)
+                                                precision=self.precision, **options)
         return blocks_per_wave(kernel, nthreads)
 
     def _all_rows(self, npatch):
