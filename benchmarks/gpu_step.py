@@ -94,17 +94,21 @@ def _launcher(name, rs, mx, mbc, max_registers, rows):
     the row-tile kernel of gpu_kernel.py, ``patch``: the whole-patch kernel of
     gpu_patch_kernel.py on the solver's work-sharing pieces, ``patch-noshare`` the same
     calling rpn2/rpt2, ``patch-nocells`` with the cell states computed in the threads),
-    shallow water, MC, transverse 2."""
-    if name == "tile":
+    shallow water, MC, transverse 2; ``tile-float32`` and ``tile-mixed``: the row-tile
+    kernel in that precision (``tile-float32`` on float32 fields: ``--dtypes float32``)."""
+    if name in ("tile", "tile-float32", "tile-mixed"):
         from forestpy.solvers.clawpack.gpu_kernel import make_gpu_step_kernel, plan_tiles
 
+        precision = {"tile": "float64", "tile-float32": "float32"}.get(name, "mixed")
         kernel, nt = make_gpu_step_kernel(rs, mx, mx, mbc, order=2, transverse_waves=2,
-                                          max_registers=max_registers, rows_per_tile=rows)
+                                          max_registers=max_registers, rows_per_tile=rows,
+                                          precision=precision)
 
         def launch(patch_rows, *args):
             kernel[len(patch_rows), nt](patch_rows, *args)
 
-        return launch, kernel, nt, plan_tiles(mx, mx, 3, 3, rows=rows)[0]
+        word = 4 if precision == "float32" else 8
+        return launch, kernel, nt, plan_tiles(mx, mx, 3, 3, rows=rows, word=word)[0]
     if name in ("patch", "patch-noshare", "patch-nocells"):
         from forestpy.solvers.clawpack.gpu_patch_kernel import make_gpu_patch_kernel
 
@@ -228,7 +232,8 @@ def load_radial_dam():
     return mod
 
 
-def simulation_rates(backend, mx, level, adaptive, dtype="float64", nsteps=20):
+def simulation_rates(backend, mx, level, adaptive, dtype="float64", nsteps=20,
+                     precision="float64"):
     """(b) full steps without regrid and (c) an adaptive run with regrids, radial dam.
 
     Uniform: level ``level`` everywhere; adaptive: levels ``level-2 .. level``.
@@ -236,7 +241,8 @@ def simulation_rates(backend, mx, level, adaptive, dtype="float64", nsteps=20):
     demo = load_radial_dam()
     t0 = time.perf_counter()
     sim = demo.setup(mx=mx, min_level=level - 2 if adaptive else level, max_level=level,
-                     backend=backend, dtype=dtype, t_final=10.0)
+                     backend=backend, dtype=dtype, t_final=10.0,
+                     **({} if precision == "float64" else {"precision": precision}))
     setup_s = time.perf_counter() - t0
     sim.run(max_steps=2)  # compiles, estimates dt
     if adaptive:  # compiles the regrid's kernels (transfer, plans) outside the timings
@@ -244,7 +250,7 @@ def simulation_rates(backend, mx, level, adaptive, dtype="float64", nsteps=20):
         sim.run(t_final=10.0, max_steps=4)
     be = sim.backend
     base = {"backend": backend, "mx": mx, "level": level, "adaptive": adaptive,
-            "dtype": dtype, "setup_s": round(setup_s, 2)}
+            "dtype": dtype, "precision": precision, "setup_s": round(setup_s, 2)}
     if backend == "cpu":
         import numba
 
@@ -320,6 +326,9 @@ def main(argv=None):
     ap.add_argument("--kernel", default="tile", help="step kernels to time: tile,patch")
     ap.add_argument("--sizes", default=None, help="cells per kernel run, e.g. 1e6,1e8")
     ap.add_argument("--fma", default="default", choices=("default", "0", "1"))
+    ap.add_argument("--precisions", default="float64",
+                    help="step/run parts: arithmetic of the step kernel, e.g. "
+                         "float64,mixed (float32 runs on float32 fields)")
     args = ap.parse_args(argv)
     if args.fma != "default":
         from forestpy.backend import contract_multiply_add
@@ -349,9 +358,14 @@ def main(argv=None):
     mx0 = int(args.mx.split(",")[0])
     if "step" in parts:
         for dtype in args.dtypes.split(","):
-            for level in map(int, args.levels.split(",")):
-                for adaptive in (False, True):
-                    simulation_rates("gpu", mx0, level, adaptive, dtype, args.nsteps)
+            for precision in args.precisions.split(","):
+                if (precision == "float32" and dtype != "float32"
+                        or precision == "mixed" and dtype == "float32"):
+                    continue  # float32 arithmetic on float32 fields, mixed on float64
+                for level in map(int, args.levels.split(",")):
+                    for adaptive in (False, True):
+                        simulation_rates("gpu", mx0, level, adaptive, dtype, args.nsteps,
+                                         precision)
     if "cpu" in parts:
         cpu_rates(mx0, args.level, [int(t) for t in args.cpu_threads.split(",")])
 

@@ -102,13 +102,15 @@ class _TimedStep:
 
 def run_case(case: str, backend: str, dx: float, t_final: float, series: str | None,
              mx: int, max_level: int, riemann_solver: str = "geoclaw",
-             subcycle: bool = True, step_events: bool = False) -> dict:
+             subcycle: bool = True, step_events: bool = False,
+             precision: str = "float64") -> dict:
     import numba
 
     from forestpy.cuda_device import kernel_launches
 
     demo = _demo()
-    common = dict(backend=backend, mx=mx, max_level=max_level, riemann_solver=riemann_solver)
+    common = dict(backend=backend, mx=mx, max_level=max_level, riemann_solver=riemann_solver,
+                  precision=precision)
     # compile the kernels (those of the subcycled steps too)
     demo.setup(dx_finest=0.112, t_final=0.2, subcycle=subcycle, **common).run()
     sim = demo.setup(dx_finest=dx, t_final=t_final, adaptive=(case == "adaptive"),
@@ -139,6 +141,7 @@ def run_case(case: str, backend: str, dx: float, t_final: float, series: str | N
         "case": case,
         "riemann_solver": riemann_solver,
         "backend": backend,
+        "precision": precision,
         "device": _device(backend),
         "dx_finest": dx,
         "mx": mx,
@@ -218,6 +221,8 @@ def main(argv=None) -> None:
     p.add_argument("--subcycle", choices=("on", "off"), default="on",
                    help="local time stepping of the adaptive case (default on)")
     p.add_argument("--inline", action="store_true", help="run in this process")
+    p.add_argument("--precision", default="float64", choices=("float64", "float32", "mixed"),
+                   help="arithmetic of the GPU step kernel")
     p.add_argument("--step-events", action="store_true",
                    help="GPU, graphs off (FORESTPY_GPU_GRAPH=0): time the step kernels "
                         "with CUDA events (step_kernel_device_s)")
@@ -232,7 +237,8 @@ def main(argv=None) -> None:
         for case in cases:
             print(json.dumps(run_case(case, args.backend, args.dx, args.t_final, args.series,
                                       args.mx, args.max_level, args.riemann_solver,
-                                      args.subcycle == "on", args.step_events)),
+                                      args.subcycle == "on", args.step_events,
+                                      args.precision)),
                   flush=True)
         return
     for threads in args.threads or [1, os.cpu_count()]:
@@ -241,7 +247,8 @@ def main(argv=None) -> None:
             cmd = [sys.executable, __file__, "--inline", "--case", case, "--backend",
                    args.backend, "--dx", str(args.dx), "--t-final", str(args.t_final),
                    "--mx", str(args.mx), "--max-level", str(args.max_level),
-                   "--riemann-solver", args.riemann_solver, "--subcycle", args.subcycle]
+                   "--riemann-solver", args.riemann_solver, "--subcycle", args.subcycle,
+                   "--precision", args.precision]
             if args.series:
                 cmd += ["--series", args.series]
             out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True)

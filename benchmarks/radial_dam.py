@@ -14,6 +14,8 @@ ghost fill + regrid + time sync, and the L1 error of the depth along y = 0 again
 
     python benchmarks/radial_dam.py                # all four runs
     python benchmarks/radial_dam.py --case uniform --threads 1
+    python benchmarks/radial_dam.py --case uniform --backend gpu --subcycle off \
+        --precision float64 --precision float32 --precision mixed
 """
 
 from __future__ import annotations
@@ -60,11 +62,13 @@ def run_case(case: str, subcycle: bool = True, overrides: dict | None = None) ->
     spec.loader.exec_module(demo)
     from forestpy.extensions.reference import solve_radial_dam
 
-    demo.setup(mx=8, min_level=1, max_level=2, t_final=0.05).run()  # compile the kernels
     options = {**CASES[case], **(overrides or {})}
+    run_on = {k: options[k] for k in ("backend", "precision") if k in options}
+    demo.setup(mx=8, min_level=1, max_level=2, t_final=0.05, **run_on).run()  # compile
     sim = demo.setup(**options, subcycle=subcycle)
     t0, c0 = time.perf_counter(), time.process_time()
     sim.run()
+    sim.backend.synchronize()
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     t0 = time.perf_counter()
     ref = solve_radial_dam(ncells=20000, t_final=sim.t)
@@ -78,6 +82,8 @@ def run_case(case: str, subcycle: bool = True, overrides: dict | None = None) ->
         **options,
         "refine_threshold": sim.options["refine_threshold"],
         "subcycle": sim.subcycling,
+        "backend": sim.backend.name,
+        "precision": sim.precision,
         "threads": numba.config.NUMBA_NUM_THREADS,
         "machine": platform.machine(),
         "cpu": platform.processor() or "unknown",
@@ -107,6 +113,10 @@ def main(argv=None) -> None:
     p.add_argument("--min-level", type=int, help="coarsest level (finest: + the case's span)")
     p.add_argument("--threshold", type=float, help="refine threshold (default the demo's)")
     p.add_argument("--inline", action="store_true", help="run in this process (one case)")
+    p.add_argument("--backend", choices=("cpu", "gpu"), default="cpu")
+    p.add_argument("--precision", action="append",
+                   choices=("float64", "float32", "mixed"),
+                   help="arithmetic of the GPU step kernel (default float64)")
     args = p.parse_args(argv)
     extra = []
     for flag in ("mx", "min_level", "threshold"):
@@ -114,6 +124,7 @@ def main(argv=None) -> None:
         if value is not None:
             extra += [f"--{flag.replace('_', '-')}", str(value)]
     modes = args.subcycle or ["on"]
+    precisions = args.precision or ["float64"]
     cases = args.case or ["uniform", "adaptive"]
     if args.inline:
         for case in cases:
@@ -125,9 +136,15 @@ def main(argv=None) -> None:
                 over.update(min_level=args.min_level, max_level=args.min_level + span)
             if args.threshold is not None:
                 over["refine_threshold"] = args.threshold
+            over["backend"] = args.backend
             for mode in modes:
-                print(json.dumps(run_case(case, mode == "on", over)), flush=True)
+                for prec in precisions:
+                    print(json.dumps(run_case(case, mode == "on",
+                                              {**over, "precision": prec})), flush=True)
         return
+    extra += ["--backend", args.backend]
+    for prec in precisions:
+        extra += ["--precision", prec]
     for threads in args.threads or [1, os.cpu_count()]:
         for case in cases:
             for mode in modes:
