@@ -152,11 +152,15 @@ def describe(kind: str, mx: int, status: bool = False, share: bool = True,
     rs = get_riemann("shallow_roe")
     meqn = mwaves = 3
     if kind == "tile":
-        from forestpy.solvers.clawpack.gpu_kernel import make_gpu_step_kernel, plan_tiles
+        from forestpy.solvers.clawpack.gpu_kernel import (
+            make_gpu_step_kernel,
+            plan_tiles,
+            register_cap,
+        )
 
         kernel, nt = make_gpu_step_kernel(rs, mx, mx, 2, precision=precision)
         R = plan_tiles(mx, mx, meqn, mwaves, word=4 if precision == "float32" else 8)[0]
-        cap = min(128, 65536 // nt // 8 * 8)
+        cap = register_cap(nt, precision)
         tiles = -(-mx // R)
         # 4 barriers per pass and tile; the block reduction: 1 + log2(threads)
         barriers = 8 * tiles + 1 + (nt - 1).bit_length()

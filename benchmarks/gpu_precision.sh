@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Issue 32, item 4: the GPU tile step kernel in float64, float32 and mixed precision, on
 # the same card in one call.  Run from the repository root on a GPU machine:
-#   OUT=dir bash benchmarks/gpu_precision.sh [kernel] [radial] [okushiri] [step]
+#   OUT=dir bash benchmarks/gpu_precision.sh [kernel] [radial] [okushiri] [regs] [step]
 # kernel:   the kernel alone, 1e8 cells, mx 16 and 32 (float64 and mixed on float64
 #           fields, float64 arithmetic and float32 on float32 fields), largest difference
 #           from the FP64 CPU kernel; no FMA (as the GPU backend compiles)
 # radial:   radial dam 512^2 uniform (mx 32, level 4) and 2048^2 (level 6), one dt: L1
 #           error of the depth along y = 0 against the 1D reference, per precision
 # okushiri: the adaptive Okushiri run per precision: gauge errors, run-up, wall time
+# regs:     the FP32 kernel at register caps 80 and 64 (more blocks per multiprocessor)
 # step:     whole uniform steps (radial dam level 9, mx 16) per precision
 set -u
 OUT=${OUT:-gpu_out}
@@ -40,6 +41,11 @@ okushiri)
     echo "okushiri $p rc=$?"
   done
   grep -o '"precision": "[a-z0-9]*"\|"wall_s": [0-9.]*\|"steps": [0-9]*\|"runup": [^}]*}' "$OUT/okushiri.jsonl" | paste -s -d' ' ;;
+regs)  # the FP32 kernel at register caps that fit more blocks per multiprocessor
+  timeout 300 $PY benchmarks/gpu_step.py --parts kernel --kernel tile-float32 --mx 16,32 \
+    --dtypes float32 --sizes 1e8 --fma 0 --regs auto,80,64 >> "$OUT/regs.jsonl" 2>> "$OUT/regs.err"
+  echo "regs rc=$?"
+  grep -o '"mx": [0-9]*, "dtype"\|"max_registers": [0-9a-z]*\|"registers": [0-9]*\|"local_bytes": [0-9]*\|"Gcell_s": [0-9.]*' "$OUT/regs.jsonl" | paste -s -d' ' ;;
 step)
   timeout 240 $PY benchmarks/gpu_step.py --parts step --levels 9 --mx 16 \
     --dtypes float64,float32 --precisions float64,mixed,float32 --nsteps 20 \

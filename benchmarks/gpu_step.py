@@ -184,7 +184,8 @@ def kernel_rate(mx, cells, dtype, copy_gbs, mbc=2, reps=20, max_registers=None, 
         except AttributeError:  # the CUDA simulator
             regs = local = None
         if isinstance(regs, dict):  # one entry per compiled signature
-            regs, local = list(regs.values())[-1], list(local.values())[-1]
+            regs = list(regs.values())[-1] if regs else None
+            local = list(local.values())[-1] if local else None
         got = (cupy.asnumpy(qn[:nchk, :, b:-b, b:-b]).astype(np.float64),
                cupy.asnumpy(cfl[:nchk]), cupy.asnumpy(edge[:nchk]))
         want = (q_cpu[:, :, b:-b, b:-b], cfl_cpu, edge_cpu)

@@ -54,6 +54,7 @@ from .limiters import limiter_apply
 
 __all__ = [
     "plan_tiles",
+    "register_cap",
     "tiles_per_patch",
     "make_gpu_step_kernel",
     "make_gpu_fluctuation_kernel",
@@ -166,6 +167,21 @@ def make_gpu_step_kernel(riemann, mx: int, my: int, mbc: int, *, order: int = 2,
     return hit
 
 
+def register_cap(nthreads: int, precision: str = "float64") -> int:
+    """Registers per thread the step kernel of ``nthreads`` threads is compiled with."""
+    # 128 registers fit two blocks of NT threads on a multiprocessor, where the
+    # compiler's own choice fits one (docs/performance.md, register cap)
+    cap = min(128, 65536 // nthreads // 8 * 8)
+    two_blocks = 65536 // (2 * nthreads) // 8 * 8
+    if precision == "float32" and 80 <= two_blocks < cap:
+        # FP32 at mx 16 (one tile of 352 threads): the compiler's 90 registers fit one
+        # block per multiprocessor, a cap of 88 two (3.4 -> 5.4 G cell updates/s on an
+        # H100 at a cap of 80); below 80 the spills cost more than the blocks give
+        # (mx 32: 4.7 G/s uncapped, 2.9 at 64)
+        cap = two_blocks
+    return cap
+
+
 def _word(precision: str) -> int:
     """Bytes per value of the step kernel's shared scratch."""
     return 4 if precision == "float32" else 8
@@ -202,9 +218,7 @@ def _build(riemann, MX, MY, MBC, ORDER, TRANS, CAPA, max_registers, shared_bytes
     as_t = _converter(RT, precision != "float64", NPAR)  # in RT
     qt = _converter(RT, precision == "mixed", MEQN)  # states, fluctuations in RT
     if max_registers is None:
-        # 128 registers fit two blocks of NT threads on a multiprocessor, where the
-        # compiler's own choice fits one (docs/performance.md, register cap)
-        max_registers = min(128, 65536 // NT // 8 * 8)
+        max_registers = register_cap(NT, precision)
     from forestpy.backend import cuda_simulator_enabled
 
     opts = {} if cuda_simulator_enabled() else {"max_registers": max_registers}
