@@ -76,7 +76,7 @@ def test_run_writes_summary_and_options(tmp_path, capsys):
     o = _read(out / "options_used.json")
     assert set(o["demo_options"]) == {
         "mx", "min_level", "max_level", "refine_threshold", "regrid_interval", "t_final",
-        "solver", "cfl", "backend", "dtype", "subcycle",
+        "solver", "cfl", "backend", "dtype", "subcycle", "precision",
     }
     assert o["demo_options"]["mx"] == 8 and o["demo_options"]["t_final"] == 0.05
     assert o["demo_options"]["refine_threshold"] == 0.03
