@@ -32,6 +32,7 @@ from forestpy.kernel_files import cache_dir, function_fingerprint, import_file, 
 __all__ = ["kernel_module", "cache_dir", "physics_fingerprint"]
 
 _TEMPLATE = Path(__file__).with_name("kernel_template.py")
+_STACK = Path(__file__).with_name("stack_arrays.py")  # imported by the kernels
 _BEGIN = "# forestpy-kernel-header-begin"
 _END = "# forestpy-kernel-header-end"
 _MODULES: dict = {}
@@ -96,7 +97,7 @@ def kernel_module(riemann, jit_pointwise, work_sharing: bool = True):
         return module
     tag = hashlib.sha256(
         (physics_fingerprint(riemann) + f"shared={shared}" + _TEMPLATE.read_text()
-         + Path(__file__).read_text() + numba.__version__
+         + Path(__file__).read_text() + _STACK.read_text() + numba.__version__
          + np.__version__ + sys.version).encode()
     ).hexdigest()[:20]
     name = f"forestpy_kernel_{tag}"

@@ -20,6 +20,7 @@ import math
 import numba
 import numpy as np
 from forestpy.solvers.clawpack.limiters import limiter_apply
+from forestpy.solvers.clawpack.stack_arrays import local_vector
 from numba import prange
 
 # forestpy-kernel-header-begin
@@ -42,15 +43,47 @@ RPT2E = None
 _OPTS = {"error_model": "numpy", "boundscheck": False, "fastmath": False, "nogil": True}
 
 
+@numba.njit(_nrt=False, forceinline=True, cache=CACHE, **_OPTS)
+def _store_transverse(ixy, first, Gm, Gp, k, r, tl, th):
+    """Put the transverse terms ``tl``/``th`` of the lower / upper edge of cell ``k`` of
+    line ``r`` into the fluxes of the other direction (see :func:`flux_row`)."""
+    if ixy == 2:
+        for m in range(MEQN):
+            t = tl[m]
+            Gm[k, r, m] += t
+            Gp[k, r, m] += t
+            t = th[m]
+            Gm[k, r + 1, m] += t
+            Gp[k, r + 1, m] += t
+    elif first:
+        for m in range(MEQN):
+            Gm[k, r, m] = 0.0 + tl[m]
+            Gm[k, r + 1, m] = 0.0 + th[m]
+    else:
+        for m in range(MEQN):
+            Gm[k, r, m] += tl[m]
+            Gm[k, r + 1, m] = 0.0 + th[m]
+
+
 @numba.njit(_nrt=False, cache=CACHE, **_OPTS)
 def flux_row(ixy, order, transverse_waves, n, mbc, r, q1d, auxm, aux0, auxp, dtdx1d,
-             params, lim, wave, s, amdq, apdq, cq, bm, bp, tlo, thi, Fm, Fp, Gm, Gp, cs, es):
+             params, lim, wave, s, amdq, apdq, Fm, Fp, Fb, Gm, Gp, first, cs, es):
     """One sweep along a row (x) or column (y): Clawpack's ``flux2``.
 
-    Works on a gathered, contiguous line ``q1d[k, m]`` (``k`` = array index along the
-    sweep).  Adds the normal fluctuation fluxes into ``Fm``/``Fp[r, k, m]`` (interface
-    ``k`` of line ``r``) and the transverse corrections into ``Gm``/``Gp[k, r, m]``
-    (lower edge of cell ``k`` of line ``r``) and ``[k, r + 1, m]`` (its upper edge).
+    Works on a line ``q1d[k, m]`` of the gathered patch (``k`` = array index along the
+    sweep; a row of it for the x-sweep, a column view for the y-sweep).  Writes the
+    normal fluctuation fluxes of interface ``k`` of line ``r`` into ``Fm``/``Fp[r, k,
+    m]``, as ``Fb[r, k, m] +`` them (the transverse terms the other sweep has left
+    there) when ``ixy == 2`` and as ``0.0 +`` them when ``ixy == 1``; and the
+    transverse corrections into ``Gm``/``Gp[k, r, m]`` (lower edge of cell ``k`` of
+    line ``r``) and ``[k, r + 1, m]`` (its upper edge): added to both when ``ixy ==
+    2``, and when ``ixy == 1`` into ``Gm`` only (the y-sweep adds them to both of its
+    fluxes), the upper edge written first (``first``: the first line also writes its
+    lower edge).  So no flux array needs zeroing per patch, and every sum is formed
+    from the same terms in the same order as accumulating into zeroed arrays would
+    (``0.0 + x`` is written out: it is not ``x`` for ``x = -0.0``).  A cell's
+    transverse terms are complete after its upper interface: they are carried from
+    one interface to the next in registers and stored once.
     Returns the largest Courant number over interfaces ``mbc .. mbc + n``.
 
     With ``SHARED`` the solver's work-sharing pieces replace ``RPN2``/``RPT2``: ``cs[k]``
@@ -60,17 +93,29 @@ def flux_row(ixy, order, transverse_waves, n, mbc, r, q1d, auxm, aux0, auxp, dtd
     them.  Compiled
     without the NRT: the per-interface array views handed to the pointwise solvers are
     plain structs (no reference counting) that LLVM folds away once they are inlined.
+    ``ixy`` is a compile-time constant (one compilation per direction), so the
+    solvers' component indices are constants too.
     """
+    numba.literally(ixy)
     meqn = MEQN
     mwaves = MWAVES
+    # per-interface temporaries on the stack: kept in registers once inlined
+    cq = local_vector(MEQN)
+    bm = local_vector(MEQN)
+    bp = local_vector(MEQN)
+    clo = local_vector(MEQN)
+    chi = local_vector(MEQN)
+    tl = local_vector(MEQN)
+    th = local_vector(MEQN)
     second = order == 2
     do_trans = transverse_waves >= 1
     corr_trans = transverse_waves == 2 and order == 2
     if do_trans:
-        for k in range(mbc - 1, mbc + n + 1):
-            for m in range(meqn):
-                tlo[k, m] = 0.0
-                thi[k, m] = 0.0
+        # transverse terms of the cell left of the interface: the part its lower
+        # interface gave (carried from the previous interface), lower and upper edge
+        for m in range(meqn):
+            clo[m] = 0.0
+            chi[m] = 0.0
     # normal Riemann problems at interfaces -1 .. n+1 (all the limiter needs)
     if SHARED:
         for k in range(mbc - 1, mbc + n + 2):
@@ -117,13 +162,22 @@ def flux_row(ixy, order, transverse_waves, n, mbc, r, q1d, auxm, aux0, auxp, dtd
                     c = phi * asp * (1.0 - asp * dtdxave)
                 for m in range(meqn):
                     cq[m] += c * wave[k, m, p]
+            if ixy == 1:
+                for m in range(meqn):
+                    Fm[r, k, m] = 0.0 + (amdq[k, m] + 0.5 * cq[m])
+                    Fp[r, k, m] = 0.0 + (0.5 * cq[m] - apdq[k, m])
+            else:
+                for m in range(meqn):
+                    Fm[r, k, m] = Fb[r, k, m] + (amdq[k, m] + 0.5 * cq[m])
+                    Fp[r, k, m] = Fb[r, k, m] + (0.5 * cq[m] - apdq[k, m])
+        elif ixy == 1:
             for m in range(meqn):
-                Fm[r, k, m] += amdq[k, m] + 0.5 * cq[m]
-                Fp[r, k, m] += 0.5 * cq[m] - apdq[k, m]
+                Fm[r, k, m] = 0.0 + amdq[k, m]
+                Fp[r, k, m] = 0.0 - apdq[k, m]
         else:
             for m in range(meqn):
-                Fm[r, k, m] += amdq[k, m]
-                Fp[r, k, m] -= apdq[k, m]
+                Fm[r, k, m] = Fb[r, k, m] + amdq[k, m]
+                Fp[r, k, m] = Fb[r, k, m] - apdq[k, m]
         if do_trans:
             if corr_trans:
                 # amdq/apdq of this interface are not needed any more
@@ -139,8 +193,9 @@ def flux_row(ixy, order, transverse_waves, n, mbc, r, q1d, auxm, aux0, auxp, dtd
                      params, amdq[k], bm, bp)
             c = 0.5 * dl
             for m in range(meqn):
-                tlo[k - 1, m] -= c * bm[m]
-                thi[k - 1, m] -= c * bp[m]
+                tl[m] = clo[m] - c * bm[m]
+                th[m] = chi[m] - c * bp[m]
+            _store_transverse(ixy, first, Gm, Gp, k - 1, r, tl, th)
             if SHARED:
                 RPT2E(ixy, 2, q1d[k - 1], q1d[k], cs[k - 1], cs[k], auxm[k], aux0[k],
                       auxp[k], params, es[k], apdq[k], bm, bp)
@@ -149,19 +204,10 @@ def flux_row(ixy, order, transverse_waves, n, mbc, r, q1d, auxm, aux0, auxp, dtd
                      params, apdq[k], bm, bp)
             c = 0.5 * dr
             for m in range(meqn):
-                tlo[k, m] -= c * bm[m]
-                thi[k, m] -= c * bp[m]
+                clo[m] = 0.0 - c * bm[m]
+                chi[m] = 0.0 - c * bp[m]
     if do_trans:
-        # transverse corrections of the lower / upper edge of every touched cell go
-        # equally into the minus and plus fluctuation fluxes of that edge
-        for k in range(mbc - 1, mbc + n + 1):
-            for m in range(meqn):
-                t = tlo[k, m]
-                Gm[k, r, m] += t
-                Gp[k, r, m] += t
-                t = thi[k, m]
-                Gm[k, r + 1, m] += t
-                Gp[k, r + 1, m] += t
+        _store_transverse(ixy, first, Gm, Gp, mbc + n, r, clo, chi)
     return cfl
 
 
@@ -180,63 +226,51 @@ def run_chunk(order, transverse_waves, capa, lo, hi, q, mbc, aux, qnew, dx, dy, 
     use_capa = capa >= 0
     # per-chunk scratch (reused for every patch of the chunk)
     qx = np.empty((nyt, nxt, meqn))
-    qy = np.empty((nxt, nyt, meqn))
     auxx = np.empty((nyt, nxt, maux))
-    auxy = np.empty((nxt, nyt, maux))
     kinv = np.ones((nyt, nxt))
-    fm = np.empty((nyt, nxt, meqn))
-    fp = np.empty((nyt, nxt, meqn))
-    gm = np.empty((nxt, nyt, meqn))
-    gp = np.empty((nxt, nyt, meqn))
+    # fluctuation fluxes, written (not accumulated) by the sweeps of every patch; the
+    # entries no sweep writes stay finite (the transverse terms add into some of them)
+    fm = np.zeros((nyt, nxt, meqn))
+    fp = np.zeros((nyt, nxt, meqn))
+    gm = np.zeros((nxt, nyt, meqn))
+    gp = np.zeros((nxt, nyt, meqn))
+    # transverse terms of the x-sweeps for the y-fluxes (the same for gm and gp)
+    gt = np.zeros((nxt, nyt, meqn))
     dtdx1d = np.empty(nmax)
     wave = np.zeros((nmax, meqn, mwaves))
     s = np.zeros((nmax, mwaves))
     amdq = np.zeros((nmax, meqn))
     apdq = np.zeros((nmax, meqn))
-    cq = np.zeros(meqn)
-    bm = np.zeros(meqn)
-    bp = np.zeros(meqn)
-    tlo = np.zeros((nmax, meqn))
-    thi = np.zeros((nmax, meqn))
-    # cell states (work sharing) in both sweep layouts, interface states of one line
+    # cell states (work sharing) and interface states of one line; the y-sweeps read
+    # the patch, its aux and its cell states through column views of the x layout
+    # (strided), which costs less than writing a transposed copy of each
     csx = np.zeros((nyt, nxt, NCS) if SHARED else (1, 1, 1))
-    csy = np.zeros((nxt, nyt, NCS) if SHARED else (1, 1, 1))
     es = np.zeros((nmax, NES))
 
     for k_row in range(lo, hi):
         ip = rows[k_row]
         dtdx = dt / dx[ip]
         dtdy = dt / dy[ip]
-        # gather the patch into sweep-contiguous layouts
+        # gather the patch into the x-sweep layout (one cell's fields contiguous)
         for m in range(meqn):
             for j in range(nyt):
                 for i in range(nxt):
-                    v = q[ip, m, j, i]
-                    qx[j, i, m] = v
-                    qy[i, j, m] = v
+                    qx[j, i, m] = q[ip, m, j, i]
         for a in range(maux):
             for j in range(nyt):
                 for i in range(nxt):
-                    v = aux[ip, a, j, i]
-                    auxx[j, i, a] = v
-                    auxy[i, j, a] = v
+                    auxx[j, i, a] = aux[ip, a, j, i]
         if SHARED:
             # every cell's state once per step, shared by both sweeps
             for j in range(nyt):
                 for i in range(nxt):
                     t = CELL_STATE(qx[j, i], auxx[j, i], params)
                     for m in range(NCS):
-                        v = t[m]
-                        csx[j, i, m] = v
-                        csy[i, j, m] = v
+                        csx[j, i, m] = t[m]
         if use_capa:
             for j in range(nyt):
                 for i in range(nxt):
                     kinv[j, i] = 1.0 / aux[ip, capa, j, i]
-        fm[:] = 0.0
-        fp[:] = 0.0
-        gm[:] = 0.0
-        gp[:] = 0.0
 
         cfl = 0.0
         # x-sweeps over rows j = -1 .. my
@@ -245,16 +279,16 @@ def run_chunk(order, transverse_waves, capa, lo, hi, q, mbc, aux, qnew, dx, dy, 
                 dtdx1d[k] = dtdx * kinv[r, k]
             c = flux_row(1, order, transverse_waves, mx, mbc, r, qx[r], auxx[r - 1],
                          auxx[r], auxx[r + 1], dtdx1d, params, lim, wave, s, amdq, apdq,
-                         cq, bm, bp, tlo, thi, fm, fp, gm, gp, csx[r], es)
+                         fm, fp, fm, gt, gt, r == mbc - 1, csx[r], es)
             if r >= mbc and r < mbc + my and c > cfl:
                 cfl = c
         # y-sweeps over columns i = -1 .. mx
         for r in range(mbc - 1, mbc + mx + 1):
             for k in range(nyt):
                 dtdx1d[k] = dtdy * kinv[k, r]
-            c = flux_row(2, order, transverse_waves, my, mbc, r, qy[r], auxy[r - 1],
-                         auxy[r], auxy[r + 1], dtdx1d, params, lim, wave, s, amdq, apdq,
-                         cq, bm, bp, tlo, thi, gm, gp, fm, fp, csy[r], es)
+            c = flux_row(2, order, transverse_waves, my, mbc, r, qx[:, r], auxx[:, r - 1],
+                         auxx[:, r], auxx[:, r + 1], dtdx1d, params, lim, wave, s, amdq, apdq,
+                         gm, gp, gt, fm, fp, False, csx[:, r], es)
             if r >= mbc and r < mbc + mx and c > cfl:
                 cfl = c
         cfl_out[ip] = cfl
