@@ -225,7 +225,6 @@ def run_chunk(order, transverse_waves, capa, lo, hi, q, mbc, aux, qnew, dx, dy, 
     nmax = max(nxt, nyt)
     use_capa = capa >= 0
     # per-chunk scratch (reused for every patch of the chunk)
-    qx = np.empty((nyt, nxt, meqn))
     auxx = np.empty((nyt, nxt, maux))
     kinv = np.ones((nyt, nxt))
     # fluctuation fluxes, written (not accumulated) by the sweeps of every patch; the
@@ -251,11 +250,6 @@ def run_chunk(order, transverse_waves, capa, lo, hi, q, mbc, aux, qnew, dx, dy, 
         ip = rows[k_row]
         dtdx = dt / dx[ip]
         dtdy = dt / dy[ip]
-        # gather the patch into the x-sweep layout (one cell's fields contiguous)
-        for m in range(meqn):
-            for j in range(nyt):
-                for i in range(nxt):
-                    qx[j, i, m] = q[ip, m, j, i]
         for a in range(maux):
             for j in range(nyt):
                 for i in range(nxt):
@@ -264,7 +258,7 @@ def run_chunk(order, transverse_waves, capa, lo, hi, q, mbc, aux, qnew, dx, dy, 
             # every cell's state once per step, shared by both sweeps
             for j in range(nyt):
                 for i in range(nxt):
-                    t = CELL_STATE(qx[j, i], auxx[j, i], params)
+                    t = CELL_STATE(q[ip, :, j, i], auxx[j, i], params)
                     for m in range(NCS):
                         csx[j, i, m] = t[m]
         if use_capa:
@@ -277,7 +271,7 @@ def run_chunk(order, transverse_waves, capa, lo, hi, q, mbc, aux, qnew, dx, dy, 
         for r in range(mbc - 1, mbc + my + 1):
             for k in range(nxt):
                 dtdx1d[k] = dtdx * kinv[r, k]
-            c = flux_row(1, order, transverse_waves, mx, mbc, r, qx[r], auxx[r - 1],
+            c = flux_row(1, order, transverse_waves, mx, mbc, r, q[ip, :, r, :].T, auxx[r - 1],
                          auxx[r], auxx[r + 1], dtdx1d, params, lim, wave, s, amdq, apdq,
                          fm, fp, fm, gt, gt, r == mbc - 1, csx[r], es)
             if r >= mbc and r < mbc + my and c > cfl:
@@ -286,7 +280,7 @@ def run_chunk(order, transverse_waves, capa, lo, hi, q, mbc, aux, qnew, dx, dy, 
         for r in range(mbc - 1, mbc + mx + 1):
             for k in range(nyt):
                 dtdx1d[k] = dtdy * kinv[k, r]
-            c = flux_row(2, order, transverse_waves, my, mbc, r, qx[:, r], auxx[:, r - 1],
+            c = flux_row(2, order, transverse_waves, my, mbc, r, q[ip, :, :, r].T, auxx[:, r - 1],
                          auxx[:, r], auxx[:, r + 1], dtdx1d, params, lim, wave, s, amdq, apdq,
                          gm, gp, gt, fm, fp, False, csx[:, r], es)
             if r >= mbc and r < mbc + mx and c > cfl:
