@@ -118,12 +118,16 @@ def flux_row(ixy, order, transverse_waves, n, mbc, r, q1d, auxm, aux0, auxp, dtd
             chi[m] = 0.0
     # normal Riemann problems at interfaces -1 .. n+1 (all the limiter needs)
     if SHARED:
-        for k in range(mbc - 1, mbc + n + 2):
-            if HAS_EDGE:
-                e = EDGE_STATE(ixy, q1d[k - 1], q1d[k], cs[k - 1], cs[k], aux0[k - 1],
-                               aux0[k], params)
+        if HAS_EDGE:
+            # a loop of its own with unsigned indices (no negative-index wrap-around):
+            # LLVM vectorises it where the line is contiguous
+            one = np.uint64(1)
+            for k in range(np.uint64(mbc - 1), np.uint64(mbc + n + 2)):
+                e = EDGE_STATE(ixy, q1d[k - one], q1d[k], cs[k - one], cs[k],
+                               aux0[k - one], aux0[k], params)
                 for m in range(NES):
                     es[k, m] = e[m]
+        for k in range(mbc - 1, mbc + n + 2):
             RPN2E(ixy, q1d[k - 1], q1d[k], cs[k - 1], cs[k], aux0[k - 1], aux0[k], params,
                   es[k], wave[k], s[k], amdq[k], apdq[k])
     else:
@@ -243,8 +247,9 @@ def run_chunk(order, transverse_waves, capa, lo, hi, q, mbc, aux, qnew, dx, dy, 
     # cell states (work sharing) and interface states of one line; the y-sweeps read
     # the patch, its aux and its cell states through column views of the x layout
     # (strided), which costs less than writing a transposed copy of each
-    csx = np.zeros((nyt, nxt, NCS) if SHARED else (1, 1, 1))
-    es = np.zeros((nmax, NES))
+    csx = np.zeros((NCS, nyt, nxt) if SHARED else (1, 1, 1))
+    es_soa = np.zeros((NES, nmax))
+    es = es_soa.T
 
     for k_row in range(lo, hi):
         ip = rows[k_row]
@@ -260,7 +265,7 @@ def run_chunk(order, transverse_waves, capa, lo, hi, q, mbc, aux, qnew, dx, dy, 
                 for i in range(nxt):
                     t = CELL_STATE(q[ip, :, j, i], auxx[j, i], params)
                     for m in range(NCS):
-                        csx[j, i, m] = t[m]
+                        csx[m, j, i] = t[m]
         if use_capa:
             for j in range(nyt):
                 for i in range(nxt):
@@ -273,7 +278,7 @@ def run_chunk(order, transverse_waves, capa, lo, hi, q, mbc, aux, qnew, dx, dy, 
                 dtdx1d[k] = dtdx * kinv[r, k]
             c = flux_row(1, order, transverse_waves, mx, mbc, r, q[ip, :, r, :].T, auxx[r - 1],
                          auxx[r], auxx[r + 1], dtdx1d, params, lim, wave, s, amdq, apdq,
-                         fm, fp, fm, gt, gt, r == mbc - 1, csx[r], es)
+                         fm, fp, fm, gt, gt, r == mbc - 1, csx[:, r, :].T, es)
             if r >= mbc and r < mbc + my and c > cfl:
                 cfl = c
         # y-sweeps over columns i = -1 .. mx
@@ -282,7 +287,7 @@ def run_chunk(order, transverse_waves, capa, lo, hi, q, mbc, aux, qnew, dx, dy, 
                 dtdx1d[k] = dtdy * kinv[k, r]
             c = flux_row(2, order, transverse_waves, my, mbc, r, q[ip, :, :, r].T, auxx[:, r - 1],
                          auxx[:, r], auxx[:, r + 1], dtdx1d, params, lim, wave, s, amdq, apdq,
-                         gm, gp, gt, fm, fp, False, csx[:, r], es)
+                         gm, gp, gt, fm, fp, False, csx[:, :, r].T, es)
             if r >= mbc and r < mbc + mx and c > cfl:
                 cfl = c
         cfl_out[ip] = cfl
