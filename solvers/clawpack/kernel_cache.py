@@ -32,7 +32,9 @@ from forestpy.kernel_files import cache_dir, function_fingerprint, import_file, 
 __all__ = ["kernel_module", "cache_dir", "physics_fingerprint"]
 
 _TEMPLATE = Path(__file__).with_name("kernel_template.py")
-_STACK = Path(__file__).with_name("stack_arrays.py")  # imported by the kernels
+#: The modules the template imports compiled code from: their text is part of the kernel
+#: module's name, since Numba's disk cache of that module checks only its own file.
+_IMPORTED = tuple(Path(__file__).with_name(n) for n in ("limiters.py", "stack_arrays.py"))
 _BEGIN = "# forestpy-kernel-header-begin"
 _END = "# forestpy-kernel-header-end"
 _MODULES: dict = {}
@@ -97,7 +99,8 @@ def kernel_module(riemann, jit_pointwise, work_sharing: bool = True):
         return module
     tag = hashlib.sha256(
         (physics_fingerprint(riemann) + f"shared={shared}" + _TEMPLATE.read_text()
-         + Path(__file__).read_text() + _STACK.read_text() + numba.__version__
+         + Path(__file__).read_text() + "".join(f.read_text() for f in _IMPORTED)
+         + numba.__version__
          + np.__version__ + sys.version).encode()
     ).hexdigest()[:20]
     name = f"forestpy_kernel_{tag}"

@@ -69,3 +69,18 @@ def test_a_second_process_loads_the_compiled_kernels_from_disk(tmp_path):
     assert int(hits2) >= 1 and int(misses2) == 0  # loaded, not compiled
     assert total1 == total2
     assert any(p.suffix == ".nbc" for p in (tmp_path / "__pycache__").iterdir())
+
+
+def test_every_module_the_template_imports_code_from_is_in_the_kernel_name():
+    # Numba's disk cache of a kernel module checks only that module's own file: a
+    # change of a helper it compiles in (the limiters, the stack arrays) must give the
+    # kernels a new name, so the helpers' text is hashed into it
+    import re
+
+    template = kernel_cache._TEMPLATE.read_text()
+    imported = set(re.findall(r"^from forestpy\.solvers\.clawpack\.(\w+) import", template,
+                              re.MULTILINE))
+    assert imported, "the template imports no forestpy helper: the test is stale"
+    hashed = {f.stem for f in kernel_cache._IMPORTED}
+    assert imported <= hashed, f"not in the kernel name: {sorted(imported - hashed)}"
+    assert all(f.is_file() for f in kernel_cache._IMPORTED)
