@@ -70,8 +70,8 @@ def flux_row(ixy, order, transverse_waves, n, mbc, r, q1d, auxm, aux0, auxp, dtd
              params, lim, wave, s, amdq, apdq, Fm, Fp, Fb, Gm, Gp, first, cs, es):
     """One sweep along a row (x) or column (y): Clawpack's ``flux2``.
 
-    Works on a line ``q1d[k, m]`` of the gathered patch (``k`` = array index along the
-    sweep; a row of it for the x-sweep, a column view for the y-sweep).  Writes the
+    Works on a line ``q1d[k, m]`` of the patch (``k`` = array index along the sweep): a
+    view of ``q``, a row for the x-sweep and a column for the y-sweep.  Writes the
     normal fluctuation fluxes of interface ``k`` of line ``r`` into ``Fm``/``Fp[r, k,
     m]``, as ``Fb[r, k, m] +`` them (the transverse terms the other sweep has left
     there) when ``ixy == 2`` and as ``0.0 +`` them when ``ixy == 1``; and the
@@ -244,9 +244,9 @@ def run_chunk(order, transverse_waves, capa, lo, hi, q, mbc, aux, qnew, dx, dy, 
     s = np.zeros((nmax, mwaves))
     amdq = np.zeros((nmax, meqn))
     apdq = np.zeros((nmax, meqn))
-    # cell states (work sharing) and interface states of one line; the y-sweeps read
-    # the patch, its aux and its cell states through column views of the x layout
-    # (strided), which costs less than writing a transposed copy of each
+    # cell states (work sharing) and interface states of one line, one array per
+    # field; the sweeps read the patch, its aux and its cell states through row and
+    # column views (the columns strided), which costs less than a transposed copy
     csx = np.zeros((NCS, nyt, nxt) if SHARED else (1, 1, 1))
     es_soa = np.zeros((NES, nmax))
     es = es_soa.T
